@@ -1,0 +1,50 @@
+"""jobqueue: a durable job queue for Django, stored in PostgreSQL.
+
+The public API is re-exported lazily (PEP 562), so importing ``jobqueue`` never touches models
+before the app registry is ready.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "JobContext",
+    "ack",
+    "cancel",
+    "claim",
+    "enqueue",
+    "heartbeat",
+    "job",
+    "nack",
+    "retry",
+]
+
+_LAZY = {
+    "enqueue": "jobqueue.client",
+    "claim": "jobqueue.client",
+    "heartbeat": "jobqueue.client",
+    "ack": "jobqueue.client",
+    "nack": "jobqueue.client",
+    "cancel": "jobqueue.client",
+    "retry": "jobqueue.client",
+    "job": "jobqueue.jobs",
+    "JobContext": "jobqueue.jobs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'jobqueue' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

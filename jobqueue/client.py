@@ -1,0 +1,363 @@
+"""Producer and operator side: validate input, then hand it to the store.
+
+``enqueue`` joins the caller's transaction on the queue's database (``using``), so the job row
+commits or rolls back with the caller's business data.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import traceback as traceback_module
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.db import InterfaceError, OperationalError
+from django.utils import timezone
+
+from .backoff import backoff_delay
+from .conf import get_settings, validate_queue_name
+from .errors import InvalidJobOption, QueueUnavailable
+from .jobs import JobType
+from .payloads import sanitize_text, to_json
+from .states import DeadReason
+from .store import ClaimedJob, NewJob, get_store
+
+__all__ = ["ack", "cancel", "claim", "enqueue", "heartbeat", "nack", "retry"]
+
+PRIORITY_MIN, PRIORITY_MAX = -100, 100
+TRACEBACK_TAIL_CHARS = 4000
+
+
+def validate_options(
+    *,
+    queue: Any = None,
+    priority: Any = None,
+    max_attempts: Any = None,
+    timeout_s: Any = None,
+) -> None:
+    """Check enqueue options that also appear as ``@job`` defaults. None means "not given".
+
+    Raises:
+        InvalidJobOption: naming the option and the bad value.
+    """
+    if queue is not None:
+        try:
+            validate_queue_name(queue)
+        except ValueError as exc:
+            raise InvalidJobOption("queue", str(exc)) from None
+    if priority is not None and (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not PRIORITY_MIN <= priority <= PRIORITY_MAX
+    ):
+        raise InvalidJobOption(
+            "priority", f"must be an integer in {PRIORITY_MIN}..{PRIORITY_MAX}, got {priority!r}"
+        )
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
+        raise InvalidJobOption("max_attempts", f"must be an integer >= 1, got {max_attempts!r}")
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, int | float)
+        or not math.isfinite(timeout_s)
+        or timeout_s <= 0
+    ):
+        raise InvalidJobOption("timeout_s", f"must be a number of seconds > 0, got {timeout_s!r}")
+
+
+def _text_option(name: str, value: Any, max_length: int, *, allow_none: bool) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, str) or len(value) > max_length or "\x00" in value:
+        raise InvalidJobOption(
+            name, f"must be a string of at most {max_length} characters without NUL, got {value!r}"
+        )
+
+
+def _run_at(run_at: Any, delay: Any) -> tuple[datetime | None, float]:
+    if run_at is not None and delay is not None:
+        raise InvalidJobOption("run_at", "give run_at or delay, not both")
+    if run_at is not None:
+        if not isinstance(run_at, datetime):
+            raise InvalidJobOption("run_at", f"must be a datetime, got {run_at!r}")
+        if timezone.is_naive(run_at):
+            if django_settings.USE_TZ:
+                raise InvalidJobOption(
+                    "run_at",
+                    f"{run_at.isoformat()} is naive but USE_TZ is True; pass an aware datetime "
+                    "(e.g. django.utils.timezone.now() + timedelta(...))",
+                )
+            run_at = timezone.make_aware(run_at)
+        return run_at, 0.0
+    if delay is None:
+        return None, 0.0
+    if isinstance(delay, timedelta):
+        seconds = delay.total_seconds()
+    elif isinstance(delay, int | float) and not isinstance(delay, bool):
+        seconds = float(delay)
+    else:
+        raise InvalidJobOption("delay", f"must be seconds or a timedelta, got {delay!r}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidJobOption("delay", f"must be >= 0 seconds, got {delay!r}")
+    return None, seconds
+
+
+def _unavailable(exc: Exception, using: str | None) -> QueueUnavailable:
+    return QueueUnavailable(f"queue database {using or 'default'!r} is unavailable: {exc}")
+
+
+def enqueue(
+    queue: str,
+    job_type: str | JobType,
+    payload: dict[str, Any] | None = None,
+    *,
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    priority: int | None = None,
+    dedupe_key: str | None = None,
+    max_attempts: int | None = None,
+    timeout_s: float | None = None,
+    tenant_id: str = "",
+    using: str | None = None,
+) -> int:
+    """Put a job on a queue, in the caller's transaction, and return its id.
+
+    Args:
+        queue: queue name, ``[A-Za-z0-9_.:-]{1,100}``.
+        job_type: a registered type name, or the object ``@job`` returned.
+        payload: a JSON object of the handler's keyword arguments (default ``{}``).
+        run_at: aware datetime from which the job may run; in the past means now.
+        delay: seconds (or a timedelta) from now, by the database clock; exclusive with run_at.
+        priority: -100..100, higher runs sooner; default the type's, else 0.
+        dedupe_key: while a job of this queue with this key is ready, scheduled or leased,
+            enqueue returns that job's id and writes nothing.
+        max_attempts: claims before dead-lettering (>= 1); default the type's, else the setting.
+        timeout_s: hard limit on one run, seconds; default the type's, else the setting.
+        tenant_id: the tenant the job belongs to ("" for none).
+        using: database alias of the queue; default ``"default"``.
+
+    Returns:
+        The new job's id, or the live job's id when ``dedupe_key`` is already held.
+
+    Raises:
+        InvalidPayload: the payload is not JSON (the message names the path), holds a NUL or a
+            lone surrogate, or is over ``MAX_PAYLOAD_BYTES``.
+        InvalidJobOption: a bad queue, priority, run_at (naive under USE_TZ), delay,
+            max_attempts, timeout_s, tenant_id or dedupe_key.
+        QueueUnavailable: the database cannot be reached; nothing was written.
+    """
+    conf = get_settings()
+    type_defaults = job_type if isinstance(job_type, JobType) else None
+    type_name = job_type.name if isinstance(job_type, JobType) else job_type
+    _text_option("job_type", type_name, 200, allow_none=False)
+    if not type_name:
+        raise InvalidJobOption("job_type", "must not be empty")
+    if priority is None:
+        priority = type_defaults.priority if type_defaults else 0
+    if max_attempts is None:
+        max_attempts = (type_defaults and type_defaults.max_attempts) or conf.max_attempts
+    if timeout_s is None:
+        timeout_s = (type_defaults and type_defaults.timeout_s) or conf.timeout_seconds
+    validate_options(queue=queue, priority=priority, max_attempts=max_attempts, timeout_s=timeout_s)
+    _text_option("tenant_id", tenant_id, 100, allow_none=False)
+    _text_option("dedupe_key", dedupe_key, 200, allow_none=True)
+    when, delay_s = _run_at(run_at, delay)
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise InvalidJobOption(
+            "payload", f"must be a dict of keyword arguments, got {type(payload).__name__}"
+        )
+    payload_json = to_json(payload, max_bytes=conf.max_payload_bytes)
+    new_job = NewJob(
+        queue=queue,
+        type=type_name,
+        payload_json=payload_json,
+        priority=priority,
+        tenant_id=tenant_id,
+        run_at=when,
+        delay_s=delay_s,
+        max_attempts=max_attempts,
+        timeout_s=float(timeout_s),
+        dedupe_key=dedupe_key,
+    )
+    try:
+        return get_store(using).enqueue(new_job)
+    except (OperationalError, InterfaceError) as exc:
+        raise _unavailable(exc, using) from exc
+
+
+def claim(
+    queue: str | Sequence[str],
+    worker_id: str,
+    max_jobs: int,
+    *,
+    lease_s: float | None = None,
+    using: str | None = None,
+) -> list[ClaimedJob]:
+    """Lease up to ``max_jobs`` due jobs for ``worker_id`` (normally the worker does this).
+
+    Args:
+        queue: a queue name or a list of them.
+        worker_id: who holds the leases (shown in the admin and the error history).
+        max_jobs: most jobs to claim (>= 1).
+        lease_s: lease length in seconds; default ``JOBQUEUE["LEASE_SECONDS"]``.
+        using: database alias.
+
+    Returns:
+        The claimed jobs, highest priority first; each carries its lease token.
+
+    Raises:
+        InvalidJobOption: a bad queue name, max_jobs or lease_s.
+    """
+    queues = [queue] if isinstance(queue, str) else list(queue)
+    for name in queues:
+        validate_options(queue=name)
+    if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
+        raise InvalidJobOption("max_jobs", f"must be an integer >= 1, got {max_jobs!r}")
+    lease = get_settings().lease_seconds if lease_s is None else lease_s
+    if isinstance(lease, bool) or not isinstance(lease, int | float) or lease <= 0:
+        raise InvalidJobOption("lease_s", f"must be a number of seconds > 0, got {lease_s!r}")
+    return get_store(using).claim(queues, worker_id, max_jobs, float(lease))
+
+
+def heartbeat(
+    job_id: int, lease_token: uuid.UUID, *, lease_s: float | None = None, using: str | None = None
+) -> datetime:
+    """Extend one lease to ``now() + lease_s`` and return the new ``lease_until``.
+
+    Raises:
+        LeaseLost: the job is no longer leased under this token.
+    """
+    from .errors import LeaseLost
+
+    lease = get_settings().lease_seconds if lease_s is None else float(lease_s)
+    kept = get_store(using).extend_leases([(job_id, lease_token)], lease)
+    if job_id not in kept:
+        raise LeaseLost(job_id)
+    return kept[job_id]
+
+
+def ack(job_id: int, lease_token: uuid.UUID, result: Any = None, *, using: str | None = None) -> None:
+    """Mark a leased job ``succeeded`` and store ``result`` (a JSON value).
+
+    A late ack, after ``lease_until`` but before anyone else took the job, still succeeds.
+
+    Raises:
+        LeaseLost: another claim, the reaper or a cancel has moved the job; nothing changed.
+        InvalidPayload: ``result`` is not JSON.
+    """
+    result_json = to_json(result, root="result")
+    get_store(using).ack(job_id, lease_token, result_json)
+
+
+def error_entry(
+    error: BaseException | str, *, attempt: int, worker_id: str = "", kind: str = "error"
+) -> dict[str, Any]:
+    """Build one error-history entry (type, message, traceback tail), safe for PostgreSQL."""
+    if isinstance(error, BaseException):
+        error_type = type(error).__qualname__
+        message = str(error)
+        tb = "".join(traceback_module.format_exception(error))[-TRACEBACK_TAIL_CHARS:]
+    else:
+        error_type, message, tb = "Error", str(error), ""
+    return {
+        "kind": kind,
+        "attempt": attempt,
+        "worker": sanitize_text(worker_id),
+        "type": sanitize_text(error_type),
+        "message": sanitize_text(message),
+        "traceback": sanitize_text(tb),
+    }
+
+
+def nack(
+    job_id: int,
+    lease_token: uuid.UUID,
+    error: BaseException | str,
+    retry_at: datetime | None = None,
+    *,
+    using: str | None = None,
+) -> str:
+    """Record a failed attempt; the queue decides whether the job retries or goes dead.
+
+    Args:
+        job_id: the job.
+        lease_token: the token from its claim.
+        error: the exception (its type, message and traceback are recorded) or a message.
+        retry_at: aware datetime of the next attempt, honored exactly; default backoff
+            (the job type's policy, else ``JOBQUEUE["BACKOFF"]``).
+        using: database alias.
+
+    Returns:
+        ``"scheduled"`` (will retry) or ``"dead"`` (attempts spent, or a PermanentError).
+
+    Raises:
+        LeaseLost: the job is no longer leased under this token; nothing changed.
+    """
+    from .errors import PermanentError
+
+    store = get_store(using)
+    if retry_at is not None:
+        retry_at, _ = _run_at(retry_at, None)
+    info = store.lease_info(job_id, lease_token)
+    entry = error_entry(error, attempt=info.attempts)
+    if isinstance(error, PermanentError):
+        return store.nack(job_id, lease_token, entry, dead_reason=DeadReason.PERMANENT_ERROR)
+    if info.attempts >= info.max_attempts:
+        return store.nack(job_id, lease_token, entry, dead_reason=DeadReason.ATTEMPTS_EXHAUSTED)
+    if retry_at is not None:
+        return store.nack(job_id, lease_token, entry, dead_reason=None, retry_at=retry_at)
+    delay = backoff_for(info.job_type, info.attempts)
+    return store.nack(job_id, lease_token, entry, dead_reason=None, delay_s=delay)
+
+
+def cancel(job_id: int, *, using: str | None = None) -> bool:
+    """Cancel a ready, scheduled, leased or dead job (an operator action).
+
+    A leased job is cancelled at once: its worker's next heartbeat or ack raises LeaseLost, so
+    its outcome is never recorded, and the handler sees ``context.lease_lost``.
+
+    Returns:
+        True if the job was cancelled now; False if it was already finished (cancelling a
+        cancelled job is a no-op).
+
+    Raises:
+        JobNotFound: no job has this id.
+    """
+    return get_store(using).cancel(job_id)
+
+
+def retry(job_id: int, *, using: str | None = None) -> bool:
+    """Send a dead or cancelled job back to ``ready`` now, with a fresh attempt budget.
+
+    Attempts go to 0, the error history is kept and gains a "retried by operator" entry, and
+    ``finished_at`` is cleared.
+
+    Returns:
+        True if the job was retried; False if it is not dead or cancelled.
+
+    Raises:
+        JobNotFound: no job has this id.
+        DuplicateJob: a live job now holds the same dedupe key on the same queue.
+    """
+    return get_store(using).retry(job_id)
+
+
+def backoff_for(job_type: str, attempt: int, rng: random.Random | None = None) -> float:
+    """Return the retry delay, seconds, for a failed ``attempt`` of ``job_type``.
+
+    Uses the type's ``@job(backoff=...)`` policy when it is registered here, else
+    ``JOBQUEUE["BACKOFF"]``. Pass a seeded ``rng`` for repeatable delays.
+    """
+    from .jobs import registry
+
+    found = registry().get(job_type)
+    policy = (found.backoff if found else None) or get_settings().backoff
+    return backoff_delay(attempt, policy, rng)
+

@@ -1,0 +1,227 @@
+"""The ``JOBQUEUE`` setting: named defaults, validated once, reset when settings change.
+
+Read settings through :func:`get_settings`; it caches a frozen :class:`JobQueueSettings` and drops
+the cache on Django's ``setting_changed`` signal, so ``override_settings`` works in tests.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from .errors import JobQueueConfigurationError
+
+DEFAULT_LEASE_SECONDS = 30.0
+"""How long a claim holds a job before another worker may take it; workers heartbeat every third."""
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+"""Hard limit on one run of a job (``timeout_s``), separate from the lease."""
+
+DEFAULT_MAX_ATTEMPTS = 8
+"""Claims a job gets before it is dead-lettered."""
+
+DEFAULT_BACKOFF = {"policy": "full", "base_seconds": 1.0, "cap_seconds": 3600.0}
+"""Exponential backoff with full jitter, base 1 s, cap 1 h (the AWS backoff analysis)."""
+
+DEFAULT_POLL_INTERVAL_SECONDS = 1.0
+"""How long an idle worker waits between claims."""
+
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+"""Largest payload accepted by enqueue, measured as UTF-8 JSON."""
+
+DEFAULT_GRACE_SECONDS = 30.0
+"""How long a worker told to stop (SIGTERM) lets running jobs finish before releasing them."""
+
+DEFAULT_REAPER_INTERVAL_SECONDS = 1.0
+"""How often each worker returns expired leases to the claimable set."""
+
+DEFAULT_CONCURRENCY = 10
+"""Jobs one worker process runs at once (threads)."""
+
+DEFAULT_QUEUES = ("default",)
+"""Queues a worker serves when none are named."""
+
+BACKOFF_POLICIES = ("none", "full", "equal", "decorrelated")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backoff:
+    """A backoff policy: the shape of the delays between attempts.
+
+    Attributes:
+        policy: one of ``none``, ``full``, ``equal``, ``decorrelated`` (jitter kinds).
+        base_seconds: delay of the first retry before jitter, seconds (> 0).
+        cap_seconds: largest delay, seconds (>= base_seconds).
+    """
+
+    policy: str = "full"
+    base_seconds: float = 1.0
+    cap_seconds: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobQueueSettings:
+    """The validated ``JOBQUEUE`` setting. Durations are seconds."""
+
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: Backoff = field(default_factory=Backoff)
+    poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+    reaper_interval_seconds: float = DEFAULT_REAPER_INTERVAL_SECONDS
+    concurrency: int = DEFAULT_CONCURRENCY
+    queues: tuple[str, ...] = DEFAULT_QUEUES
+
+
+def _number(key: str, value: Any, *, minimum: float = 0.0, strict: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise JobQueueConfigurationError(f"JOBQUEUE[{key!r}] must be a number, got {value!r}")
+    if (value <= minimum) if strict else (value < minimum):
+        op = ">" if strict else ">="
+        raise JobQueueConfigurationError(f"JOBQUEUE[{key!r}] must be {op} {minimum}, got {value!r}")
+    return float(value)
+
+
+def _integer(key: str, value: Any, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE[{key!r}] must be an integer >= {minimum}, got {value!r}"
+        )
+    return value
+
+
+def parse_backoff(value: Any, where: str = "JOBQUEUE['BACKOFF']") -> Backoff:
+    """Validate a backoff dict such as ``{"policy": "full", "base_seconds": 1, "cap_seconds": 60}``.
+
+    Args:
+        value: a dict with any of the keys ``policy``, ``base_seconds``, ``cap_seconds``, or a
+            :class:`Backoff` (returned as is).
+        where: how to name the value in an error message.
+
+    Returns:
+        The :class:`Backoff`, with defaults for missing keys.
+
+    Raises:
+        JobQueueConfigurationError: unknown keys, an unknown policy, or bad numbers.
+    """
+    if isinstance(value, Backoff):
+        return value
+    if not isinstance(value, dict):
+        raise JobQueueConfigurationError(f"{where} must be a dict, got {value!r}")
+    unknown = sorted(set(value) - {"policy", "base_seconds", "cap_seconds"})
+    if unknown:
+        raise JobQueueConfigurationError(f"{where} has unknown keys: {', '.join(unknown)}")
+    merged = {**DEFAULT_BACKOFF, **value}
+    if merged["policy"] not in BACKOFF_POLICIES:
+        raise JobQueueConfigurationError(
+            f"{where}['policy'] must be one of {', '.join(BACKOFF_POLICIES)}, got {merged['policy']!r}"
+        )
+    base = _number("BACKOFF.base_seconds", merged["base_seconds"])
+    cap = _number("BACKOFF.cap_seconds", merged["cap_seconds"])
+    if cap < base:
+        raise JobQueueConfigurationError(
+            f"{where}: cap_seconds ({cap}) must be >= base_seconds ({base})"
+        )
+    return Backoff(policy=merged["policy"], base_seconds=base, cap_seconds=cap)
+
+
+def validate_queue_name(name: Any) -> str:
+    """Return ``name`` if it is a valid queue name, else raise ``ValueError`` naming it.
+
+    Queue names match ``[A-Za-z0-9_.:-]{1,100}`` (DESIGN.md).
+    """
+    import re
+
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", name):
+        raise ValueError(
+            f"queue name must match [A-Za-z0-9_.:-]{{1,100}}, got {name!r}"
+        )
+    return name
+
+
+_KEYS = {
+    "LEASE_SECONDS",
+    "TIMEOUT_SECONDS",
+    "MAX_ATTEMPTS",
+    "BACKOFF",
+    "POLL_INTERVAL_SECONDS",
+    "MAX_PAYLOAD_BYTES",
+    "GRACE_SECONDS",
+    "REAPER_INTERVAL_SECONDS",
+    "CONCURRENCY",
+    "QUEUES",
+}
+
+
+def build_settings(raw: Any) -> JobQueueSettings:
+    """Validate a ``JOBQUEUE`` dict and return the frozen settings.
+
+    Raises:
+        JobQueueConfigurationError: naming the first bad or unknown key.
+    """
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise JobQueueConfigurationError(f"JOBQUEUE must be a dict, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE has unknown keys: {', '.join(map(str, unknown))} "
+            f"(known: {', '.join(sorted(_KEYS))})"
+        )
+    values: dict[str, Any] = {}
+    if "LEASE_SECONDS" in raw:
+        values["lease_seconds"] = _number("LEASE_SECONDS", raw["LEASE_SECONDS"])
+    if "TIMEOUT_SECONDS" in raw:
+        values["timeout_seconds"] = _number("TIMEOUT_SECONDS", raw["TIMEOUT_SECONDS"])
+    if "MAX_ATTEMPTS" in raw:
+        values["max_attempts"] = _integer("MAX_ATTEMPTS", raw["MAX_ATTEMPTS"])
+    if "BACKOFF" in raw:
+        values["backoff"] = parse_backoff(raw["BACKOFF"])
+    if "POLL_INTERVAL_SECONDS" in raw:
+        values["poll_interval_seconds"] = _number("POLL_INTERVAL_SECONDS", raw["POLL_INTERVAL_SECONDS"])
+    if "MAX_PAYLOAD_BYTES" in raw:
+        values["max_payload_bytes"] = _integer("MAX_PAYLOAD_BYTES", raw["MAX_PAYLOAD_BYTES"])
+    if "GRACE_SECONDS" in raw:
+        values["grace_seconds"] = _number("GRACE_SECONDS", raw["GRACE_SECONDS"], strict=False)
+    if "REAPER_INTERVAL_SECONDS" in raw:
+        values["reaper_interval_seconds"] = _number(
+            "REAPER_INTERVAL_SECONDS", raw["REAPER_INTERVAL_SECONDS"]
+        )
+    if "CONCURRENCY" in raw:
+        values["concurrency"] = _integer("CONCURRENCY", raw["CONCURRENCY"])
+    if "QUEUES" in raw:
+        queues = raw["QUEUES"]
+        if isinstance(queues, str) or not isinstance(queues, list | tuple) or not queues:
+            raise JobQueueConfigurationError(
+                f"JOBQUEUE['QUEUES'] must be a non-empty list of queue names, got {queues!r}"
+            )
+        try:
+            values["queues"] = tuple(validate_queue_name(q) for q in queues)
+        except ValueError as exc:
+            raise JobQueueConfigurationError(f"JOBQUEUE['QUEUES']: {exc}") from None
+    return JobQueueSettings(**values)
+
+
+@functools.cache
+def get_settings() -> JobQueueSettings:
+    """Return the validated ``JOBQUEUE`` settings (cached until a setting changes).
+
+    Raises:
+        JobQueueConfigurationError: the setting is invalid; the message names the key.
+    """
+    return build_settings(getattr(django_settings, "JOBQUEUE", None))
+
+
+@receiver(setting_changed)
+def _reset(*, setting: str, **kwargs: Any) -> None:
+    if setting == "JOBQUEUE":
+        get_settings.cache_clear()

@@ -1,0 +1,123 @@
+"""Exceptions raised by jobqueue, and the two that handlers raise to steer a retry.
+
+Every error takes its default message from its class docstring, so most subclasses are two lines;
+the ones that carry context (a job id, a JSON path) format it into the message.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+__all__ = [
+    "DuplicateJob",
+    "InvalidCronExpression",
+    "InvalidJobOption",
+    "InvalidPayload",
+    "JobNotFound",
+    "JobQueueConfigurationError",
+    "JobQueueError",
+    "LeaseLost",
+    "PermanentError",
+    "QueueUnavailable",
+    "RetryAfter",
+    "UnknownJobType",
+]
+
+
+class JobQueueError(Exception):
+    """A jobqueue operation failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip().splitlines()[0])
+
+
+class LeaseLost(JobQueueError):
+    """The lease on this job is no longer held: another claim, the reaper or a cancel moved it."""
+
+    def __init__(self, job_id: int, message: str | None = None) -> None:
+        self.job_id = job_id
+        super().__init__(
+            message
+            or f"lease on job {job_id} was lost: the job was reclaimed, reaped, cancelled or finished"
+        )
+
+
+class JobNotFound(JobQueueError, LookupError):
+    """No job has this id."""
+
+    def __init__(self, job_id: object) -> None:
+        self.job_id = job_id
+        super().__init__(f"no job with id {job_id!r}")
+
+
+class DuplicateJob(JobQueueError):
+    """A live job already holds this dedupe key on this queue."""
+
+    def __init__(self, queue: str, dedupe_key: str, existing_id: int | None = None) -> None:
+        self.queue = queue
+        self.dedupe_key = dedupe_key
+        self.existing_id = existing_id
+        super().__init__(
+            f"job {existing_id} on queue {queue!r} already holds dedupe key {dedupe_key!r}"
+        )
+
+
+class InvalidPayload(JobQueueError, ValueError):
+    """The payload cannot be stored as JSON."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"invalid payload at {path}: {problem}")
+
+
+class InvalidJobOption(JobQueueError, ValueError):
+    """An enqueue option (queue, priority, run_at, max_attempts...) has a bad value."""
+
+    def __init__(self, option: str, problem: str) -> None:
+        self.option = option
+        super().__init__(f"invalid {option}: {problem}")
+
+
+class UnknownJobType(JobQueueError, LookupError):
+    """No handler is registered for this job type."""
+
+    def __init__(self, job_type: str) -> None:
+        self.job_type = job_type
+        super().__init__(
+            f"no handler registered for job type {job_type!r} "
+            "(is its module imported, or named jobs.py in an installed app?)"
+        )
+
+
+class InvalidCronExpression(JobQueueError, ValueError):
+    """The cron expression cannot be parsed."""
+
+
+class QueueUnavailable(JobQueueError):
+    """The queue's database could not be reached; nothing was written."""
+
+
+class JobQueueConfigurationError(ImproperlyConfigured):
+    """The JOBQUEUE setting is invalid."""
+
+
+class PermanentError(Exception):
+    """Raised by a handler: this job can never succeed, dead-letter it now without retrying."""
+
+
+class RetryAfter(Exception):
+    """Raised by a handler: retry this job after exactly ``seconds`` (no jitter).
+
+    The attempt still counts against ``max_attempts``, because attempts count claims.
+
+    Args:
+        seconds: delay before the next attempt, in seconds (>= 0).
+        message: optional text recorded in the job's error history.
+    """
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise ValueError(f"RetryAfter seconds must be a number >= 0, got {seconds!r}")
+        self.seconds = float(seconds)
+        super().__init__(message or f"retry requested after {seconds} s")

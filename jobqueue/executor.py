@@ -1,0 +1,114 @@
+"""Internal: run one claimed job and turn what happened into an :class:`Outcome`.
+
+No SQL and no threads here: the worker claims, calls :func:`execute`, and records the outcome.
+That seam lets the exception-to-outcome rules be tested without a database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .client import backoff_for, error_entry
+from .errors import InvalidPayload, PermanentError, RetryAfter, UnknownJobType
+from .jobs import JobContext, resolve
+from .payloads import to_json
+from .states import DeadReason
+from .store import ClaimedJob
+
+logger = logging.getLogger("jobqueue.executor")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What should happen to a job after one run.
+
+    Attributes:
+        status: ``"succeeded"``, ``"retry"`` or ``"dead"``.
+        result_json: the handler's return value as JSON (succeeded only).
+        error: the error-history entry (retry and dead).
+        delay_s: seconds until the next attempt (retry only).
+        dead_reason: a :class:`~jobqueue.states.DeadReason` value (dead only).
+        duration_s: how long the handler ran, seconds.
+    """
+
+    status: str
+    result_json: str = "null"
+    error: dict[str, Any] | None = None
+    delay_s: float = 0.0
+    dead_reason: str | None = None
+    duration_s: float = 0.0
+
+
+def failure_outcome(
+    claimed: ClaimedJob,
+    exc: BaseException,
+    worker_id: str,
+    duration_s: float = 0.0,
+    rng: random.Random | None = None,
+) -> Outcome:
+    """Decide retry or dead for an attempt that raised ``exc``.
+
+    Rules: ``PermanentError`` is dead at once; with attempts spent the job is dead
+    (``unknown_type`` if its type is unknown, else ``attempts_exhausted``); ``RetryAfter`` retries
+    after exactly its seconds; anything else retries after the type's backoff.
+    """
+    entry = error_entry(exc, attempt=claimed.attempt, worker_id=worker_id)
+    if isinstance(exc, PermanentError):
+        return Outcome(status="dead", error=entry, dead_reason=DeadReason.PERMANENT_ERROR,
+                       duration_s=duration_s)
+    if claimed.attempt >= claimed.max_attempts:
+        reason = (
+            DeadReason.UNKNOWN_TYPE
+            if isinstance(exc, UnknownJobType)
+            else DeadReason.ATTEMPTS_EXHAUSTED
+        )
+        return Outcome(status="dead", error=entry, dead_reason=reason, duration_s=duration_s)
+    if isinstance(exc, RetryAfter):
+        delay = exc.seconds
+    else:
+        delay = backoff_for(claimed.job_type, claimed.attempt, rng)
+    return Outcome(status="retry", error=entry, delay_s=delay, duration_s=duration_s)
+
+
+def execute(
+    claimed: ClaimedJob, context: JobContext, rng: random.Random | None = None
+) -> Outcome:
+    """Run the handler of ``claimed`` with its payload and return the outcome.
+
+    Args:
+        claimed: the job, as the claim returned it.
+        context: passed to handlers registered with ``takes_context=True``.
+        rng: random source for backoff jitter (seed it in tests).
+
+    Returns:
+        The :class:`Outcome`. Never raises for a handler's exception; ``KeyboardInterrupt`` and
+        ``SystemExit`` from a handler are recorded as failures too, so a handler cannot stop
+        the worker by raising them.
+    """
+    started = time.monotonic()
+    try:
+        job_type = resolve(claimed.job_type)
+        args = (context,) if job_type.takes_context else ()
+        if inspect.iscoroutinefunction(job_type.func):
+            result = asyncio.run(job_type.func(*args, **claimed.payload))
+        else:
+            result = job_type.func(*args, **claimed.payload)
+    except BaseException as exc:  # noqa: BLE001 - every handler failure becomes an outcome
+        return failure_outcome(
+            claimed, exc, context.worker_id, time.monotonic() - started, rng=rng
+        )
+    duration = time.monotonic() - started
+    try:
+        result_json = to_json(result, root="result")
+    except InvalidPayload as exc:
+        # The work is done (its side effects happened), so the job succeeded; re-running it to
+        # get a storable result would repeat them. Keep no result and say why.
+        logger.warning("job %s %s: result not stored: %s", claimed.id, claimed.job_type, exc)
+        result_json = "null"
+    return Outcome(status="succeeded", result_json=result_json, duration_s=duration)

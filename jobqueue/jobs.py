@@ -1,0 +1,246 @@
+"""The ``@job`` decorator and the registry of job types (type name -> handler).
+
+Workers resolve a job's ``type`` through this registry. Handlers register when their module is
+imported: the app config imports ``jobs`` modules of installed apps at startup, and
+:func:`resolve` imports a dotted type name's module on demand, so a handler defined anywhere is
+found as long as its name is its dotted path.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .conf import Backoff, JobQueueConfigurationError, parse_backoff
+from .errors import UnknownJobType
+
+__all__ = ["JobContext", "JobType", "job", "registry", "resolve"]
+
+#: Keyword arguments of ``JobType.enqueue`` that are options, not payload.
+ENQUEUE_OPTIONS = frozenset(
+    {
+        "queue",
+        "run_at",
+        "delay",
+        "priority",
+        "dedupe_key",
+        "max_attempts",
+        "timeout_s",
+        "tenant_id",
+        "using",
+    }
+)
+
+
+@dataclass(slots=True, kw_only=True)
+class JobContext:
+    """What a handler that asked for it (``takes_context=True``) learns about its run.
+
+    Attributes:
+        job_id: the job's id. Also its idempotency key: the same on every attempt.
+        job_type: the registered type name.
+        queue: the queue the job was claimed from.
+        attempt: this attempt's number, counting from 1 (attempts count claims).
+        max_attempts: attempts the job gets before it is dead-lettered.
+        worker_id: the worker running it.
+    """
+
+    job_id: int
+    job_type: str
+    queue: str
+    attempt: int
+    max_attempts: int
+    worker_id: str
+    _lease_lost: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def idempotency_key(self) -> str:
+        """Return a key that is the same on every attempt of this job: ``str(job_id)``."""
+        return str(self.job_id)
+
+    @property
+    def lease_lost(self) -> bool:
+        """Return True once the worker learned that this job's lease is gone.
+
+        Another worker may now run the job, or it was cancelled; the outcome of this run will
+        not be recorded. A long handler should check this and stop early.
+        """
+        return self._lease_lost.is_set()
+
+    def mark_lease_lost(self) -> None:
+        """Internal: called by the worker's heartbeat when the lease is found lost."""
+        self._lease_lost.set()
+
+
+class JobType:
+    """A registered job type: a handler plus its per-type defaults.
+
+    Calling the object calls the handler directly (synchronously, no queue). ``enqueue``
+    puts a job of this type on its queue.
+    """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str,
+        queue: str,
+        priority: int,
+        max_attempts: int | None,
+        timeout_s: float | None,
+        backoff: Backoff | None,
+        takes_context: bool,
+    ) -> None:
+        self.func = func
+        self.name = name
+        self.queue = queue
+        self.priority = priority
+        self.max_attempts = max_attempts
+        self.timeout_s = timeout_s
+        self.backoff = backoff
+        self.takes_context = takes_context
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<JobType {self.name} queue={self.queue}>"
+
+    def enqueue(self, **kwargs: Any) -> int:
+        """Enqueue a job of this type; payload and options are both keyword arguments.
+
+        Keyword arguments named like :data:`ENQUEUE_OPTIONS` (``run_at``, ``delay``,
+        ``priority``, ``dedupe_key``, ``max_attempts``, ``timeout_s``, ``tenant_id``, ``using``,
+        ``queue``) are options; the rest is the payload passed to the handler. Options left out
+        take this type's defaults, then the ``JOBQUEUE`` settings.
+
+        Returns:
+            The job id (an existing job's id when its dedupe key is live).
+
+        Raises:
+            InvalidPayload, InvalidJobOption: as :func:`jobqueue.enqueue`.
+        """
+        from .client import enqueue
+
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in ENQUEUE_OPTIONS}
+        queue = options.pop("queue", None) or self.queue
+        return enqueue(queue, self, kwargs, **options)
+
+
+_registry: dict[str, JobType] = {}
+_lock = threading.Lock()
+
+
+def registry() -> dict[str, JobType]:
+    """Return a copy of the registered job types, by name."""
+    return dict(_registry)
+
+
+def job(
+    func: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    max_attempts: int | None = None,
+    timeout_s: float | None = None,
+    backoff: dict[str, Any] | None = None,
+    takes_context: bool = False,
+) -> Any:
+    """Register a function as a job type. Use as ``@job`` or ``@job(queue="emails", ...)``.
+
+    The handler receives the payload as keyword arguments; with ``takes_context=True`` its first
+    positional argument is a :class:`JobContext`.
+
+    Args:
+        func: the handler (when used without parentheses).
+        name: the type name stored in each job; defaults to the dotted path
+            ``module.qualname``, which lets any worker import it on demand.
+        queue: default queue for ``.enqueue``.
+        priority: default priority, -100..100, higher runs sooner.
+        max_attempts: default attempts (>= 1); ``None`` uses ``JOBQUEUE["MAX_ATTEMPTS"]``.
+        timeout_s: default hard limit on one run, seconds; ``None`` uses the setting.
+        backoff: ``{"policy", "base_seconds", "cap_seconds"}`` for this type's retries.
+        takes_context: pass a :class:`JobContext` as the first argument.
+
+    Returns:
+        A :class:`JobType` (or a decorator producing one).
+
+    Raises:
+        ImproperlyConfigured: a bad default, a handler parameter that collides with an enqueue
+            option name, or a second registration of the same name by another function.
+    """
+
+    def register(f: Callable[..., Any]) -> JobType:
+        from .client import validate_options
+
+        type_name = name or f"{f.__module__}.{f.__qualname__}"
+        where = f"@job for {type_name}"
+        try:
+            validate_options(queue=queue, priority=priority, max_attempts=max_attempts,
+                             timeout_s=timeout_s)
+        except ValueError as exc:
+            raise JobQueueConfigurationError(f"{where}: {exc}") from None
+        parsed_backoff = parse_backoff(backoff, where=f"{where} backoff") if backoff else None
+        params = list(inspect.signature(f).parameters)
+        if takes_context:
+            params = params[1:]
+        clash = sorted(set(params) & ENQUEUE_OPTIONS)
+        if clash:
+            raise JobQueueConfigurationError(
+                f"{where}: handler parameters {', '.join(clash)} collide with enqueue options; "
+                "rename them"
+            )
+        job_type = JobType(
+            f,
+            name=type_name,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            timeout_s=timeout_s,
+            backoff=parsed_backoff,
+            takes_context=takes_context,
+        )
+        with _lock:
+            existing = _registry.get(type_name)
+            if existing is not None and _qualified(existing.func) != _qualified(f):
+                raise JobQueueConfigurationError(
+                    f"job type {type_name!r} is already registered by {_qualified(existing.func)}"
+                )
+            _registry[type_name] = job_type
+        return job_type
+
+    return register(func) if func is not None else register
+
+
+def _qualified(f: Callable[..., Any]) -> str:
+    return f"{f.__module__}.{f.__qualname__}"
+
+
+def resolve(type_name: str) -> JobType:
+    """Return the handler registered as ``type_name``, importing its module if needed.
+
+    Raises:
+        UnknownJobType: nothing registers that name (a skewed deploy, or a typo).
+    """
+    found = _registry.get(type_name)
+    if found is not None:
+        return found
+    module_name = type_name.rpartition(".")[0]
+    while module_name:
+        try:
+            importlib.import_module(module_name)
+        except ImportError:
+            module_name = module_name.rpartition(".")[0]
+            continue
+        break
+    found = _registry.get(type_name)
+    if found is None:
+        raise UnknownJobType(type_name)
+    return found

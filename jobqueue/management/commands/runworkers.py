@@ -1,0 +1,132 @@
+"""``manage.py runworkers``: run a worker process. Flag parsing and wiring only."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.db import connections
+
+from jobqueue.conf import get_settings, validate_queue_name
+from jobqueue.worker import Worker
+
+
+def positive_int(text: str) -> int:
+    """Parse an integer >= 1 for argparse."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def seconds(text: str, *, allow_zero: bool = False) -> float:
+    """Parse a duration in seconds for argparse."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")) or value < 0 or (
+        value == 0 and not allow_zero
+    ):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise argparse.ArgumentTypeError(f"expected a number of seconds {bound}, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """Parse a duration in seconds > 0."""
+    return seconds(text)
+
+
+def non_negative_seconds(text: str) -> float:
+    """Parse a duration in seconds >= 0."""
+    return seconds(text, allow_zero=True)
+
+
+def queue_list(text: str) -> list[str]:
+    """Parse ``emails,default`` into queue names, refusing empty or invalid names."""
+    names = [part.strip() for part in text.split(",")]
+    if not text.strip() or any(not name for name in names):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated queue names like 'emails,default', got {text!r}"
+        )
+    for name in names:
+        try:
+            validate_queue_name(name)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"queue named twice in {text!r}")
+    return names
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a jobqueue worker: claim jobs from the queues, run them on a thread pool, "
+        "heartbeat their leases. SIGTERM drains within --grace; SIGINT or a second SIGTERM "
+        "releases running jobs at once."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--queues", type=queue_list, default=None,
+            help="comma-separated queues to serve (default: JOBQUEUE['QUEUES'], i.e. 'default')",
+        )
+        parser.add_argument("--concurrency", type=positive_int, default=None,
+                            help="jobs run at once, in threads (default: JOBQUEUE['CONCURRENCY'])")
+        parser.add_argument("--lease", type=positive_seconds, default=None, metavar="SECONDS",
+                            help="lease length (default: JOBQUEUE['LEASE_SECONDS'])")
+        parser.add_argument("--poll-interval", type=positive_seconds, default=None,
+                            metavar="SECONDS",
+                            help="idle wait between claims (default: JOBQUEUE['POLL_INTERVAL_SECONDS'])")
+        parser.add_argument("--grace", type=non_negative_seconds, default=None, metavar="SECONDS",
+                            help="time running jobs get to finish after SIGTERM "
+                            "(default: JOBQUEUE['GRACE_SECONDS'])")
+        parser.add_argument("--burst", action="store_true",
+                            help="exit once no job is claimable and none is running")
+        parser.add_argument("--worker-id", default=None,
+                            help="name to hold leases under (default: host:pid:random)")
+        parser.add_argument("--database", default="default",
+                            help="database alias of the queue (default: 'default')")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self._configure_logging(options["verbosity"])
+        conf = get_settings()
+        if options["database"] not in connections:
+            from django.core.management.base import CommandError
+
+            raise CommandError(f"--database {options['database']!r} is not in DATABASES")
+        worker = Worker(
+            queues=options["queues"] or conf.queues,
+            concurrency=options["concurrency"],
+            lease_s=options["lease"],
+            poll_interval_s=options["poll_interval"],
+            grace_s=options["grace"],
+            burst=options["burst"],
+            worker_id=options["worker_id"],
+            using=options["database"],
+        )
+        code = worker.run()
+        if worker.abandoned_jobs:
+            # Handler threads cannot be killed; their leases are released, so end the process
+            # with them instead of waiting for them at interpreter exit.
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    def _configure_logging(self, verbosity: int) -> None:
+        log = logging.getLogger("jobqueue")
+        if log.handlers or logging.getLogger().handlers:
+            return
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))

@@ -1,0 +1,148 @@
+"""Database models. Migrations are the schema; the store layer does every hot-path write.
+
+Use these models to read (the admin, your own reports). Change jobs only through the functions in
+``jobqueue`` (``cancel``, ``retry``...), which keep the lease and token invariants.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from .states import CLAIMABLE, LIVE, DeadReason, JobState
+
+_claimable = Q(state__in=sorted(CLAIMABLE))
+_live = Q(state__in=sorted(LIVE))
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    """Read-side filters over jobs."""
+
+    def claimable(self) -> JobQuerySet:
+        """Return jobs a claim could take now (ready or scheduled, run_at due by this clock)."""
+        return self.filter(_claimable, run_at__lte=timezone.now())
+
+    def expired_leases(self) -> JobQuerySet:
+        """Return leased jobs whose lease has run out by this process's clock."""
+        return self.filter(state=JobState.LEASED, lease_until__lt=timezone.now())
+
+    def for_tenant(self, tenant_id: str) -> JobQuerySet:
+        """Return the jobs of one tenant."""
+        return self.filter(tenant_id=tenant_id)
+
+
+class Job(models.Model):
+    """One unit of work: a job type, its JSON payload, and where it is in its lifecycle."""
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.CharField(max_length=100, default="default")
+    type = models.CharField("job type", max_length=200)
+    payload = models.JSONField(default=dict)
+    priority = models.SmallIntegerField(default=0, help_text="-100..100; higher runs sooner.")
+    tenant_id = models.CharField(max_length=100, blank=True, default="")
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.READY)
+    run_at = models.DateTimeField(help_text="Claimable from this time (database clock).")
+    attempts = models.PositiveIntegerField(default=0, help_text="Claims so far.")
+    max_attempts = models.PositiveIntegerField(default=8)
+    timeout_s = models.FloatField("timeout (s)", default=30.0)
+    lease_token = models.UUIDField(null=True, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    leased_by = models.CharField(max_length=200, blank=True, default="")
+    dedupe_key = models.CharField(max_length=200, null=True, blank=True)
+    errors = models.JSONField(default=list, blank=True, help_text="One entry per failed attempt.")
+    dead_reason = models.CharField(
+        max_length=32, choices=DeadReason.choices, blank=True, default=""
+    )
+    result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            # The claim: ORDER BY priority DESC, run_at within a queue, over claimable rows only,
+            # so finished history never slows it down.
+            models.Index(
+                fields=["queue", "-priority", "run_at", "id"],
+                name="jobqueue_job_claim",
+                condition=_claimable,
+            ),
+            # The reaper: expired leases.
+            models.Index(
+                fields=["lease_until"],
+                name="jobqueue_job_lease",
+                condition=Q(state=JobState.LEASED),
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["queue", "dedupe_key"],
+                name="jobqueue_job_live_dedupe_key",
+                condition=_live & Q(dedupe_key__isnull=False),
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=-100, priority__lte=100),
+                name="jobqueue_job_priority_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_attempts__gte=1), name="jobqueue_job_max_attempts_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.id} {self.type} ({self.state})"
+
+    @property
+    def last_error(self) -> dict | None:
+        """Return the newest failure entry of the error history, or None."""
+        for entry in reversed(self.errors or []):
+            if entry.get("kind", "error") in {"error", "lease_expired"}:
+                return entry
+        return None
+
+
+class DeadLetterManager(models.Manager["DeadLetter"]):
+    def get_queryset(self) -> models.QuerySet[DeadLetter]:
+        return super().get_queryset().filter(state=JobState.DEAD)
+
+
+class DeadLetter(Job):
+    """A job that went ``dead``: its ``dead_reason`` and full ``errors`` history say why."""
+
+    objects = DeadLetterManager()
+
+    class Meta:
+        proxy = True
+        verbose_name = "dead letter"
+        ordering = ["-finished_at"]
+
+
+class Worker(models.Model):
+    """One running worker process, refreshed by its heartbeat and removed at clean exit."""
+
+    worker_id = models.CharField(max_length=200, unique=True)
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    queues = models.JSONField(default=list)
+    concurrency = models.PositiveIntegerField()
+    started_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+    heartbeat_interval_s = models.FloatField(default=10.0)
+
+    class Meta:
+        ordering = ["host", "pid"]
+
+    def __str__(self) -> str:
+        return self.worker_id
+
+    @property
+    def is_alive(self) -> bool:
+        """Return True if the worker heartbeated within three of its heartbeat intervals."""
+        silence = timedelta(seconds=3 * self.heartbeat_interval_s)
+        return timezone.now() - self.last_seen_at <= silence

@@ -1,0 +1,30 @@
+"""Internal: the store layer, the only code that writes queue state.
+
+``get_store(using)`` picks the backend from the connection's vendor: PostgreSQL gets the SQL
+store (SKIP LOCKED claims, database clock); anything else gets the ORM store.
+"""
+
+from __future__ import annotations
+
+from django.db import connections
+
+from .base import ClaimedJob, ExpiredLease, NewJob, ReapDecision, Store
+
+__all__ = ["ClaimedJob", "ExpiredLease", "NewJob", "ReapDecision", "Store", "get_store"]
+
+
+def get_store(using: str | None = None) -> Store:
+    """Return the store for database alias ``using`` (default ``"default"``).
+
+    Raises:
+        django.utils.connection.ConnectionDoesNotExist: the alias is not in DATABASES.
+    """
+    alias = using or "default"
+    vendor = connections[alias].vendor
+    if vendor == "postgresql":
+        from .postgres import PostgresStore
+
+        return PostgresStore(alias)
+    from .generic import GenericStore
+
+    return GenericStore(alias)

@@ -1,0 +1,218 @@
+"""Internal: the store interface every backend implements, and its value objects.
+
+A store owns all writes that move a job through its lifecycle. Every write after the claim is a
+compare-and-set on ``(id, lease_token, state = 'leased')``: when it matches nothing it raises
+:class:`~jobqueue.errors.LeaseLost` and changes nothing. Times come from the database clock; the
+``now`` arguments exist only so tests can stand in for ``now()``.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from django.utils import timezone
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewJob:
+    """A validated job, ready to insert. ``run_at`` wins over ``delay_s`` when both are set."""
+
+    queue: str
+    type: str
+    payload_json: str
+    priority: int = 0
+    tenant_id: str = ""
+    run_at: datetime | None = None
+    delay_s: float = 0.0
+    max_attempts: int = 8
+    timeout_s: float = 30.0
+    dedupe_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimedJob:
+    """A job a worker now holds a lease on.
+
+    Attributes:
+        id: the job id (also the idempotency key).
+        job_type: the registered type name.
+        payload: the decoded JSON payload (a dict of handler keyword arguments).
+        attempt: this attempt's number (attempts after the claim), from 1.
+        max_attempts: attempts allowed before the job is dead-lettered.
+        timeout_s: hard limit on this run, seconds.
+        lease_token: the fencing token every later write must present.
+        lease_until: when the lease runs out (aware datetime, database clock).
+        queue, priority, tenant_id: as enqueued.
+    """
+
+    id: int
+    job_type: str
+    payload: dict[str, Any]
+    attempt: int
+    max_attempts: int
+    timeout_s: float
+    lease_token: uuid.UUID
+    lease_until: datetime
+    queue: str
+    priority: int
+    tenant_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpiredLease:
+    """A leased job whose lease ran out, as the reaper sees it."""
+
+    id: int
+    lease_token: uuid.UUID
+    job_type: str
+    attempts: int
+    max_attempts: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReapDecision:
+    """What the reaper does with one expired lease: dead-letter it, or retry after ``delay_s``."""
+
+    id: int
+    lease_token: uuid.UUID
+    dead: bool
+    delay_s: float
+
+
+class Store(Protocol):
+    """The queue operations a backend provides (see tests/test_store_contract.py)."""
+
+    alias: str
+
+    def enqueue(self, job: NewJob) -> int:
+        """Insert ``job`` in the caller's transaction and return its id.
+
+        A live job (ready, scheduled, leased) with the same queue and dedupe key wins: its id is
+        returned and nothing is written. A competitor's uncommitted insert is waited on, never
+        trusted.
+        """
+
+    def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        max_jobs: int,
+        lease_s: float,
+        now: datetime | None = None,
+    ) -> list[ClaimedJob]:
+        """Lease up to ``max_jobs`` due jobs of ``queues``: priority DESC, run_at, id order.
+
+        Each claim adds one attempt and mints a new lease token. Concurrent claims never hand
+        out the same job.
+        """
+
+    def extend_leases(
+        self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float
+    ) -> dict[int, datetime]:
+        """Extend every still-held lease to ``now() + lease_s`` in one statement.
+
+        Returns:
+            ``{job_id: new lease_until}`` for the leases still held; a missing id was lost.
+        """
+
+    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> None:
+        """Mark the job ``succeeded`` with ``result_json``. Raises LeaseLost."""
+
+    def nack(
+        self,
+        job_id: int,
+        lease_token: uuid.UUID,
+        error: dict[str, Any],
+        *,
+        dead_reason: str | None,
+        retry_at: datetime | None = None,
+        delay_s: float = 0.0,
+    ) -> str:
+        """Append ``error`` to the history; dead-letter (``dead_reason``) or schedule a retry.
+
+        Returns:
+            The job's new state. Raises LeaseLost.
+        """
+
+    def release(self, job_id: int, lease_token: uuid.UUID) -> None:
+        """Return the job to ``ready`` without spending the attempt. Raises LeaseLost."""
+
+    def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
+        """Return the held job's attempt counters (for a caller that has only id and token)."""
+
+    def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
+        """Internal to ``reap``: the expired leases a reaper pass will handle."""
+
+    def reap(self, decide: Any, limit: int = 500, now: datetime | None = None) -> tuple[int, int]:
+        """Return expired leases to the claimable set, or dead-letter them when attempts are spent.
+
+        Args:
+            decide: ``callable(ExpiredLease) -> ReapDecision``.
+            limit: most jobs handled in one pass.
+
+        Returns:
+            ``(retried, dead)`` counts.
+        """
+
+    def cancel(self, job_id: int) -> bool:
+        """Cancel a ready, scheduled, leased or dead job. Returns False if it already finished.
+
+        Raises JobNotFound.
+        """
+
+    def retry(self, job_id: int) -> bool:
+        """Send a dead or cancelled job back to ``ready`` with a fresh attempt budget.
+
+        Returns False when the job is in another state. Raises JobNotFound, DuplicateJob.
+        """
+
+
+class WorkerRegistry:
+    """Worker rows: written rarely, so plain ORM is enough for every backend."""
+
+    alias: str
+
+    def register_worker(
+        self, worker_id: str, queues: Sequence[str], concurrency: int, heartbeat_interval_s: float
+    ) -> None:
+        """Insert or refresh this process's Worker row (a reused id takes the row over)."""
+        from ..models import Worker
+
+        now = timezone.now()
+        Worker.objects.using(self.alias).update_or_create(
+            worker_id=worker_id,
+            defaults={
+                "host": socket.gethostname(),
+                "pid": _pid(),
+                "queues": list(queues),
+                "concurrency": concurrency,
+                "started_at": now,
+                "last_seen_at": now,
+                "heartbeat_interval_s": heartbeat_interval_s,
+            },
+        )
+
+    def touch_worker(self, worker_id: str) -> None:
+        """Mark the worker seen now."""
+        from ..models import Worker
+
+        Worker.objects.using(self.alias).filter(worker_id=worker_id).update(
+            last_seen_at=timezone.now()
+        )
+
+    def deregister_worker(self, worker_id: str) -> None:
+        """Delete the worker's row at clean exit."""
+        from ..models import Worker
+
+        Worker.objects.using(self.alias).filter(worker_id=worker_id).delete()
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()

@@ -1,0 +1,301 @@
+"""Internal: the ORM store, for SQLite (the zero-setup default) and other Django databases.
+
+It keeps the same contract as the PostgreSQL store, with these costs: a claim is a short
+transaction of a few statements instead of one, and time comes from this process's clock
+(``django.utils.timezone.now``), since SQLite has no shared server clock. On SQLite, configure
+``OPTIONS = {"transaction_mode": "IMMEDIATE", "timeout": 30}`` so writers queue for the lock
+instead of failing with "database is locked"; SQLite serializes writers, which is what keeps two
+claims from taking the same job.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, connections, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from ..errors import DuplicateJob, JobNotFound, LeaseLost
+from ..states import CANCELLABLE, CLAIMABLE, LIVE, RETRYABLE, JobState
+from .base import ClaimedJob, ExpiredLease, NewJob, ReapDecision, WorkerRegistry
+
+
+def _now(now: datetime | None) -> datetime:
+    return now or timezone.now()
+
+
+class GenericStore(WorkerRegistry):
+    """The queue on any Django database through the ORM."""
+
+    def __init__(self, alias: str = "default") -> None:
+        self.alias = alias
+
+    @property
+    def _jobs(self):
+        from ..models import Job
+
+        return Job.objects.using(self.alias)
+
+    def _held(self, job_id: int, lease_token: uuid.UUID):
+        return self._jobs.filter(id=job_id, lease_token=lease_token, state=JobState.LEASED)
+
+    def enqueue(self, job: NewJob) -> int:
+        from ..models import Job
+
+        now = timezone.now()
+        run_at = job.run_at or now + timedelta(seconds=job.delay_s)
+        for _ in range(5):
+            if job.dedupe_key is not None:
+                existing = self._jobs.filter(
+                    queue=job.queue, dedupe_key=job.dedupe_key, state__in=LIVE
+                ).values_list("id", flat=True).first()
+                if existing is not None:
+                    return existing
+            try:
+                with transaction.atomic(using=self.alias):
+                    row = Job(
+                        queue=job.queue,
+                        type=job.type,
+                        payload=json.loads(job.payload_json),
+                        priority=job.priority,
+                        tenant_id=job.tenant_id,
+                        state=JobState.SCHEDULED if run_at > now else JobState.READY,
+                        run_at=run_at,
+                        max_attempts=job.max_attempts,
+                        timeout_s=job.timeout_s,
+                        dedupe_key=job.dedupe_key,
+                        created_at=now,
+                    )
+                    row.save(using=self.alias, force_insert=True)
+                    return row.id
+            except IntegrityError:
+                if job.dedupe_key is None:
+                    raise
+        raise DuplicateJob(job.queue, job.dedupe_key or "")
+
+    def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        max_jobs: int,
+        lease_s: float,
+        now: datetime | None = None,
+    ) -> list[ClaimedJob]:
+        now = _now(now)
+        lease_until = now + timedelta(seconds=lease_s)
+        claimed: list[ClaimedJob] = []
+        with transaction.atomic(using=self.alias):
+            candidates = self._jobs.filter(
+                queue__in=list(queues), state__in=CLAIMABLE, run_at__lte=now
+            ).order_by("-priority", "run_at", "id")
+            if connections[self.alias].features.has_select_for_update_skip_locked:
+                candidates = candidates.select_for_update(skip_locked=True)
+            for job in candidates[:max_jobs]:
+                token = uuid.uuid4()
+                # Conditional per row: a backend without row locks still cannot double-claim.
+                won = self._jobs.filter(id=job.id, state__in=CLAIMABLE).update(
+                    state=JobState.LEASED,
+                    attempts=F("attempts") + 1,
+                    lease_token=token,
+                    lease_until=lease_until,
+                    leased_by=worker_id,
+                    started_at=now,
+                )
+                if won:
+                    claimed.append(
+                        ClaimedJob(
+                            id=job.id,
+                            job_type=job.type,
+                            payload=job.payload,
+                            attempt=job.attempts + 1,
+                            max_attempts=job.max_attempts,
+                            timeout_s=job.timeout_s,
+                            lease_token=token,
+                            lease_until=lease_until,
+                            queue=job.queue,
+                            priority=job.priority,
+                            tenant_id=job.tenant_id,
+                        )
+                    )
+        return claimed
+
+    def extend_leases(
+        self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float
+    ) -> dict[int, datetime]:
+        until = timezone.now() + timedelta(seconds=lease_s)
+        kept: dict[int, datetime] = {}
+        with transaction.atomic(using=self.alias):
+            for job_id, token in sorted(leases):
+                if self._held(job_id, token).update(lease_until=until):
+                    kept[job_id] = until
+        return kept
+
+    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> None:
+        updated = self._held(job_id, lease_token).update(
+            state=JobState.SUCCEEDED,
+            result=json.loads(result_json),
+            finished_at=timezone.now(),
+            lease_token=None,
+            lease_until=None,
+        )
+        if not updated:
+            raise LeaseLost(job_id)
+
+    def _append_and_update(
+        self, job_id: int, lease_token: uuid.UUID, entry: dict[str, Any], **fields: Any
+    ) -> None:
+        with transaction.atomic(using=self.alias):
+            errors = self._held(job_id, lease_token).values_list("errors", flat=True).first()
+            if errors is None:
+                raise LeaseLost(job_id)
+            updated = self._held(job_id, lease_token).update(
+                errors=[*errors, entry], lease_token=None, lease_until=None, **fields
+            )
+            if not updated:
+                raise LeaseLost(job_id)
+
+    def nack(
+        self,
+        job_id: int,
+        lease_token: uuid.UUID,
+        error: dict[str, Any],
+        *,
+        dead_reason: str | None,
+        retry_at: datetime | None = None,
+        delay_s: float = 0.0,
+    ) -> str:
+        now = timezone.now()
+        entry = {**error, "at": now.isoformat()}
+        if dead_reason is not None:
+            self._append_and_update(
+                job_id, lease_token, entry,
+                state=JobState.DEAD, dead_reason=dead_reason, finished_at=now,
+            )
+            return JobState.DEAD
+        self._append_and_update(
+            job_id, lease_token, entry,
+            state=JobState.SCHEDULED, run_at=retry_at or now + timedelta(seconds=delay_s),
+            finished_at=None, dead_reason="",
+        )
+        return JobState.SCHEDULED
+
+    def release(self, job_id: int, lease_token: uuid.UUID) -> None:
+        now = timezone.now()
+        with transaction.atomic(using=self.alias):
+            row = self._held(job_id, lease_token).values("attempts", "leased_by").first()
+            if row is None:
+                raise LeaseLost(job_id)
+            entry = {
+                "kind": "released",
+                "attempt": row["attempts"],
+                "at": now.isoformat(),
+                "worker": row["leased_by"],
+                "message": "released at shutdown; the attempt is not counted",
+            }
+            self._append_and_update(
+                job_id, lease_token, entry,
+                state=JobState.READY, run_at=now, attempts=max(row["attempts"] - 1, 0),
+            )
+
+    def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
+        row = self._held(job_id, lease_token).values_list(
+            "id", "lease_token", "type", "attempts", "max_attempts"
+        ).first()
+        if row is None:
+            raise LeaseLost(job_id)
+        return ExpiredLease(
+            id=row[0], lease_token=row[1], job_type=row[2], attempts=row[3], max_attempts=row[4]
+        )
+
+    def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
+        rows = self._jobs.filter(state=JobState.LEASED, lease_until__lt=_now(now)).order_by("id")
+        return [
+            ExpiredLease(
+                id=r[0], lease_token=r[1], job_type=r[2], attempts=r[3], max_attempts=r[4]
+            )
+            for r in rows.values_list("id", "lease_token", "type", "attempts", "max_attempts")[
+                :limit
+            ]
+        ]
+
+    def reap(
+        self,
+        decide: Callable[[ExpiredLease], ReapDecision],
+        limit: int = 500,
+        now: datetime | None = None,
+    ) -> tuple[int, int]:
+        now = _now(now)
+        retried = dead = 0
+        with transaction.atomic(using=self.alias):
+            for lease in self.expired_leases(limit, now):
+                decision = decide(lease)
+                row = self._held(lease.id, lease.lease_token).values(
+                    "leased_by", "lease_until"
+                ).first()
+                if row is None:
+                    continue
+                entry = {
+                    "kind": "lease_expired",
+                    "attempt": lease.attempts,
+                    "at": now.isoformat(),
+                    "worker": row["leased_by"],
+                    "type": "LeaseExpired",
+                    "message": f"lease expired at {row['lease_until'].isoformat()} without an ack "
+                    "(worker crashed or stalled)",
+                }
+                if decision.dead:
+                    fields = {
+                        "state": JobState.DEAD,
+                        "dead_reason": "attempts_exhausted",
+                        "finished_at": now,
+                    }
+                    dead += 1
+                else:
+                    fields = {
+                        "state": JobState.SCHEDULED,
+                        "run_at": now + timedelta(seconds=decision.delay_s),
+                    }
+                    retried += 1
+                self._append_and_update(lease.id, lease.lease_token, entry, **fields)
+        return retried, dead
+
+    def cancel(self, job_id: int) -> bool:
+        updated = self._jobs.filter(id=job_id, state__in=CANCELLABLE).update(
+            state=JobState.CANCELLED, finished_at=timezone.now(), lease_token=None, lease_until=None
+        )
+        if updated:
+            return True
+        if not self._jobs.filter(id=job_id).exists():
+            raise JobNotFound(job_id)
+        return False
+
+    def retry(self, job_id: int) -> bool:
+        now = timezone.now()
+        try:
+            with transaction.atomic(using=self.alias):
+                row = self._jobs.filter(id=job_id, state__in=RETRYABLE).values(
+                    "errors", "state", "queue", "dedupe_key"
+                ).first()
+                if row is None:
+                    if not self._jobs.filter(id=job_id).exists():
+                        raise JobNotFound(job_id)
+                    return False
+                entry = {
+                    "kind": "operator_retry",
+                    "at": now.isoformat(),
+                    "previous_state": row["state"],
+                    "message": "retried by operator",
+                }
+                updated = self._jobs.filter(id=job_id, state__in=RETRYABLE).update(
+                    state=JobState.READY, run_at=now, attempts=0, finished_at=None,
+                    dead_reason="", lease_token=None, lease_until=None, result=None,
+                    errors=[*row["errors"], entry],
+                )
+                return bool(updated)
+        except IntegrityError:
+            raise DuplicateJob(row["queue"], row["dedupe_key"] or "") from None

@@ -1,0 +1,225 @@
+"""Internal: the PostgreSQL store. Runs the statements in ``sql/`` on a Django connection.
+
+Each public method is one statement (``reap`` is two, in one transaction) and runs in the
+caller's transaction when there is one, so an enqueue commits or rolls back with the caller's
+business data.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from importlib import resources
+from typing import Any
+
+from django.db import IntegrityError, connections, transaction
+
+from ..errors import DuplicateJob, JobNotFound, LeaseLost
+from .base import ClaimedJob, ExpiredLease, NewJob, ReapDecision, WorkerRegistry
+
+
+@functools.cache
+def sql(name: str) -> str:
+    """Return the text of ``store/sql/<name>.sql`` (read once)."""
+    return resources.files("jobqueue.store.sql").joinpath(f"{name}.sql").read_text()
+
+
+def _json(value: Any) -> Any:
+    # Django registers a text loader for jsonb on psycopg 3 (JSONField decodes); raw SQL decodes here.
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+class PostgresStore(WorkerRegistry):
+    """The queue on PostgreSQL: SKIP LOCKED claims, fenced writes, batch heartbeats."""
+
+    def __init__(self, alias: str = "default") -> None:
+        self.alias = alias
+
+    def _execute(self, name: str, params: dict[str, Any]) -> Any:
+        cursor = connections[self.alias].cursor()
+        cursor.execute(sql(name), params)
+        return cursor
+
+    def enqueue(self, job: NewJob) -> int:
+        params = {
+            "queue": job.queue,
+            "type": job.type,
+            "payload": job.payload_json,
+            "priority": job.priority,
+            "tenant_id": job.tenant_id,
+            "run_at": job.run_at,
+            "delay_s": job.delay_s,
+            "max_attempts": job.max_attempts,
+            "timeout_s": job.timeout_s,
+            "dedupe_key": job.dedupe_key,
+        }
+        # The live holder of a dedupe key can finish between our insert giving way and our
+        # look-up; then the key is free, so insert again. Twice is already rare.
+        for _ in range(5):
+            with self._execute("enqueue", params) as cursor:
+                row = cursor.fetchone()
+            if row is not None:
+                return row[0]
+            with self._execute("find_live_dedupe", params) as cursor:
+                row = cursor.fetchone()
+            if row is not None:
+                return row[0]
+        raise DuplicateJob(job.queue, job.dedupe_key or "")
+
+    def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        max_jobs: int,
+        lease_s: float,
+        now: datetime | None = None,
+    ) -> list[ClaimedJob]:
+        params = {
+            "queues": list(queues),
+            "worker_id": worker_id,
+            "max_jobs": max_jobs,
+            "lease_s": lease_s,
+            "now": now,
+        }
+        with self._execute("claim", params) as cursor:
+            rows = cursor.fetchall()
+        jobs = [
+            ClaimedJob(
+                id=r[0],
+                job_type=r[1],
+                payload=_json(r[2]),
+                attempt=r[3],
+                max_attempts=r[4],
+                timeout_s=r[5],
+                lease_token=r[6],
+                lease_until=r[7],
+                queue=r[8],
+                priority=r[9],
+                tenant_id=r[10],
+            )
+            for r in rows
+        ]
+        # UPDATE ... RETURNING gives rows in no particular order; hand them out in claim order.
+        jobs.sort(key=lambda j: (-j.priority, j.id))
+        return jobs
+
+    def extend_leases(
+        self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float
+    ) -> dict[int, datetime]:
+        if not leases:
+            return {}
+        ordered = sorted(leases)
+        params = {
+            "ids": [job_id for job_id, _ in ordered],
+            "tokens": [token for _, token in ordered],
+            "lease_s": lease_s,
+        }
+        with self._execute("heartbeat", params) as cursor:
+            return {job_id: until for job_id, until in cursor.fetchall()}
+
+    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> None:
+        params = {"id": job_id, "lease_token": lease_token, "result": result_json}
+        with self._execute("ack", params) as cursor:
+            if cursor.rowcount == 0:
+                raise LeaseLost(job_id)
+
+    def nack(
+        self,
+        job_id: int,
+        lease_token: uuid.UUID,
+        error: dict[str, Any],
+        *,
+        dead_reason: str | None,
+        retry_at: datetime | None = None,
+        delay_s: float = 0.0,
+    ) -> str:
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "error": json.dumps(error),
+            "dead_reason": dead_reason,
+            "retry_at": retry_at,
+            "delay_s": delay_s,
+        }
+        with self._execute("nack", params) as cursor:
+            row = cursor.fetchone()
+        if row is None:
+            raise LeaseLost(job_id)
+        return row[0]
+
+    def release(self, job_id: int, lease_token: uuid.UUID) -> None:
+        with self._execute("release", {"id": job_id, "lease_token": lease_token}) as cursor:
+            if cursor.rowcount == 0:
+                raise LeaseLost(job_id)
+
+    def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
+        with self._execute("lease_info", {"id": job_id, "lease_token": lease_token}) as cursor:
+            row = cursor.fetchone()
+        if row is None:
+            raise LeaseLost(job_id)
+        return ExpiredLease(
+            id=row[0], lease_token=row[1], job_type=row[2], attempts=row[3], max_attempts=row[4]
+        )
+
+    def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
+        with self._execute("expired_leases", {"limit": limit, "now": now}) as cursor:
+            return [
+                ExpiredLease(
+                    id=r[0], lease_token=r[1], job_type=r[2], attempts=r[3], max_attempts=r[4]
+                )
+                for r in cursor.fetchall()
+            ]
+
+    def reap(
+        self,
+        decide: Callable[[ExpiredLease], ReapDecision],
+        limit: int = 500,
+        now: datetime | None = None,
+    ) -> tuple[int, int]:
+        with transaction.atomic(using=self.alias):
+            expired = self.expired_leases(limit, now)
+            if not expired:
+                return 0, 0
+            decisions = [decide(lease) for lease in expired]
+            params = {
+                "ids": [d.id for d in decisions],
+                "tokens": [d.lease_token for d in decisions],
+                "dead": [d.dead for d in decisions],
+                "delays": [d.delay_s for d in decisions],
+                "now": now,
+            }
+            with self._execute("reap", params) as cursor:
+                states = [r[0] for r in cursor.fetchall()]
+        dead = states.count("dead")
+        return len(states) - dead, dead
+
+    def _exists(self, job_id: int) -> bool:
+        with self._execute("job_exists", {"id": job_id}) as cursor:
+            return cursor.fetchone() is not None
+
+    def cancel(self, job_id: int) -> bool:
+        with self._execute("cancel", {"id": job_id}) as cursor:
+            if cursor.fetchone() is not None:
+                return True
+        if not self._exists(job_id):
+            raise JobNotFound(job_id)
+        return False
+
+    def retry(self, job_id: int) -> bool:
+        try:
+            # A savepoint, so a refused retry leaves the caller's transaction usable.
+            with transaction.atomic(using=self.alias):
+                with self._execute("retry", {"id": job_id}) as cursor:
+                    if cursor.fetchone() is not None:
+                        return True
+        except IntegrityError:
+            from ..models import Job
+
+            job = Job.objects.using(self.alias).get(id=job_id)
+            raise DuplicateJob(job.queue, job.dedupe_key or "") from None
+        if not self._exists(job_id):
+            raise JobNotFound(job_id)
+        return False

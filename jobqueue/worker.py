@@ -1,0 +1,400 @@
+"""Internal: one worker process. Claims jobs, runs them on a thread pool, heartbeats, reaps, stops.
+
+Threads, and what each one owns:
+
+* the main thread (``run``): the claim loop, and recording every outcome (ack or nack) on its own
+  connection, so handler threads never pay for a connection of ours;
+* ``--concurrency`` handler threads: run one job each, then close their Django connections the way
+  a request does (``close_old_connections``);
+* the heartbeat thread: every lease/3 extends all the leases the process holds in one statement,
+  refreshes the Worker row, and runs the reaper every ``REAPER_INTERVAL_SECONDS``.
+
+Stopping: the first SIGTERM stops claiming and lets running jobs finish for ``grace_s`` seconds
+while heartbeats go on; then, or at once on SIGINT or a second SIGTERM, the leases of jobs still
+running are released back to ``ready`` without spending their attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from django.db import DatabaseError, close_old_connections, connections
+
+from .client import backoff_for
+from .conf import get_settings
+from .errors import LeaseLost
+from .executor import Outcome, execute
+from .jobs import JobContext
+from .store import ClaimedJob, ExpiredLease, ReapDecision, get_store
+
+logger = logging.getLogger("jobqueue.worker")
+
+#: Longest pause between attempts to reach a database that is down, seconds.
+MAX_RECONNECT_DELAY_S = 10.0
+
+
+def default_worker_id() -> str:
+    """Return ``host:pid:random`` — unique even when a restarted container reuses host and pid."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(slots=True)
+class _Running:
+    claimed: ClaimedJob
+    context: JobContext
+    outcome: Outcome | None = None
+    record_failures: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class Worker:
+    """A worker process's loops. Build it, then call :meth:`run` (blocking).
+
+    Args:
+        queues: queue names to claim from.
+        concurrency: jobs run at once (threads), >= 1.
+        lease_s: lease length, seconds; heartbeats every third of it.
+        poll_interval_s: longest idle wait between claims, seconds.
+        grace_s: how long running jobs may finish after the first SIGTERM, seconds.
+        reaper_interval_s: how often expired leases are reclaimed, seconds.
+        burst: exit once no job is claimable and none is running.
+        worker_id: the name leases are held under; default :func:`default_worker_id`.
+        using: database alias of the queue.
+        install_signal_handlers: handle SIGTERM/SIGINT (only possible in the main thread).
+    """
+
+    def __init__(
+        self,
+        *,
+        queues: Sequence[str],
+        concurrency: int | None = None,
+        lease_s: float | None = None,
+        poll_interval_s: float | None = None,
+        grace_s: float | None = None,
+        reaper_interval_s: float | None = None,
+        burst: bool = False,
+        worker_id: str | None = None,
+        using: str | None = None,
+        install_signal_handlers: bool = True,
+    ) -> None:
+        conf = get_settings()
+        self.queues = list(queues)
+        self.concurrency = concurrency or conf.concurrency
+        self.lease_s = lease_s or conf.lease_seconds
+        self.poll_interval_s = poll_interval_s or conf.poll_interval_seconds
+        self.grace_s = conf.grace_seconds if grace_s is None else grace_s
+        self.reaper_interval_s = reaper_interval_s or conf.reaper_interval_seconds
+        self.burst = burst
+        self.worker_id = worker_id or default_worker_id()
+        self.using = using or "default"
+        self.install_signal_handlers = install_signal_handlers
+        self.heartbeat_interval_s = self.lease_s / 3
+        self.store = get_store(self.using)
+        self._running: dict[int, _Running] = {}
+        self._lock = threading.Lock()
+        # SimpleQueue.put is reentrant, so a signal handler may use it to wake the main loop.
+        self._outcomes: queue.SimpleQueue[tuple[int, Outcome] | None] = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._force = threading.Event()
+        self._heartbeat_stop = threading.Event()
+        self._pool: ThreadPoolExecutor | None = None
+        self._db_failures = 0
+        self.stats = {"succeeded": 0, "retried": 0, "dead": 0, "lost": 0, "released": 0}
+
+    # -- control ---------------------------------------------------------------------------
+
+    def stop(self, *, force: bool = False) -> None:
+        """Stop claiming; with ``force``, also release running jobs now instead of after grace."""
+        if force:
+            self._force.set()
+        self._stopping.set()
+        self._outcomes.put(None)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        if signum == signal.SIGINT or self._stopping.is_set():
+            logger.warning("%s: releasing running jobs now", name)
+            self.stop(force=True)
+        else:
+            logger.warning(
+                "%s: no new claims; %d running job(s) get %.0f s to finish",
+                name, len(self._running), self.grace_s,
+            )
+            self.stop()
+
+    @property
+    def running_jobs(self) -> int:
+        """Return how many jobs this worker is running (or recording) now."""
+        return len(self._running)
+
+    # -- main loop -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until stopped (or, with ``burst``, until the queues are drained).
+
+        Returns:
+            0. Handler threads still running after a forced stop are abandoned (their leases
+            released); the caller should exit the process so they end with it.
+        """
+        if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="jobqueue-job")
+        self._register()
+        heartbeat = threading.Thread(target=self._heartbeat_loop, name="jobqueue-heartbeat",
+                                     daemon=True)
+        heartbeat.start()
+        logger.info(
+            "worker %s: queues %s, concurrency %d, lease %.1f s%s",
+            self.worker_id, ",".join(self.queues), self.concurrency, self.lease_s,
+            ", burst" if self.burst else "",
+        )
+        try:
+            self._loop()
+        finally:
+            self._shutdown(heartbeat)
+        return 0
+
+    def _register(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.store.register_worker(
+                    self.worker_id, self.queues, self.concurrency, self.heartbeat_interval_s
+                )
+                self._db_recovered()
+                return
+            except DatabaseError as exc:
+                self._db_failed(exc, "registering")
+
+    def _loop(self) -> None:
+        deadline: float | None = None
+        while True:
+            self._record_ready_outcomes()
+            if self._stopping.is_set():
+                if deadline is None:
+                    deadline = time.monotonic() + self.grace_s
+                if not self._running or self._force.is_set() or time.monotonic() >= deadline:
+                    return
+                self._wait(min(0.2, max(deadline - time.monotonic(), 0.0)))
+                continue
+            free = self.concurrency - len(self._running)
+            claimed: list[ClaimedJob] = []
+            if free > 0:
+                try:
+                    claimed = self.store.claim(self.queues, self.worker_id, free, self.lease_s)
+                    self._db_recovered()
+                except DatabaseError as exc:
+                    self._db_failed(exc, "claiming")
+                    continue
+                for job in claimed:
+                    self._start(job)
+                if self.burst and not claimed and not self._running:
+                    return
+                if claimed and len(claimed) == free:
+                    continue
+            self._wait(self.poll_interval_s)
+
+    def _wait(self, timeout: float) -> None:
+        try:
+            item = self._outcomes.get(timeout=timeout)
+        except queue.Empty:
+            return
+        self._take(item)
+
+    def _take(self, item: tuple[int, Outcome] | None) -> None:
+        if item is None:
+            return
+        job_id, outcome = item
+        running = self._running.get(job_id)
+        if running is not None:
+            running.outcome = outcome
+
+    def _start(self, job: ClaimedJob) -> None:
+        context = JobContext(
+            job_id=job.id,
+            job_type=job.job_type,
+            queue=job.queue,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            worker_id=self.worker_id,
+        )
+        with self._lock:
+            self._running[job.id] = _Running(claimed=job, context=context)
+        assert self._pool is not None
+        self._pool.submit(self._run_job, job, context)
+
+    def _run_job(self, job: ClaimedJob, context: JobContext) -> None:
+        try:
+            outcome = execute(job, context)
+        finally:
+            # Like the end of a request: roll back and close what the handler opened.
+            close_old_connections()
+        self._outcomes.put((job.id, outcome))
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def _record_ready_outcomes(self) -> None:
+        while True:
+            try:
+                self._take(self._outcomes.get_nowait())
+            except queue.Empty:
+                break
+        for job_id, running in list(self._running.items()):
+            if running.outcome is not None:
+                self._record(job_id, running)
+
+    def _record(self, job_id: int, running: _Running) -> None:
+        claimed, outcome = running.claimed, running.outcome
+        assert outcome is not None
+        token = claimed.lease_token
+        label = f"job {job_id} {claimed.job_type} attempt {claimed.attempt}/{claimed.max_attempts}"
+        took = f"{outcome.duration_s * 1000:.1f} ms"
+        try:
+            if running.context.lease_lost:
+                raise LeaseLost(job_id)
+            if outcome.status == "succeeded":
+                self.store.ack(job_id, token, outcome.result_json)
+                self.stats["succeeded"] += 1
+                logger.info("%s succeeded in %s", label, took)
+            elif outcome.status == "retry":
+                assert outcome.error is not None
+                self.store.nack(job_id, token, outcome.error, dead_reason=None,
+                                delay_s=outcome.delay_s)
+                self.stats["retried"] += 1
+                logger.warning(
+                    "%s failed in %s, retry in %.2f s: %s: %s", label, took, outcome.delay_s,
+                    outcome.error["type"], outcome.error["message"],
+                )
+            else:
+                assert outcome.error is not None
+                self.store.nack(job_id, token, outcome.error, dead_reason=outcome.dead_reason)
+                self.stats["dead"] += 1
+                logger.error(
+                    "%s dead (%s) after %s: %s: %s", label, outcome.dead_reason, took,
+                    outcome.error["type"], outcome.error["message"],
+                )
+        except LeaseLost:
+            self.stats["lost"] += 1
+            logger.warning(
+                "%s %s in %s, but its lease was lost (reclaimed or cancelled); outcome discarded",
+                label, outcome.status, took,
+            )
+        except DatabaseError as exc:
+            # Keep the job (and its heartbeat) and try again on the next pass: the outcome is
+            # recorded when the database is back, or the job runs again once its lease expires.
+            running.record_failures += 1
+            self._db_failed(exc, f"recording {label}")
+            return
+        with self._lock:
+            self._running.pop(job_id, None)
+
+    # -- heartbeat and reaper --------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        tick = min(self.heartbeat_interval_s, self.reaper_interval_s)
+        next_beat = time.monotonic() + self.heartbeat_interval_s
+        next_reap = time.monotonic()
+        try:
+            while not self._heartbeat_stop.wait(tick):
+                now = time.monotonic()
+                try:
+                    if now >= next_beat:
+                        next_beat = now + self.heartbeat_interval_s
+                        self._beat()
+                    if now >= next_reap and not self._stopping.is_set():
+                        next_reap = now + self.reaper_interval_s
+                        retried, dead = self.store.reap(self._reap_decision)
+                        if retried or dead:
+                            logger.warning(
+                                "reaper: %d expired lease(s) back to the queue, %d dead-lettered",
+                                retried, dead,
+                            )
+                except DatabaseError as exc:
+                    logger.error("heartbeat: database error: %s", exc)
+                    connections[self.using].close()
+        finally:
+            connections.close_all()
+
+    def _beat(self) -> None:
+        with self._lock:
+            held = {job_id: r for job_id, r in self._running.items()}
+        leases = [(job_id, r.claimed.lease_token) for job_id, r in held.items()]
+        kept = self.store.extend_leases(leases, self.lease_s)
+        for job_id, running in held.items():
+            if job_id not in kept and not running.context.lease_lost:
+                running.context.mark_lease_lost()
+                logger.warning("job %s: lease lost (reclaimed or cancelled)", job_id)
+        self.store.touch_worker(self.worker_id)
+
+    def _reap_decision(self, lease: ExpiredLease) -> ReapDecision:
+        dead = lease.attempts >= lease.max_attempts
+        delay = 0.0 if dead else backoff_for(lease.job_type, lease.attempts)
+        return ReapDecision(id=lease.id, lease_token=lease.lease_token, dead=dead, delay_s=delay)
+
+    # -- database trouble ------------------------------------------------------------------
+
+    def _db_failed(self, exc: Exception, doing: str) -> None:
+        self._db_failures += 1
+        delay = min(0.5 * 2 ** (self._db_failures - 1), MAX_RECONNECT_DELAY_S)
+        if self._db_failures == 1:
+            logger.error("database unavailable while %s: %s; retrying", doing, exc)
+        else:
+            logger.debug("database still unavailable (%d): %s", self._db_failures, exc)
+        connections[self.using].close()
+        # Sleep, but wake for a stop signal.
+        if self._stopping.wait(delay) and not self._force.is_set():
+            return
+
+    def _db_recovered(self) -> None:
+        if self._db_failures:
+            logger.warning("database is back after %d failed attempt(s)", self._db_failures)
+            self._db_failures = 0
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    def _shutdown(self, heartbeat: threading.Thread) -> None:
+        self._stopping.set()
+        self._record_ready_outcomes()
+        for job_id, running in list(self._running.items()):
+            try:
+                self.store.release(job_id, running.claimed.lease_token)
+                self.stats["released"] += 1
+                logger.warning(
+                    "job %s %s released at shutdown (attempt not counted)",
+                    job_id, running.claimed.job_type,
+                )
+            except LeaseLost:
+                pass
+            except DatabaseError as exc:
+                logger.error("job %s: could not release (%s); it reruns when its lease expires",
+                             job_id, exc)
+        self._abandoned = len(self._running)
+        self._running.clear()
+        self._heartbeat_stop.set()
+        heartbeat.join(timeout=5)
+        try:
+            self.store.deregister_worker(self.worker_id)
+        except DatabaseError as exc:
+            logger.error("could not deregister worker %s: %s", self.worker_id, exc)
+        assert self._pool is not None
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        connections.close_all()
+        logger.info(
+            "worker %s stopped: %s", self.worker_id,
+            ", ".join(f"{k} {v}" for k, v in self.stats.items()),
+        )
+
+    @property
+    def abandoned_jobs(self) -> int:
+        """Return how many handlers were still running at exit (their leases were released)."""
+        return getattr(self, "_abandoned", 0)

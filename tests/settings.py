@@ -1,0 +1,64 @@
+"""Settings for jobqueue's own tests: PostgreSQL by DATABASE_URL, plus an SQLite alias.
+
+``default`` is the queue under test (PostgreSQL unless DATABASE_URL says otherwise); ``sqlite``
+lets the generic store's contract tests run in the same session.
+"""
+
+import environ
+
+env = environ.Env()
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/jobqueue"),
+    "sqlite": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": env("JOBQUEUE_TEST_SQLITE", default="jobqueue-tests.sqlite3"),
+        "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30},
+    },
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"transaction_mode": "IMMEDIATE", "timeout": 30}
+    )
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "jobqueue",
+    "tests.testapp",
+]
+SECRET_KEY = "jobqueue-tests"
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+JOBQUEUE = env.json("JOBQUEUE_SETTINGS", default={})
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "loggers": {"jobqueue": {"handlers": ["stderr"], "level": env("JOBQUEUE_LOG_LEVEL", default="INFO")}},
+}
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+ROOT_URLCONF = "tests.urls"
