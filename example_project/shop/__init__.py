@@ -1,0 +1,1 @@
+"""The shop: orders, the jobs they trigger, and the demo commands."""

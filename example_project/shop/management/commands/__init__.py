@@ -1,0 +1,1 @@
+"""The shop's manage.py commands: place_orders, rundemo."""
