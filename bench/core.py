@@ -93,8 +93,17 @@ def bench_drain(n: int, processes: int, concurrency: int = 10) -> tuple[float, f
 
     truncate()
     bulk_ready(n)
-    cmd = [sys.executable, "-m", "django", "runworkers", "--queues", "bench", "--burst",
-           "--concurrency", str(concurrency)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "django",
+        "runworkers",
+        "--queues",
+        "bench",
+        "--burst",
+        "--concurrency",
+        str(concurrency),
+    ]
     start = time.perf_counter()
     procs = [subprocess.Popen(cmd, env=ENV, cwd=ROOT) for _ in range(processes)]
     for proc in procs:
@@ -212,9 +221,11 @@ def main() -> None:
     with connection.cursor() as cur:
         cur.execute("SHOW server_version")
         pg = cur.fetchone()[0]
-    print(f"\njobqueue core benchmark: {args.jobs} no-op jobs, median of {args.runs} runs, "
-          f"PostgreSQL {pg}, Django {django.get_version()}, Python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} cores")
+    print(
+        f"\njobqueue core benchmark: {args.jobs} no-op jobs, median of {args.runs} runs, "
+        f"PostgreSQL {pg}, Django {django.get_version()}, Python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} cores"
+    )
     print(f"{'figure':<46} {'jobqueue':>12} {'raw SQL':>12} {'fraction':>9}")
     rows = [
         ("enqueue, 1 job/transaction (jobs/s)", enqueue, raw_insert),

@@ -14,6 +14,7 @@ class JobQueueConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        """Register the system checks and import every installed app's ``jobs`` module."""
         from django.utils.module_loading import autodiscover_modules
 
         from . import checks  # noqa: F401  (registers the system checks)

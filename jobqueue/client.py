@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from .backoff import backoff_delay
 from .conf import get_settings, validate_queue_name
-from .errors import InvalidJobOption, QueueUnavailable
+from .errors import MAX_DELAY_SECONDS, InvalidJobOption, QueueUnavailable
 from .jobs import JobType
 from .payloads import sanitize_text, to_json
 from .states import DeadReason
@@ -45,10 +45,7 @@ def validate_options(
         InvalidJobOption: naming the option and the bad value.
     """
     if queue is not None:
-        try:
-            validate_queue_name(queue)
-        except ValueError as exc:
-            raise InvalidJobOption("queue", str(exc)) from None
+        _queue_option(queue)
     if priority is not None and (
         isinstance(priority, bool)
         or not isinstance(priority, int)
@@ -70,6 +67,27 @@ def validate_options(
         raise InvalidJobOption("timeout_s", f"must be a number of seconds > 0, got {timeout_s!r}")
 
 
+def _queue_option(queue: Any) -> None:
+    try:
+        validate_queue_name(queue)
+    except ValueError as exc:
+        raise InvalidJobOption("queue", str(exc)) from None
+
+
+def _lease_option(lease_s: Any) -> float:
+    # NaN and infinity pass "> 0" but make PostgreSQL fail mid-transaction ("interval out of
+    # range"), so the caller's transaction would be aborted instead of getting a clear error.
+    lease = get_settings().lease_seconds if lease_s is None else lease_s
+    if (
+        isinstance(lease, bool)
+        or not isinstance(lease, int | float)
+        or not math.isfinite(lease)
+        or lease <= 0
+    ):
+        raise InvalidJobOption("lease_s", f"must be a number of seconds > 0, got {lease_s!r}")
+    return float(lease)
+
+
 def _text_option(name: str, value: Any, max_length: int, *, allow_none: bool) -> None:
     if value is None and allow_none:
         return
@@ -79,16 +97,16 @@ def _text_option(name: str, value: Any, max_length: int, *, allow_none: bool) ->
         )
 
 
-def _run_at(run_at: Any, delay: Any) -> tuple[datetime | None, float]:
+def _run_at(run_at: Any, delay: Any, name: str = "run_at") -> tuple[datetime | None, float]:
     if run_at is not None and delay is not None:
-        raise InvalidJobOption("run_at", "give run_at or delay, not both")
+        raise InvalidJobOption(name, "give run_at or delay, not both")
     if run_at is not None:
         if not isinstance(run_at, datetime):
-            raise InvalidJobOption("run_at", f"must be a datetime, got {run_at!r}")
+            raise InvalidJobOption(name, f"must be a datetime, got {run_at!r}")
         if timezone.is_naive(run_at):
             if django_settings.USE_TZ:
                 raise InvalidJobOption(
-                    "run_at",
+                    name,
                     f"{run_at.isoformat()} is naive but USE_TZ is True; pass an aware datetime "
                     "(e.g. django.utils.timezone.now() + timedelta(...))",
                 )
@@ -102,8 +120,10 @@ def _run_at(run_at: Any, delay: Any) -> tuple[datetime | None, float]:
         seconds = float(delay)
     else:
         raise InvalidJobOption("delay", f"must be seconds or a timedelta, got {delay!r}")
-    if not math.isfinite(seconds) or seconds < 0:
-        raise InvalidJobOption("delay", f"must be >= 0 seconds, got {delay!r}")
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DELAY_SECONDS:
+        raise InvalidJobOption(
+            "delay", f"must be between 0 and {MAX_DELAY_SECONDS:.0f} seconds, got {delay!r}"
+        )
     return None, seconds
 
 
@@ -150,6 +170,8 @@ def enqueue(
         InvalidJobOption: a bad queue, priority, run_at (naive under USE_TZ), delay,
             max_attempts, timeout_s, tenant_id or dedupe_key.
         QueueUnavailable: the database cannot be reached; nothing was written.
+        django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
+            the caller's transaction; retry the transaction.
     """
     conf = get_settings()
     type_defaults = job_type if isinstance(job_type, JobType) else None
@@ -163,7 +185,10 @@ def enqueue(
         max_attempts = (type_defaults and type_defaults.max_attempts) or conf.max_attempts
     if timeout_s is None:
         timeout_s = (type_defaults and type_defaults.timeout_s) or conf.timeout_seconds
-    validate_options(queue=queue, priority=priority, max_attempts=max_attempts, timeout_s=timeout_s)
+    # The queue is required here: validate_options would read None as "not given", and the
+    # insert would then fail on NOT NULL and abort the caller's transaction.
+    _queue_option(queue)
+    validate_options(priority=priority, max_attempts=max_attempts, timeout_s=timeout_s)
     _text_option("tenant_id", tenant_id, 100, allow_none=False)
     _text_option("dedupe_key", dedupe_key, 200, allow_none=True)
     when, delay_s = _run_at(run_at, delay)
@@ -189,6 +214,11 @@ def enqueue(
     try:
         return get_store(using).enqueue(new_job)
     except (OperationalError, InterfaceError) as exc:
+        # SQLSTATE class 40 (serialization failure, deadlock) is not an outage: the database
+        # asks the caller to retry its transaction, and retry wrappers look for that very error
+        # (e.g. a dedupe key committed by a competitor under REPEATABLE READ).
+        if (getattr(exc.__cause__, "sqlstate", None) or "").startswith("40"):
+            raise
         raise _unavailable(exc, using) from exc
 
 
@@ -213,17 +243,19 @@ def claim(
         The claimed jobs, highest priority first; each carries its lease token.
 
     Raises:
-        InvalidJobOption: a bad queue name, max_jobs or lease_s.
+        InvalidJobOption: a bad queue name, worker_id, max_jobs or lease_s.
     """
-    queues = [queue] if isinstance(queue, str) else list(queue)
+    queues = [queue] if isinstance(queue, str) or queue is None else list(queue)
+    if not queues:
+        raise InvalidJobOption("queue", "give at least one queue name")
     for name in queues:
-        validate_options(queue=name)
+        _queue_option(name)
+    # worker_id is stored in leased_by (200 characters, no NUL in PostgreSQL text).
+    _text_option("worker_id", worker_id, 200, allow_none=False)
     if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
         raise InvalidJobOption("max_jobs", f"must be an integer >= 1, got {max_jobs!r}")
-    lease = get_settings().lease_seconds if lease_s is None else lease_s
-    if isinstance(lease, bool) or not isinstance(lease, int | float) or lease <= 0:
-        raise InvalidJobOption("lease_s", f"must be a number of seconds > 0, got {lease_s!r}")
-    return get_store(using).claim(queues, worker_id, max_jobs, float(lease))
+    lease = _lease_option(lease_s)
+    return get_store(using).claim(queues, worker_id, max_jobs, lease)
 
 
 def heartbeat(
@@ -233,17 +265,20 @@ def heartbeat(
 
     Raises:
         LeaseLost: the job is no longer leased under this token.
+        InvalidJobOption: ``lease_s`` is not a finite number of seconds > 0.
     """
     from .errors import LeaseLost
 
-    lease = get_settings().lease_seconds if lease_s is None else float(lease_s)
+    lease = _lease_option(lease_s)
     kept = get_store(using).extend_leases([(job_id, lease_token)], lease)
     if job_id not in kept:
         raise LeaseLost(job_id)
     return kept[job_id]
 
 
-def ack(job_id: int, lease_token: uuid.UUID, result: Any = None, *, using: str | None = None) -> None:
+def ack(
+    job_id: int, lease_token: uuid.UUID, result: Any = None, *, using: str | None = None
+) -> None:
     """Mark a leased job ``succeeded`` and store ``result`` (a JSON value).
 
     A late ack, after ``lease_until`` but before anyone else took the job, still succeeds.
@@ -304,7 +339,7 @@ def nack(
 
     store = get_store(using)
     if retry_at is not None:
-        retry_at, _ = _run_at(retry_at, None)
+        retry_at, _ = _run_at(retry_at, None, name="retry_at")
     info = store.lease_info(job_id, lease_token)
     entry = error_entry(error, attempt=info.attempts)
     if isinstance(error, PermanentError):
@@ -360,4 +395,3 @@ def backoff_for(job_type: str, attempt: int, rng: random.Random | None = None) -
     found = registry().get(job_type)
     policy = (found.backoff if found else None) or get_settings().backoff
     return backoff_delay(attempt, policy, rng)
-

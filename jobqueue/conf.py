@@ -15,7 +15,7 @@ from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from .errors import JobQueueConfigurationError
+from .errors import MAX_DELAY_SECONDS, JobQueueConfigurationError
 
 DEFAULT_LEASE_SECONDS = 30.0
 """How long a claim holds a job before another worker may take it; workers heartbeat every third."""
@@ -122,10 +122,15 @@ def parse_backoff(value: Any, where: str = "JOBQUEUE['BACKOFF']") -> Backoff:
     merged = {**DEFAULT_BACKOFF, **value}
     if merged["policy"] not in BACKOFF_POLICIES:
         raise JobQueueConfigurationError(
-            f"{where}['policy'] must be one of {', '.join(BACKOFF_POLICIES)}, got {merged['policy']!r}"
+            f"{where}['policy'] must be one of {', '.join(BACKOFF_POLICIES)}, "
+            f"got {merged['policy']!r}"
         )
     base = _number("BACKOFF.base_seconds", merged["base_seconds"])
     cap = _number("BACKOFF.cap_seconds", merged["cap_seconds"])
+    if cap > MAX_DELAY_SECONDS:
+        raise JobQueueConfigurationError(
+            f"{where}: cap_seconds ({cap}) must be at most {MAX_DELAY_SECONDS} (ten years)"
+        )
     if cap < base:
         raise JobQueueConfigurationError(
             f"{where}: cap_seconds ({cap}) must be >= base_seconds ({base})"
@@ -141,9 +146,7 @@ def validate_queue_name(name: Any) -> str:
     import re
 
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", name):
-        raise ValueError(
-            f"queue name must match [A-Za-z0-9_.:-]{{1,100}}, got {name!r}"
-        )
+        raise ValueError(f"queue name must match [A-Za-z0-9_.:-]{{1,100}}, got {name!r}")
     return name
 
 
@@ -187,7 +190,9 @@ def build_settings(raw: Any) -> JobQueueSettings:
     if "BACKOFF" in raw:
         values["backoff"] = parse_backoff(raw["BACKOFF"])
     if "POLL_INTERVAL_SECONDS" in raw:
-        values["poll_interval_seconds"] = _number("POLL_INTERVAL_SECONDS", raw["POLL_INTERVAL_SECONDS"])
+        values["poll_interval_seconds"] = _number(
+            "POLL_INTERVAL_SECONDS", raw["POLL_INTERVAL_SECONDS"]
+        )
     if "MAX_PAYLOAD_BYTES" in raw:
         values["max_payload_bytes"] = _integer("MAX_PAYLOAD_BYTES", raw["MAX_PAYLOAD_BYTES"])
     if "GRACE_SECONDS" in raw:

@@ -6,6 +6,8 @@ the ones that carry context (a job id, a JSON path) format it into the message.
 
 from __future__ import annotations
 
+import math
+
 from django.core.exceptions import ImproperlyConfigured
 
 __all__ = [
@@ -24,6 +26,13 @@ __all__ = [
 ]
 
 
+MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
+"""Longest delay accepted anywhere (enqueue ``delay``, ``RetryAfter``, backoff caps): ten years.
+
+Far beyond any real retry, and far inside what every database's timestamps can hold.
+"""
+
+
 class JobQueueError(Exception):
     """A jobqueue operation failed."""
 
@@ -38,7 +47,8 @@ class LeaseLost(JobQueueError):
         self.job_id = job_id
         super().__init__(
             message
-            or f"lease on job {job_id} was lost: the job was reclaimed, reaped, cancelled or finished"
+            or f"lease on job {job_id} was lost: the job was reclaimed, reaped, cancelled "
+            "or finished"
         )
 
 
@@ -117,7 +127,17 @@ class RetryAfter(Exception):
     """
 
     def __init__(self, seconds: float, message: str = "") -> None:
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-            raise ValueError(f"RetryAfter seconds must be a number >= 0, got {seconds!r}")
+        # NaN and infinity would reach the nack as a delay PostgreSQL refuses ("interval out of
+        # range"): the failure could not be recorded and the job would sit leased until reaped.
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not math.isfinite(seconds)
+            or not 0 <= seconds <= MAX_DELAY_SECONDS
+        ):
+            raise ValueError(
+                f"RetryAfter seconds must be a number between 0 and {MAX_DELAY_SECONDS}, "
+                f"got {seconds!r}"
+            )
         self.seconds = float(seconds)
         super().__init__(message or f"retry requested after {seconds} s")

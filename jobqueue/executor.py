@@ -60,8 +60,12 @@ def failure_outcome(
     """
     entry = error_entry(exc, attempt=claimed.attempt, worker_id=worker_id)
     if isinstance(exc, PermanentError):
-        return Outcome(status="dead", error=entry, dead_reason=DeadReason.PERMANENT_ERROR,
-                       duration_s=duration_s)
+        return Outcome(
+            status="dead",
+            error=entry,
+            dead_reason=DeadReason.PERMANENT_ERROR,
+            duration_s=duration_s,
+        )
     if claimed.attempt >= claimed.max_attempts:
         reason = (
             DeadReason.UNKNOWN_TYPE
@@ -76,9 +80,7 @@ def failure_outcome(
     return Outcome(status="retry", error=entry, delay_s=delay, duration_s=duration_s)
 
 
-def execute(
-    claimed: ClaimedJob, context: JobContext, rng: random.Random | None = None
-) -> Outcome:
+def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None = None) -> Outcome:
     """Run the handler of ``claimed`` with its payload and return the outcome.
 
     Args:
@@ -100,9 +102,7 @@ def execute(
         else:
             result = job_type.func(*args, **claimed.payload)
     except BaseException as exc:  # noqa: BLE001 - every handler failure becomes an outcome
-        return failure_outcome(
-            claimed, exc, context.worker_id, time.monotonic() - started, rng=rng
-        )
+        return failure_outcome(claimed, exc, context.worker_id, time.monotonic() - started, rng=rng)
     duration = time.monotonic() - started
     try:
         result_json = to_json(result, root="result")

@@ -107,6 +107,7 @@ class JobType:
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the handler directly, in this thread: no queue, no retries."""
         return self.func(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -183,8 +184,9 @@ def job(
         type_name = name or f"{f.__module__}.{f.__qualname__}"
         where = f"@job for {type_name}"
         try:
-            validate_options(queue=queue, priority=priority, max_attempts=max_attempts,
-                             timeout_s=timeout_s)
+            validate_options(
+                queue=queue, priority=priority, max_attempts=max_attempts, timeout_s=timeout_s
+            )
         except ValueError as exc:
             raise JobQueueConfigurationError(f"{where}: {exc}") from None
         parsed_backoff = parse_backoff(backoff, where=f"{where} backoff") if backoff else None

@@ -108,7 +108,10 @@ class Job(models.Model):
 
 
 class DeadLetterManager(models.Manager["DeadLetter"]):
+    """Only dead jobs."""
+
     def get_queryset(self) -> models.QuerySet[DeadLetter]:
+        """Return the jobs in state ``dead``."""
         return super().get_queryset().filter(state=JobState.DEAD)
 
 

@@ -16,19 +16,25 @@ from .errors import InvalidPayload
 
 def _describe(value: Any) -> str:
     kind = type(value)
-    return f"{kind.__module__}.{kind.__qualname__}" if kind.__module__ != "builtins" else kind.__name__
+    return (
+        f"{kind.__module__}.{kind.__qualname__}" if kind.__module__ != "builtins" else kind.__name__
+    )
 
 
 def _check_string(text: str, path: str, what: str) -> None:
     if "\x00" in text:
-        raise InvalidPayload(path, f"{what} contains a NUL character (\\x00), which PostgreSQL cannot store")
+        raise InvalidPayload(
+            path, f"{what} contains a NUL character (\\x00), which PostgreSQL cannot store"
+        )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidPayload(path, f"{what} contains a lone surrogate and is not valid Unicode") from None
+        raise InvalidPayload(
+            path, f"{what} contains a lone surrogate and is not valid Unicode"
+        ) from None
 
 
-def _check(value: Any, path: str) -> None:
+def _check(value: Any, path: str, containing: set[int] | None = None) -> None:
     if value is None or isinstance(value, bool):
         return
     if isinstance(value, int):
@@ -40,25 +46,47 @@ def _check(value: Any, path: str) -> None:
     if isinstance(value, str):
         _check_string(value, path, "string")
         return
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            _check(item, f"{path}[{index}]")
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, bool) or not isinstance(key, str | int):
-                raise InvalidPayload(
-                    f"{path}[{key!r}]", f"key of type {_describe(key)} is not a JSON object key"
-                )
-            if isinstance(key, str):
-                _check_string(key, f"{path}[{key!r}]", "key")
-            _check(item, f"{path}[{key!r}]")
+    if isinstance(value, list | tuple | dict):
+        # The lists and dicts on the way down from the root: one seen again is a cycle, which
+        # would otherwise end in a RecursionError instead of an error naming the path.
+        containing = set() if containing is None else containing
+        if id(value) in containing:
+            raise InvalidPayload(path, "refers back to a list or dict that contains it (a cycle)")
+        containing.add(id(value))
+        try:
+            _check_container(value, path, containing)
+        finally:
+            containing.discard(id(value))
         return
     raise InvalidPayload(
         path,
         f"{_describe(value)} is not JSON (convert it first, e.g. a model to its pk, a datetime "
         "to isoformat(), a Decimal to str)",
     )
+
+
+def _check_container(value: list | tuple | dict, path: str, containing: set[int]) -> None:
+    if not isinstance(value, dict):
+        for index, item in enumerate(value):
+            _check(item, f"{path}[{index}]", containing)
+        return
+    # JSON keys are strings, so 1 and "1" would become one key and one value would be lost.
+    json_keys: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(key, bool) or not isinstance(key, str | int):
+            raise InvalidPayload(
+                f"{path}[{key!r}]", f"key of type {_describe(key)} is not a JSON object key"
+            )
+        if isinstance(key, str):
+            _check_string(key, f"{path}[{key!r}]", "key")
+        json_key = key if isinstance(key, str) else int.__repr__(key)
+        if json_key in json_keys:
+            raise InvalidPayload(
+                f"{path}[{key!r}]",
+                f"keys {json_keys[json_key]!r} and {key!r} are the same JSON key {json_key!r}",
+            )
+        json_keys[json_key] = key
+        _check(item, f"{path}[{key!r}]", containing)
 
 
 def to_json(value: Any, *, root: str = "payload", max_bytes: int | None = None) -> str:
@@ -74,7 +102,8 @@ def to_json(value: Any, *, root: str = "payload", max_bytes: int | None = None) 
 
     Raises:
         InvalidPayload: a value JSON cannot hold (naming its path), a NUL character, a lone
-            surrogate, NaN or infinity, or a size over ``max_bytes``.
+            surrogate, NaN or infinity, two keys that JSON would merge (``1`` and ``"1"``), a
+            cycle, or a size over ``max_bytes``.
     """
     _check(value, root)
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -88,5 +117,5 @@ def to_json(value: Any, *, root: str = "payload", max_bytes: int | None = None) 
 
 
 def sanitize_text(text: str) -> str:
-    """Return ``text`` storable in PostgreSQL: NUL shown as ``\\x00``, lone surrogates replaced."""
+    r"""Return ``text`` storable in PostgreSQL: NUL shown as ``\\x00``, lone surrogates replaced."""
     return text.replace("\x00", "\\x00").encode("utf-8", "replace").decode("utf-8")

@@ -102,6 +102,9 @@ class Worker:
         self.store = get_store(self.using)
         self._running: dict[int, _Running] = {}
         self._lock = threading.Lock()
+        # Held around multi-row writes on this process's own leases (heartbeat, acks), so two
+        # of our connections never lock the same rows in different orders (no deadlock).
+        self._db_lock = threading.Lock()
         # SimpleQueue.put is reentrant, so a signal handler may use it to wake the main loop.
         self._outcomes: queue.SimpleQueue[tuple[int, Outcome] | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
@@ -128,7 +131,9 @@ class Worker:
         else:
             logger.warning(
                 "%s: no new claims; %d running job(s) get %.0f s to finish",
-                name, len(self._running), self.grace_s,
+                name,
+                len(self._running),
+                self.grace_s,
             )
             self.stop()
 
@@ -151,12 +156,16 @@ class Worker:
             signal.signal(signal.SIGINT, self._on_signal)
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="jobqueue-job")
         self._register()
-        heartbeat = threading.Thread(target=self._heartbeat_loop, name="jobqueue-heartbeat",
-                                     daemon=True)
+        heartbeat = threading.Thread(
+            target=self._heartbeat_loop, name="jobqueue-heartbeat", daemon=True
+        )
         heartbeat.start()
         logger.info(
             "worker %s: queues %s, concurrency %d, lease %.1f s%s",
-            self.worker_id, ",".join(self.queues), self.concurrency, self.lease_s,
+            self.worker_id,
+            ",".join(self.queues),
+            self.concurrency,
+            self.lease_s,
             ", burst" if self.burst else "",
         )
         try:
@@ -249,45 +258,76 @@ class Worker:
                 self._take(self._outcomes.get_nowait())
             except queue.Empty:
                 break
-        for job_id, running in list(self._running.items()):
-            if running.outcome is not None:
+        done = [(job_id, r) for job_id, r in list(self._running.items()) if r.outcome is not None]
+        if not done:
+            return
+        successes = [
+            (job_id, r)
+            for job_id, r in done
+            if r.outcome.status == "succeeded" and not r.context.lease_lost  # type: ignore[union-attr]
+        ]
+        if successes:
+            self._ack_all(successes)
+        for job_id, running in done:
+            if job_id in self._running and (job_id, running) not in successes:
                 self._record(job_id, running)
+
+    def _ack_all(self, successes: list[tuple[int, _Running]]) -> None:
+        # Jobs that finished while the previous statement ran are acked together: one round trip.
+        acks = [
+            (job_id, r.claimed.lease_token, r.outcome.result_json)  # type: ignore[union-attr]
+            for job_id, r in successes
+        ]
+        try:
+            with self._db_lock:
+                acked = self.store.ack_many(acks)
+        except DatabaseError as exc:
+            self._db_failed(exc, f"acking {len(acks)} job(s)")
+            return
+        for job_id, running in successes:
+            if job_id in acked:
+                self.stats["succeeded"] += 1
+                logger.info("%s succeeded in %s", self._label(running), self._took(running))
+                with self._lock:
+                    self._running.pop(job_id, None)
+            else:
+                self._record(job_id, running)
+
+    @staticmethod
+    def _label(running: _Running) -> str:
+        c = running.claimed
+        return f"job {c.id} {c.job_type} attempt {c.attempt}/{c.max_attempts}"
+
+    @staticmethod
+    def _took(running: _Running) -> str:
+        return f"{running.outcome.duration_s * 1000:.1f} ms"  # type: ignore[union-attr]
 
     def _record(self, job_id: int, running: _Running) -> None:
         claimed, outcome = running.claimed, running.outcome
         assert outcome is not None
         token = claimed.lease_token
-        label = f"job {job_id} {claimed.job_type} attempt {claimed.attempt}/{claimed.max_attempts}"
-        took = f"{outcome.duration_s * 1000:.1f} ms"
+        label, took = self._label(running), self._took(running)
         try:
             if running.context.lease_lost:
                 raise LeaseLost(job_id)
-            if outcome.status == "succeeded":
-                self.store.ack(job_id, token, outcome.result_json)
-                self.stats["succeeded"] += 1
-                logger.info("%s succeeded in %s", label, took)
-            elif outcome.status == "retry":
-                assert outcome.error is not None
-                self.store.nack(job_id, token, outcome.error, dead_reason=None,
-                                delay_s=outcome.delay_s)
-                self.stats["retried"] += 1
-                logger.warning(
-                    "%s failed in %s, retry in %.2f s: %s: %s", label, took, outcome.delay_s,
-                    outcome.error["type"], outcome.error["message"],
-                )
-            else:
-                assert outcome.error is not None
-                self.store.nack(job_id, token, outcome.error, dead_reason=outcome.dead_reason)
-                self.stats["dead"] += 1
-                logger.error(
-                    "%s dead (%s) after %s: %s: %s", label, outcome.dead_reason, took,
-                    outcome.error["type"], outcome.error["message"],
-                )
+            with self._db_lock:
+                if outcome.status == "succeeded":
+                    self.store.ack(job_id, token, outcome.result_json)
+                elif outcome.status == "retry":
+                    assert outcome.error is not None
+                    self.store.nack(
+                        job_id, token, outcome.error, dead_reason=None, delay_s=outcome.delay_s
+                    )
+                else:
+                    assert outcome.error is not None
+                    self.store.nack(job_id, token, outcome.error, dead_reason=outcome.dead_reason)
         except LeaseLost:
             self.stats["lost"] += 1
             logger.warning(
                 "%s %s in %s, but its lease was lost (reclaimed or cancelled); outcome discarded",
-                label, outcome.status, took,
+                label,
+                outcome.status,
+                took,
             )
         except DatabaseError as exc:
             # Keep the job (and its heartbeat) and try again on the next pass: the outcome is
@@ -295,6 +335,30 @@ class Worker:
             running.record_failures += 1
             self._db_failed(exc, f"recording {label}")
             return
+        else:
+            if outcome.status == "succeeded":
+                self.stats["succeeded"] += 1
+                logger.info("%s succeeded in %s", label, took)
+            elif outcome.status == "retry":
+                self.stats["retried"] += 1
+                logger.warning(
+                    "%s failed in %s, retry in %.2f s: %s: %s",
+                    label,
+                    took,
+                    outcome.delay_s,
+                    outcome.error["type"],
+                    outcome.error["message"],
+                )
+            else:
+                self.stats["dead"] += 1
+                logger.error(
+                    "%s dead (%s) after %s: %s: %s",
+                    label,
+                    outcome.dead_reason,
+                    took,
+                    outcome.error["type"],
+                    outcome.error["message"],
+                )
         with self._lock:
             self._running.pop(job_id, None)
 
@@ -317,7 +381,8 @@ class Worker:
                         if retried or dead:
                             logger.warning(
                                 "reaper: %d expired lease(s) back to the queue, %d dead-lettered",
-                                retried, dead,
+                                retried,
+                                dead,
                             )
                 except DatabaseError as exc:
                     logger.error("heartbeat: database error: %s", exc)
@@ -329,9 +394,12 @@ class Worker:
         with self._lock:
             held = {job_id: r for job_id, r in self._running.items()}
         leases = [(job_id, r.claimed.lease_token) for job_id, r in held.items()]
-        kept = self.store.extend_leases(leases, self.lease_s)
+        with self._db_lock:
+            kept = self.store.extend_leases(leases, self.lease_s)
         for job_id, running in held.items():
-            if job_id not in kept and not running.context.lease_lost:
+            # A job whose outcome is in is being recorded (its ack may just have landed); only a
+            # job still running has truly lost its lease.
+            if job_id not in kept and running.outcome is None and not running.context.lease_lost:
                 running.context.mark_lease_lost()
                 logger.warning("job %s: lease lost (reclaimed or cancelled)", job_id)
         self.store.touch_worker(self.worker_id)
@@ -371,13 +439,15 @@ class Worker:
                 self.stats["released"] += 1
                 logger.warning(
                     "job %s %s released at shutdown (attempt not counted)",
-                    job_id, running.claimed.job_type,
+                    job_id,
+                    running.claimed.job_type,
                 )
             except LeaseLost:
                 pass
             except DatabaseError as exc:
-                logger.error("job %s: could not release (%s); it reruns when its lease expires",
-                             job_id, exc)
+                logger.error(
+                    "job %s: could not release (%s); it reruns when its lease expires", job_id, exc
+                )
         self._abandoned = len(self._running)
         self._running.clear()
         self._heartbeat_stop.set()
@@ -390,7 +460,8 @@ class Worker:
         self._pool.shutdown(wait=False, cancel_futures=True)
         connections.close_all()
         logger.info(
-            "worker %s stopped: %s", self.worker_id,
+            "worker %s stopped: %s",
+            self.worker_id,
             ", ".join(f"{k} {v}" for k, v in self.stats.items()),
         )
 

@@ -15,6 +15,15 @@ from django.db import connections
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: Worker settings for process tests: short leases, fast polling and reaping, tiny fixed backoff,
+#: so a lease expiry plus a retry takes about two seconds instead of a minute.
+FAST_WORKER_SETTINGS: dict[str, object] = {
+    "LEASE_SECONDS": 1.5,
+    "REAPER_INTERVAL_SECONDS": 0.3,
+    "POLL_INTERVAL_SECONDS": 0.1,
+    "BACKOFF": {"policy": "none", "base_seconds": 0.1, "cap_seconds": 0.1},
+}
+
 
 def requires_postgres() -> pytest.MarkDecorator:
     """Skip unless the default database is PostgreSQL."""
@@ -31,6 +40,10 @@ def database_url(alias: str = "default") -> str:
     conn = connections[alias]
     s = conn.settings_dict
     if conn.vendor == "sqlite":
+        if conn.is_in_memory_db():
+            # A subprocess cannot share this process's in-memory database; give it an empty
+            # one of its own, enough for commands that fail before touching tables.
+            return "sqlite://:memory:"
         return f"sqlite:///{s['NAME']}"
     user = s.get("USER") or ""
     password = f":{s['PASSWORD']}" if s.get("PASSWORD") else ""
@@ -63,19 +76,52 @@ class WorkerProcesses:
     def start(
         self, *args: str, settings: dict | None = None, log_name: str | None = None
     ) -> subprocess.Popen:
+        """Start ``runworkers *args``; its stdout and stderr go to ``proc.log_path``."""
         log = self.tmp_path / (log_name or f"worker-{len(self.procs)}.log")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "django", "runworkers", *args],
-            cwd=ROOT,
-            env=subprocess_env(**(settings or {})),
-            stdout=log.open("ab"),
-            stderr=subprocess.STDOUT,
-        )
+        with log.open("ab") as out:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "django", "runworkers", *args],
+                cwd=ROOT,
+                env=subprocess_env(**(settings or {})),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         proc.log_path = log  # type: ignore[attr-defined]
         self.procs.append(proc)
         return proc
 
-    def run(self, *args: str, settings: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    @staticmethod
+    def log(proc: subprocess.Popen) -> str:
+        """Return what ``proc`` has written so far (stdout and stderr, interleaved)."""
+        return proc.log_path.read_text(errors="replace")  # type: ignore[attr-defined]
+
+    def wait_for_log(self, proc: subprocess.Popen, text: str, timeout: float = 30.0) -> str:
+        """Wait until ``text`` appears in ``proc``'s log; fail with the log if the process exits."""
+
+        def seen() -> bool:
+            if text in self.log(proc):
+                return True
+            if proc.poll() is not None and text not in self.log(proc):
+                raise AssertionError(
+                    f"worker exited ({proc.returncode}) before logging {text!r}:\n{self.log(proc)}"
+                )
+            return False
+
+        wait_for(seen, timeout=timeout)
+        return self.log(proc)
+
+    def exit_code(self, proc: subprocess.Popen, timeout: float = 30.0) -> int:
+        """Wait for ``proc`` to exit and return its status; fail with its log on timeout."""
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"worker {proc.pid} still running after {timeout} s:\n{self.log(proc)}"
+            ) from None
+
+    def run(
+        self, *args: str, settings: dict | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
         """Run ``runworkers`` to completion (e.g. with --burst) and return the result."""
         return subprocess.run(
             [sys.executable, "-m", "django", "runworkers", *args],
@@ -117,3 +163,11 @@ def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: f
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s: {predicate}")
         time.sleep(interval)
+
+
+def record_lines(path: Path) -> list[list[str]]:
+    """Return the lines the recording handlers wrote (``job_id attempt pid [note]``), split."""
+    try:
+        return [line.split() for line in Path(path).read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return []

@@ -39,7 +39,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"stderr": {"class": "logging.StreamHandler"}},
-    "loggers": {"jobqueue": {"handlers": ["stderr"], "level": env("JOBQUEUE_LOG_LEVEL", default="INFO")}},
+    "loggers": {
+        "jobqueue": {"handlers": ["stderr"], "level": env("JOBQUEUE_LOG_LEVEL", default="INFO")}
+    },
 }
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -28,7 +28,11 @@ def run_demo(tmp_path, database_url: str) -> subprocess.CompletedProcess:
     # Exactly what `bash .ci/demo` runs once the virtualenv is set up.
     return subprocess.run(
         [sys.executable, "manage.py", "rundemo", "--orders", "200"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -57,7 +61,8 @@ def test_demo_on_sqlite(tmp_path):
 def test_demo_on_postgresql(tmp_path):
     db = settings.DATABASES["default"]
     name = f"jobqueue_demo_{uuid.uuid4().hex[:8]}"
-    admin_url = f"postgresql://{db.get('USER') or 'postgres'}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/postgres"
+    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
+    admin_url = f"postgresql://{db.get('USER') or 'postgres'}@{host}:{port}/postgres"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:

@@ -123,6 +123,13 @@ class Store(Protocol):
     def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> None:
         """Mark the job ``succeeded`` with ``result_json``. Raises LeaseLost."""
 
+    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> set[int]:
+        """Mark each ``(job_id, lease_token, result_json)`` succeeded, in one statement.
+
+        Returns:
+            The ids acked; a missing id's lease was lost and that job is unchanged.
+        """
+
     def nack(
         self,
         job_id: int,
@@ -154,6 +161,7 @@ class Store(Protocol):
         Args:
             decide: ``callable(ExpiredLease) -> ReapDecision``.
             limit: most jobs handled in one pass.
+            now: stands in for the database clock (tests only).
 
         Returns:
             ``(retried, dead)`` counts.

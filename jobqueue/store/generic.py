@@ -51,9 +51,11 @@ class GenericStore(WorkerRegistry):
         run_at = job.run_at or now + timedelta(seconds=job.delay_s)
         for _ in range(5):
             if job.dedupe_key is not None:
-                existing = self._jobs.filter(
-                    queue=job.queue, dedupe_key=job.dedupe_key, state__in=LIVE
-                ).values_list("id", flat=True).first()
+                existing = (
+                    self._jobs.filter(queue=job.queue, dedupe_key=job.dedupe_key, state__in=LIVE)
+                    .values_list("id", flat=True)
+                    .first()
+                )
                 if existing is not None:
                     return existing
             try:
@@ -146,6 +148,17 @@ class GenericStore(WorkerRegistry):
         if not updated:
             raise LeaseLost(job_id)
 
+    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> set[int]:
+        acked: set[int] = set()
+        with transaction.atomic(using=self.alias):
+            for job_id, token, result_json in sorted(acks):
+                try:
+                    self.ack(job_id, token, result_json)
+                except LeaseLost:
+                    continue
+                acked.add(job_id)
+        return acked
+
     def _append_and_update(
         self, job_id: int, lease_token: uuid.UUID, entry: dict[str, Any], **fields: Any
     ) -> None:
@@ -173,14 +186,22 @@ class GenericStore(WorkerRegistry):
         entry = {**error, "at": now.isoformat()}
         if dead_reason is not None:
             self._append_and_update(
-                job_id, lease_token, entry,
-                state=JobState.DEAD, dead_reason=dead_reason, finished_at=now,
+                job_id,
+                lease_token,
+                entry,
+                state=JobState.DEAD,
+                dead_reason=dead_reason,
+                finished_at=now,
             )
             return JobState.DEAD
         self._append_and_update(
-            job_id, lease_token, entry,
-            state=JobState.SCHEDULED, run_at=retry_at or now + timedelta(seconds=delay_s),
-            finished_at=None, dead_reason="",
+            job_id,
+            lease_token,
+            entry,
+            state=JobState.SCHEDULED,
+            run_at=retry_at or now + timedelta(seconds=delay_s),
+            finished_at=None,
+            dead_reason="",
         )
         return JobState.SCHEDULED
 
@@ -198,14 +219,20 @@ class GenericStore(WorkerRegistry):
                 "message": "released at shutdown; the attempt is not counted",
             }
             self._append_and_update(
-                job_id, lease_token, entry,
-                state=JobState.READY, run_at=now, attempts=max(row["attempts"] - 1, 0),
+                job_id,
+                lease_token,
+                entry,
+                state=JobState.READY,
+                run_at=now,
+                attempts=max(row["attempts"] - 1, 0),
             )
 
     def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
-        row = self._held(job_id, lease_token).values_list(
-            "id", "lease_token", "type", "attempts", "max_attempts"
-        ).first()
+        row = (
+            self._held(job_id, lease_token)
+            .values_list("id", "lease_token", "type", "attempts", "max_attempts")
+            .first()
+        )
         if row is None:
             raise LeaseLost(job_id)
         return ExpiredLease(
@@ -215,9 +242,7 @@ class GenericStore(WorkerRegistry):
     def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
         rows = self._jobs.filter(state=JobState.LEASED, lease_until__lt=_now(now)).order_by("id")
         return [
-            ExpiredLease(
-                id=r[0], lease_token=r[1], job_type=r[2], attempts=r[3], max_attempts=r[4]
-            )
+            ExpiredLease(id=r[0], lease_token=r[1], job_type=r[2], attempts=r[3], max_attempts=r[4])
             for r in rows.values_list("id", "lease_token", "type", "attempts", "max_attempts")[
                 :limit
             ]
@@ -234,9 +259,11 @@ class GenericStore(WorkerRegistry):
         with transaction.atomic(using=self.alias):
             for lease in self.expired_leases(limit, now):
                 decision = decide(lease)
-                row = self._held(lease.id, lease.lease_token).values(
-                    "leased_by", "lease_until"
-                ).first()
+                row = (
+                    self._held(lease.id, lease.lease_token)
+                    .values("leased_by", "lease_until")
+                    .first()
+                )
                 if row is None:
                     continue
                 entry = {
@@ -278,9 +305,11 @@ class GenericStore(WorkerRegistry):
         now = timezone.now()
         try:
             with transaction.atomic(using=self.alias):
-                row = self._jobs.filter(id=job_id, state__in=RETRYABLE).values(
-                    "errors", "state", "queue", "dedupe_key"
-                ).first()
+                row = (
+                    self._jobs.filter(id=job_id, state__in=RETRYABLE)
+                    .values("errors", "state", "queue", "dedupe_key")
+                    .first()
+                )
                 if row is None:
                     if not self._jobs.filter(id=job_id).exists():
                         raise JobNotFound(job_id)
@@ -292,8 +321,14 @@ class GenericStore(WorkerRegistry):
                     "message": "retried by operator",
                 }
                 updated = self._jobs.filter(id=job_id, state__in=RETRYABLE).update(
-                    state=JobState.READY, run_at=now, attempts=0, finished_at=None,
-                    dead_reason="", lease_token=None, lease_until=None, result=None,
+                    state=JobState.READY,
+                    run_at=now,
+                    attempts=0,
+                    finished_at=None,
+                    dead_reason="",
+                    lease_token=None,
+                    lease_until=None,
+                    result=None,
                     errors=[*row["errors"], entry],
                 )
                 return bool(updated)

@@ -28,7 +28,8 @@ def sql(name: str) -> str:
 
 
 def _json(value: Any) -> Any:
-    # Django registers a text loader for jsonb on psycopg 3 (JSONField decodes); raw SQL decodes here.
+    # Django registers a text loader for jsonb on psycopg 3 (JSONField decodes it);
+    # raw SQL decodes here.
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
@@ -86,7 +87,11 @@ class PostgresStore(WorkerRegistry):
         }
         with self._execute("claim", params) as cursor:
             rows = cursor.fetchall()
-        jobs = [
+        # UPDATE ... RETURNING gives rows in no particular order; hand them out in the picked
+        # CTE's order (priority DESC, run_at, id). run_at is part of it: sorting by id alone put
+        # an older job of the same priority after a newer one with a smaller id.
+        rows.sort(key=lambda r: (-r[9], r[11], r[0]))
+        return [
             ClaimedJob(
                 id=r[0],
                 job_type=r[1],
@@ -102,9 +107,6 @@ class PostgresStore(WorkerRegistry):
             )
             for r in rows
         ]
-        # UPDATE ... RETURNING gives rows in no particular order; hand them out in claim order.
-        jobs.sort(key=lambda j: (-j.priority, j.id))
-        return jobs
 
     def extend_leases(
         self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float
@@ -125,6 +127,18 @@ class PostgresStore(WorkerRegistry):
         with self._execute("ack", params) as cursor:
             if cursor.rowcount == 0:
                 raise LeaseLost(job_id)
+
+    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> set[int]:
+        if not acks:
+            return set()
+        ordered = sorted(acks)
+        params = {
+            "ids": [a[0] for a in ordered],
+            "tokens": [a[1] for a in ordered],
+            "results": [a[2] for a in ordered],
+        }
+        with self._execute("ack_many", params) as cursor:
+            return {row[0] for row in cursor.fetchall()}
 
     def nack(
         self,

@@ -59,3 +59,40 @@ def fail_permanently(message="no"):
 @job
 def retry_after(seconds):
     raise RetryAfter(seconds)
+
+
+@job(takes_context=True)
+def wait_for_lease_lost(context, path, max_s=30.0):
+    """Record the start, poll ``context.lease_lost`` every 0.1 s, record what ended the wait."""
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()} start\n")
+    deadline = time.monotonic() + max_s
+    while time.monotonic() < deadline:
+        if context.lease_lost:
+            with open(path, "a") as f:
+                f.write(f"{context.job_id} {context.attempt} {os.getpid()} lease_lost\n")
+            return "stopped early: lease lost"
+        time.sleep(0.1)
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()} never_told\n")
+    return "ran to the end"
+
+
+@job(takes_context=True)
+def sleep_on_first_run(context, path, sleep_s):
+    """Record the run; sleep only if no earlier run of this job is in the file.
+
+    Unlike ``sleep_on_first_attempt`` this tells runs apart by the file, not by the attempt
+    number, because a lease released at shutdown gives the attempt back (the rerun is attempt 1
+    again).
+    """
+    try:
+        with open(path) as f:
+            earlier = sum(1 for line in f if line.split()[0] == str(context.job_id))
+    except FileNotFoundError:
+        earlier = 0
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()}\n")
+    if earlier == 0:
+        time.sleep(sleep_s)
+    return {"runs_before": earlier}

@@ -32,8 +32,11 @@ def seconds(text: str, *, allow_zero: bool = False) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value != value or value in (float("inf"), float("-inf")) or value < 0 or (
-        value == 0 and not allow_zero
+    if (
+        value != value
+        or value in (float("inf"), float("-inf"))
+        or value < 0
+        or (value == 0 and not allow_zero)
     ):
         bound = ">= 0" if allow_zero else "> 0"
         raise argparse.ArgumentTypeError(f"expected a number of seconds {bound}, got {text!r}")
@@ -67,6 +70,26 @@ def queue_list(text: str) -> list[str]:
     return names
 
 
+#: Longest worker id: the width of ``Worker.worker_id`` and ``Job.leased_by``.
+MAX_WORKER_ID_LENGTH = 200
+
+
+def worker_id_text(text: str) -> str:
+    """Parse a worker id: at most 200 characters, no control characters.
+
+    The id is written to the Worker row and to every claimed job's ``leased_by``. A longer one,
+    or one with a NUL, makes each of those writes fail in the database, and the worker would
+    retry them forever as if the database were down; refuse it here instead.
+    """
+    if len(text) > MAX_WORKER_ID_LENGTH:
+        raise argparse.ArgumentTypeError(
+            f"expected at most {MAX_WORKER_ID_LENGTH} characters, got {len(text)}: {text[:40]!r}..."
+        )
+    if not text.isprintable():
+        raise argparse.ArgumentTypeError(f"expected no control characters, got {text!r}")
+    return text
+
+
 class Command(BaseCommand):
     help = (
         "Run a jobqueue worker: claim jobs from the queues, run them on a thread pool, "
@@ -76,25 +99,51 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--queues", type=queue_list, default=None,
+            "--queues",
+            type=queue_list,
+            default=None,
             help="comma-separated queues to serve (default: JOBQUEUE['QUEUES'], i.e. 'default')",
         )
-        parser.add_argument("--concurrency", type=positive_int, default=None,
-                            help="jobs run at once, in threads (default: JOBQUEUE['CONCURRENCY'])")
-        parser.add_argument("--lease", type=positive_seconds, default=None, metavar="SECONDS",
-                            help="lease length (default: JOBQUEUE['LEASE_SECONDS'])")
-        parser.add_argument("--poll-interval", type=positive_seconds, default=None,
-                            metavar="SECONDS",
-                            help="idle wait between claims (default: JOBQUEUE['POLL_INTERVAL_SECONDS'])")
-        parser.add_argument("--grace", type=non_negative_seconds, default=None, metavar="SECONDS",
-                            help="time running jobs get to finish after SIGTERM "
-                            "(default: JOBQUEUE['GRACE_SECONDS'])")
-        parser.add_argument("--burst", action="store_true",
-                            help="exit once no job is claimable and none is running")
-        parser.add_argument("--worker-id", default=None,
-                            help="name to hold leases under (default: host:pid:random)")
-        parser.add_argument("--database", default="default",
-                            help="database alias of the queue (default: 'default')")
+        parser.add_argument(
+            "--concurrency",
+            type=positive_int,
+            default=None,
+            help="jobs run at once, in threads (default: JOBQUEUE['CONCURRENCY'])",
+        )
+        parser.add_argument(
+            "--lease",
+            type=positive_seconds,
+            default=None,
+            metavar="SECONDS",
+            help="lease length (default: JOBQUEUE['LEASE_SECONDS'])",
+        )
+        parser.add_argument(
+            "--poll-interval",
+            type=positive_seconds,
+            default=None,
+            metavar="SECONDS",
+            help="idle wait between claims (default: JOBQUEUE['POLL_INTERVAL_SECONDS'])",
+        )
+        parser.add_argument(
+            "--grace",
+            type=non_negative_seconds,
+            default=None,
+            metavar="SECONDS",
+            help="time running jobs get to finish after SIGTERM "
+            "(default: JOBQUEUE['GRACE_SECONDS'])",
+        )
+        parser.add_argument(
+            "--burst", action="store_true", help="exit once no job is claimable and none is running"
+        )
+        parser.add_argument(
+            "--worker-id",
+            type=worker_id_text,
+            default=None,
+            help="name to hold leases under (default: host:pid:random)",
+        )
+        parser.add_argument(
+            "--database", default="default", help="database alias of the queue (default: 'default')"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._configure_logging(options["verbosity"])

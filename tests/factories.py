@@ -1,0 +1,106 @@
+"""Plain factory functions that build state-consistent Job rows through the ORM.
+
+They write rows directly, the way River's ``testfactory.Job`` does, so a test can start from any
+state without driving the whole lifecycle. Every row they build satisfies the invariants the store
+relies on: a ``leased`` row has a token, an expiry, a holder and at least one attempt; a finished
+row has ``finished_at``; a ``dead`` row has a reason and an error entry.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from jobqueue.models import Job
+from jobqueue.states import DeadReason, JobState
+
+__all__ = ["error_entry", "job_kwargs", "make_job", "make_jobs"]
+
+
+def error_entry(
+    attempt: int, *, at: datetime | None = None, message: str = "boom"
+) -> dict[str, Any]:
+    """Return an error-history entry shaped like the ones the store writes."""
+    return {
+        "kind": "error",
+        "attempt": attempt,
+        "at": (at or timezone.now()).isoformat(),
+        "worker": "factory-worker",
+        "type": "ConnectionError",
+        "message": message,
+        "traceback": "Traceback (most recent call last):\nConnectionError: boom\n",
+    }
+
+
+def job_kwargs(state: str = JobState.READY, **overrides: Any) -> dict[str, Any]:
+    """Return the field values of a state-consistent job (without saving it).
+
+    Args:
+        state: one of the :class:`~jobqueue.states.JobState` values.
+        **overrides: any Job field; applied last, so a test can build an inconsistent row on
+            purpose.
+    """
+    now = timezone.now()
+    fields: dict[str, Any] = {
+        "queue": "default",
+        "type": "tests.testapp.jobs.noop",
+        "payload": {},
+        "priority": 0,
+        "tenant_id": "",
+        "state": state,
+        # A minute in the past: on PostgreSQL a test's transaction pins now() to its start, so a
+        # row stamped with this process's "now" would not yet be due for the claim.
+        "run_at": now - timedelta(minutes=1),
+        "attempts": 0,
+        "max_attempts": 8,
+        "timeout_s": 30.0,
+        "errors": [],
+        "created_at": now,
+    }
+    if state == JobState.SCHEDULED:
+        fields["run_at"] = now + timedelta(hours=1)
+    elif state == JobState.LEASED:
+        fields.update(
+            attempts=1,
+            lease_token=uuid.uuid4(),
+            lease_until=now + timedelta(seconds=30),
+            leased_by="factory-worker",
+            started_at=now,
+        )
+    elif state == JobState.SUCCEEDED:
+        fields.update(attempts=1, started_at=now, finished_at=now, result=None)
+    elif state == JobState.DEAD:
+        attempts = overrides.get("attempts", overrides.get("max_attempts", 3))
+        fields.update(
+            attempts=attempts,
+            max_attempts=overrides.get("max_attempts", attempts),
+            errors=[error_entry(n) for n in range(1, attempts + 1)],
+            dead_reason=DeadReason.ATTEMPTS_EXHAUSTED,
+            started_at=now,
+            finished_at=now,
+        )
+    elif state == JobState.CANCELLED:
+        fields.update(finished_at=now)
+    elif state != JobState.READY:
+        raise ValueError(f"unknown job state {state!r}")
+    fields.update(overrides)
+    return fields
+
+
+def make_job(state: str = JobState.READY, using: str = "default", **overrides: Any) -> Job:
+    """Insert and return one state-consistent job on database alias ``using``."""
+    job = Job(**job_kwargs(state, **overrides))
+    job.save(using=using, force_insert=True)
+    return job
+
+
+def make_jobs(
+    count: int, state: str = JobState.READY, using: str = "default", **overrides: Any
+) -> list[Job]:
+    """Bulk-insert ``count`` jobs of one state (one INSERT) and return them."""
+    return Job.objects.using(using).bulk_create(
+        [Job(**job_kwargs(state, **overrides)) for _ in range(count)]
+    )

@@ -1,0 +1,82 @@
+"""``manage.py runworkers`` flag checking: a bad flag is a usage error that names the problem.
+
+Each bad flag is tried twice: as a real process (exit status 2 and the message on stderr, what an
+operator or a process manager sees) and through ``call_command`` (a ``CommandError``). Neither
+writes a Worker row. These run on SQLite too: parsing fails before any database access.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from jobqueue.models import Worker
+from tests.conftest import requires_postgres
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: (argv, the flag the message must name, text the message must contain)
+BAD_FLAGS = [
+    (["--queues", ""], "--queues", "got ''"),
+    (["--queues", "a,,b"], "--queues", "got 'a,,b'"),
+    (["--queues", "bad name"], "--queues", "got 'bad name'"),
+    (["--queues", "a,a"], "--queues", "queue named twice in 'a,a'"),
+    (["--concurrency", "0"], "--concurrency", "got '0'"),
+    (["--concurrency", "x"], "--concurrency", "got 'x'"),
+    (["--lease", "-1"], "--lease", "got '-1'"),
+    (["--grace", "nan"], "--grace", "got 'nan'"),
+    (["--poll-interval", "0"], "--poll-interval", "got '0'"),
+    (["--worker-id", "w" * 201], "--worker-id", "at most 200 characters"),
+    (["--worker-id", "pod\x01a"], "--worker-id", "control character"),
+]
+IDS = [
+    "queues-empty",
+    "queues-empty-name",
+    "queues-space",
+    "queues-twice",
+    "concurrency-0",
+    "concurrency-x",
+    "lease-negative",
+    "grace-nan",
+    "poll-interval-0",
+    "worker-id-long",
+    "worker-id-control",
+]
+
+
+@pytest.mark.parametrize(("argv", "flag", "text"), BAD_FLAGS, ids=IDS)
+def test_bad_flag_exits_2_naming_the_problem(workers, argv, flag, text):
+    result = workers.run(*argv, "--burst", timeout=60)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert f"error: argument {flag}: " in result.stderr
+    assert text in result.stderr
+    assert "Traceback" not in result.stderr
+    assert Worker.objects.count() == 0
+
+
+# Not the worker-id cases in process: were their check to regress, the worker would start in the
+# test process and retry its failing registration forever (the subprocess test has a timeout).
+@pytest.mark.parametrize(("argv", "flag", "text"), BAD_FLAGS[:-2], ids=IDS[:-2])
+def test_bad_flag_raises_command_error_in_process(argv, flag, text):
+    with pytest.raises(CommandError) as raised:
+        call_command("runworkers", *argv, "--burst")
+    assert f"argument {flag}: " in str(raised.value)
+    assert text in str(raised.value)
+    assert Worker.objects.count() == 0
+
+
+def test_unknown_database_alias_is_refused(workers):
+    result = workers.run("--database", "nope", "--burst", timeout=60)
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "--database 'nope' is not in DATABASES" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert Worker.objects.count() == 0
+
+
+@requires_postgres()
+def test_longest_worker_id_is_accepted(workers):
+    """200 characters is the width of ``Worker.worker_id`` and ``Job.leased_by``: it fits."""
+    result = workers.run("--worker-id", "w" * 200, "--queues", "cmd-empty", "--burst", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert f"worker {'w' * 200} stopped" in result.stderr

@@ -1,0 +1,575 @@
+"""The store contract, written once: every store (PostgreSQL, generic ORM) must pass it.
+
+``StoreContract`` holds the tests; ``TestPostgresStore`` and ``TestGenericStore`` bind it to a
+database alias and a store class. Time is injected through the stores' ``now=`` arguments where a
+scenario needs the clock to move; "now" below is the store's own clock (``now()`` of the test's
+transaction on PostgreSQL, this process's clock on the generic store).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connections, transaction
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from jobqueue.errors import DuplicateJob, JobNotFound, LeaseLost
+from jobqueue.models import Job
+from jobqueue.states import DeadReason, JobState
+from jobqueue.store import ExpiredLease, NewJob, ReapDecision
+
+from .conftest import requires_postgres
+from .factories import make_job
+
+NOOP = "tests.testapp.jobs.noop"
+
+
+def new_job(**overrides: Any) -> NewJob:
+    fields: dict[str, Any] = {"queue": "q", "type": NOOP, "payload_json": "{}"}
+    fields.update(overrides)
+    return NewJob(**fields)
+
+
+def reap_decision(delay_s: float = 0.0):
+    """A reaper policy: dead when attempts are spent, else retry after ``delay_s``."""
+
+    def decide(lease: ExpiredLease) -> ReapDecision:
+        return ReapDecision(
+            id=lease.id,
+            lease_token=lease.lease_token,
+            dead=lease.attempts >= lease.max_attempts,
+            delay_s=delay_s,
+        )
+
+    return decide
+
+
+class StoreContract:
+    """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path)."""
+
+    alias: str
+    store_class: str
+
+    @pytest.fixture
+    def store(self):
+        return import_string(self.store_class)(self.alias)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """Return the store's clock: the database's now() on PostgreSQL, else this process's."""
+        conn = connections[self.alias]
+        if conn.vendor == "postgresql":
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT now()")
+                return cursor.fetchone()[0]
+        return timezone.now()
+
+    def row(self, job_id: int) -> dict[str, Any]:
+        return Job.objects.using(self.alias).values().get(id=job_id)
+
+    def count(self) -> int:
+        return Job.objects.using(self.alias).count()
+
+    def make(self, state: str = JobState.READY, **overrides: Any) -> Job:
+        return make_job(state, using=self.alias, queue=overrides.pop("queue", "q"), **overrides)
+
+    # -- enqueue, claim, ack -----------------------------------------------------------------
+
+    def test_enqueue_claim_ack_succeeds_with_result(self, store):
+        before = self.now()
+        job_id = store.enqueue(
+            new_job(
+                payload_json='{"a":[1,2],"s":"x"}',
+                priority=3,
+                tenant_id="t1",
+                max_attempts=4,
+                timeout_s=12.5,
+            )
+        )
+        row = self.row(job_id)
+        assert row["state"] == JobState.READY
+        assert row["attempts"] == 0
+        assert row["payload"] == {"a": [1, 2], "s": "x"}
+        assert (row["priority"], row["tenant_id"], row["max_attempts"], row["timeout_s"]) == (
+            3,
+            "t1",
+            4,
+            12.5,
+        )
+        assert row["run_at"] >= before
+
+        [claimed] = store.claim(["q"], "w1", 10, 30.0)
+        after = self.now()
+        assert claimed.id == job_id
+        assert claimed.job_type == NOOP
+        assert claimed.payload == {"a": [1, 2], "s": "x"}
+        assert claimed.attempt == 1
+        assert (claimed.max_attempts, claimed.timeout_s) == (4, 12.5)
+        assert (claimed.queue, claimed.priority, claimed.tenant_id) == ("q", 3, "t1")
+        assert isinstance(claimed.lease_token, uuid.UUID)
+        lease = timedelta(seconds=30)
+        assert before + lease <= claimed.lease_until <= after + lease
+        row = self.row(job_id)
+        assert row["state"] == JobState.LEASED
+        assert row["lease_token"] == claimed.lease_token
+        assert row["lease_until"] == claimed.lease_until
+        assert row["leased_by"] == "w1"
+        assert row["attempts"] == 1
+        assert row["started_at"] is not None
+
+        store.ack(job_id, claimed.lease_token, json.dumps({"total": 3}))
+        row = self.row(job_id)
+        assert row["state"] == JobState.SUCCEEDED
+        assert row["result"] == {"total": 3}
+        assert row["finished_at"] is not None
+        assert row["lease_token"] is None
+        assert row["lease_until"] is None
+        assert row["attempts"] == 1
+        assert row["errors"] == []
+        # A finished job is never claimed again.
+        assert store.claim(["q"], "w1", 10, 30.0, now=after + timedelta(days=1)) == []
+
+    def test_ack_many_acks_the_held_leases_and_skips_the_lost_ones(self, store):
+        j1, j2, j3 = (self.make().id for _ in range(3))
+        claimed = {j.id: j for j in store.claim(["q"], "w1", 3, 30.0)}
+        assert store.cancel(j2) is True
+        snapshot = self.row(j2)
+        acked = store.ack_many(
+            [
+                (j3, claimed[j3].lease_token, '{"n":3}'),
+                (j2, claimed[j2].lease_token, '{"n":2}'),
+                (j1, claimed[j1].lease_token, '[1,"x"]'),
+            ]
+        )
+        assert acked == {j1, j3}
+        assert (self.row(j1)["state"], self.row(j1)["result"]) == (JobState.SUCCEEDED, [1, "x"])
+        assert (self.row(j3)["state"], self.row(j3)["result"]) == (JobState.SUCCEEDED, {"n": 3})
+        assert self.row(j3)["lease_token"] is None
+        assert self.row(j2) == snapshot
+        assert store.ack_many([(j1, claimed[j1].lease_token, "null")]) == set()
+        assert store.ack_many([]) == set()
+
+    def test_claim_increments_attempts_and_mints_a_fresh_token_each_time(self, store):
+        job_id = self.make().id
+        [first] = store.claim(["q"], "w1", 1, 30.0)
+        assert first.attempt == 1
+        state = store.nack(job_id, first.lease_token, {"message": "x"}, dead_reason=None)
+        assert state == "scheduled"
+        [second] = store.claim(["q"], "w2", 1, 30.0, now=self.now() + timedelta(seconds=1))
+        assert second.id == job_id
+        assert second.attempt == 2
+        assert second.lease_token != first.lease_token
+        row = self.row(job_id)
+        assert (row["attempts"], row["lease_token"], row["leased_by"]) == (
+            2,
+            second.lease_token,
+            "w2",
+        )
+
+    def test_claim_order_is_priority_desc_then_run_at_then_id(self, store):
+        base = self.now() - timedelta(hours=1)
+        a = self.make(priority=0, run_at=base + timedelta(seconds=10)).id
+        b = self.make(priority=5, run_at=base + timedelta(seconds=50)).id
+        c = self.make(priority=0, run_at=base).id
+        d = self.make(priority=0, run_at=base + timedelta(seconds=10)).id  # ties a: id decides
+        e = self.make(priority=-5, run_at=base - timedelta(hours=1)).id
+        claimed = store.claim(["q"], "w1", 2, 30.0)
+        assert [j.id for j in claimed] == [b, c]
+        claimed = store.claim(["q"], "w1", 10, 30.0)
+        assert [j.id for j in claimed] == [a, d, e]
+
+    def test_claim_returns_a_batch_in_claim_order(self, store):
+        base = self.now() - timedelta(hours=1)
+        late = self.make(priority=0, run_at=base + timedelta(seconds=30)).id
+        high = self.make(priority=9, run_at=base + timedelta(seconds=60)).id
+        early = self.make(priority=0, run_at=base).id
+        low = self.make(priority=-1, run_at=base - timedelta(hours=1)).id
+        claimed = store.claim(["q"], "w1", 10, 30.0)
+        assert [j.id for j in claimed] == [high, early, late, low]
+
+    def test_claim_honours_max_jobs_and_queues(self, store):
+        base = self.now() - timedelta(hours=1)
+        a1 = self.make(queue="a", run_at=base).id
+        b1 = self.make(queue="b", run_at=base + timedelta(seconds=1)).id
+        a2 = self.make(queue="a", run_at=base + timedelta(seconds=2)).id
+        c1 = self.make(queue="c", run_at=base + timedelta(seconds=3)).id
+        b2 = self.make(queue="b", run_at=base + timedelta(seconds=4)).id
+        a3 = self.make(queue="a", run_at=base + timedelta(seconds=5)).id
+        assert [j.id for j in store.claim(["a", "b"], "w1", 4, 30.0)] == [a1, b1, a2, b2]
+        assert [j.id for j in store.claim(["a", "b"], "w1", 4, 30.0)] == [a3]
+        assert store.claim(["a", "b"], "w1", 4, 30.0) == []
+        assert self.row(c1)["state"] == JobState.READY
+        assert [j.id for j in store.claim(["c"], "w1", 4, 30.0)] == [c1]
+
+    def test_future_run_at_is_not_claimable_until_due(self, store):
+        run_at = self.now() + timedelta(minutes=5)
+        job_id = store.enqueue(new_job(run_at=run_at))
+        row = self.row(job_id)
+        assert row["state"] == JobState.SCHEDULED
+        assert row["run_at"] == run_at
+        assert store.claim(["q"], "w1", 1, 30.0) == []
+        assert store.claim(["q"], "w1", 1, 30.0, now=run_at - timedelta(microseconds=1)) == []
+        [claimed] = store.claim(["q"], "w1", 1, 30.0, now=run_at)
+        assert claimed.id == job_id
+        assert claimed.lease_until == run_at + timedelta(seconds=30)
+
+    def test_delay_sets_run_at_from_the_store_clock(self, store):
+        before = self.now()
+        job_id = store.enqueue(new_job(delay_s=90.0))
+        after = self.now()
+        row = self.row(job_id)
+        assert row["state"] == JobState.SCHEDULED
+        assert before + timedelta(seconds=90) <= row["run_at"] <= after + timedelta(seconds=90)
+
+    def test_past_run_at_is_ready_and_claimable_at_once(self, store):
+        job_id = store.enqueue(new_job(run_at=self.now() - timedelta(days=3)))
+        assert self.row(job_id)["state"] == JobState.READY
+        assert [j.id for j in store.claim(["q"], "w1", 1, 30.0)] == [job_id]
+
+    # -- nack ------------------------------------------------------------------------------
+
+    def test_nack_schedules_a_retry_after_the_delay_with_one_error_entry(self, store):
+        job_id = self.make().id
+        [claimed] = store.claim(["q"], "w1", 1, 30.0)
+        entry = {"kind": "error", "attempt": 1, "type": "ValueError", "message": "nope"}
+        before = self.now()
+        state = store.nack(job_id, claimed.lease_token, entry, dead_reason=None, delay_s=5.0)
+        after = self.now()
+        assert state == JobState.SCHEDULED
+        row = self.row(job_id)
+        assert row["state"] == JobState.SCHEDULED
+        assert before + timedelta(seconds=5) <= row["run_at"] <= after + timedelta(seconds=5)
+        assert len(row["errors"]) == 1
+        stored = row["errors"][0]
+        assert {k: stored[k] for k in entry} == entry
+        assert isinstance(stored["at"], str)
+        assert row["attempts"] == 1
+        assert (row["lease_token"], row["lease_until"], row["finished_at"]) == (None, None, None)
+        assert row["dead_reason"] == ""
+
+    def test_nack_with_retry_at_is_exact(self, store):
+        job_id = self.make().id
+        [claimed] = store.claim(["q"], "w1", 1, 30.0)
+        retry_at = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+        assert (
+            store.nack(
+                job_id,
+                claimed.lease_token,
+                {"message": "later"},
+                dead_reason=None,
+                retry_at=retry_at,
+            )
+            == JobState.SCHEDULED
+        )
+        assert self.row(job_id)["run_at"] == retry_at
+
+    def test_nack_with_dead_reason_dead_letters(self, store):
+        job_id = self.make().id
+        [claimed] = store.claim(["q"], "w1", 1, 30.0)
+        state = store.nack(
+            job_id,
+            claimed.lease_token,
+            {"message": "never"},
+            dead_reason=DeadReason.PERMANENT_ERROR,
+        )
+        assert state == JobState.DEAD
+        row = self.row(job_id)
+        assert row["state"] == JobState.DEAD
+        assert row["dead_reason"] == DeadReason.PERMANENT_ERROR
+        assert row["finished_at"] is not None
+        assert [e["message"] for e in row["errors"]] == ["never"]
+        assert (row["lease_token"], row["lease_until"]) == (None, None)
+        assert store.claim(["q"], "w1", 1, 30.0, now=self.now() + timedelta(days=1)) == []
+
+    # -- heartbeat -------------------------------------------------------------------------
+
+    def test_extend_leases_returns_only_held_leases_and_extends_them(self, store):
+        j1, j2, j3 = (self.make().id for _ in range(3))
+        claimed = {j.id: j for j in store.claim(["q"], "w1", 3, 30.0)}
+        store.ack(j2, claimed[j2].lease_token, "null")
+        before = self.now()
+        kept = store.extend_leases(
+            [(j1, claimed[j1].lease_token), (j2, claimed[j2].lease_token), (j3, uuid.uuid4())],
+            120.0,
+        )
+        after = self.now()
+        assert set(kept) == {j1}
+        assert before + timedelta(seconds=120) <= kept[j1] <= after + timedelta(seconds=120)
+        assert kept[j1] > claimed[j1].lease_until
+        assert self.row(j1)["lease_until"] == kept[j1]
+        assert self.row(j3)["lease_until"] == claimed[j3].lease_until
+        assert self.row(j2)["state"] == JobState.SUCCEEDED
+        assert store.extend_leases([], 120.0) == {}
+
+    # -- fencing -----------------------------------------------------------------------------
+
+    def test_stale_token_is_fenced_out_after_reap_and_reclaim(self, store):
+        job_id = self.make().id
+        [first] = store.claim(["q"], "w1", 1, 1.0)
+        later = self.now() + timedelta(minutes=1)
+        assert store.reap(reap_decision(0.0), now=later) == (1, 0)
+        row = self.row(job_id)
+        assert row["state"] == JobState.SCHEDULED
+        assert row["run_at"] == later
+        [second] = store.claim(["q"], "w2", 1, 30.0, now=later)
+        assert second.id == job_id and second.attempt == 2
+        snapshot = self.row(job_id)
+
+        assert store.extend_leases([(job_id, first.lease_token)], 30.0) == {}
+        with pytest.raises(LeaseLost) as excinfo:
+            store.ack(job_id, first.lease_token, '"zombie"')
+        assert excinfo.value.job_id == job_id
+        with pytest.raises(LeaseLost):
+            store.nack(job_id, first.lease_token, {"message": "zombie"}, dead_reason=None)
+        with pytest.raises(LeaseLost):
+            store.nack(
+                job_id,
+                first.lease_token,
+                {"message": "zombie"},
+                dead_reason=DeadReason.PERMANENT_ERROR,
+            )
+        with pytest.raises(LeaseLost):
+            store.release(job_id, first.lease_token)
+        with pytest.raises(LeaseLost):
+            store.lease_info(job_id, first.lease_token)
+        assert self.row(job_id) == snapshot
+
+        store.ack(job_id, second.lease_token, '"w2"')
+        row = self.row(job_id)
+        assert (row["state"], row["attempts"], row["result"]) == (JobState.SUCCEEDED, 2, "w2")
+
+    def test_stale_token_is_fenced_out_after_reap_before_any_reclaim(self, store):
+        job_id = self.make().id
+        [first] = store.claim(["q"], "w1", 1, 1.0)
+        assert store.reap(reap_decision(60.0), now=self.now() + timedelta(minutes=1)) == (1, 0)
+        snapshot = self.row(job_id)
+        with pytest.raises(LeaseLost):
+            store.ack(job_id, first.lease_token, "null")
+        with pytest.raises(LeaseLost):
+            store.nack(job_id, first.lease_token, {"message": "zombie"}, dead_reason=None)
+        assert self.row(job_id) == snapshot
+
+    def test_token_of_another_job_is_fenced_out(self, store):
+        j1, j2 = self.make().id, self.make().id
+        claimed = {j.id: j for j in store.claim(["q"], "w1", 2, 30.0)}
+        with pytest.raises(LeaseLost):
+            store.ack(j1, claimed[j2].lease_token, "null")
+        assert self.row(j1)["state"] == JobState.LEASED
+
+    def test_late_ack_succeeds_when_nobody_took_the_job(self, store):
+        now = self.now()
+        job_id = self.make(run_at=now - timedelta(hours=2)).id
+        [claimed] = store.claim(["q"], "w1", 1, 30.0, now=now - timedelta(hours=1))
+        assert claimed.lease_until < now
+        assert [lease.id for lease in store.expired_leases(10)] == [job_id]
+        store.ack(job_id, claimed.lease_token, '{"late": true}')
+        row = self.row(job_id)
+        assert (row["state"], row["attempts"], row["result"]) == (
+            JobState.SUCCEEDED,
+            1,
+            {"late": True},
+        )
+        assert row["errors"] == []
+        assert store.reap(reap_decision(), now=now + timedelta(hours=1)) == (0, 0)
+
+    # -- reaper ------------------------------------------------------------------------------
+
+    def test_reap_retries_with_attempts_left_and_dead_letters_when_spent(self, store):
+        spent = self.make(max_attempts=1).id
+        left = self.make(max_attempts=2).id
+        live = self.make().id
+        claimed = {j.id: j for j in store.claim(["q"], "w1", 2, 1.0)}
+        assert set(claimed) == {spent, left}
+        [live_claim] = store.claim(["q"], "w1", 1, 3600.0)
+        later = self.now() + timedelta(minutes=1)
+        assert store.reap(reap_decision(7.0), now=later) == (1, 1)
+
+        row = self.row(spent)
+        assert row["state"] == JobState.DEAD
+        assert row["dead_reason"] == DeadReason.ATTEMPTS_EXHAUSTED
+        assert row["finished_at"] is not None
+        assert (row["lease_token"], row["lease_until"]) == (None, None)
+        assert row["attempts"] == 1
+        [entry] = row["errors"]
+        assert entry["kind"] == "lease_expired"
+        assert entry["attempt"] == 1
+        assert entry["worker"] == "w1"
+
+        row = self.row(left)
+        assert row["state"] == JobState.SCHEDULED
+        assert row["run_at"] == later + timedelta(seconds=7)
+        assert row["finished_at"] is None
+        assert [e["kind"] for e in row["errors"]] == ["lease_expired"]
+
+        # A lease that has not run out is not touched.
+        row = self.row(live)
+        assert (row["state"], row["lease_token"]) == (JobState.LEASED, live_claim.lease_token)
+        assert store.reap(reap_decision(), now=later) == (0, 0)
+
+    # -- release -----------------------------------------------------------------------------
+
+    def test_release_returns_the_job_without_spending_the_attempt(self, store):
+        job_id = self.make().id
+        [claimed] = store.claim(["q"], "w1", 1, 30.0)
+        store.release(job_id, claimed.lease_token)
+        row = self.row(job_id)
+        assert row["state"] == JobState.READY
+        assert row["attempts"] == 0
+        assert (row["lease_token"], row["lease_until"]) == (None, None)
+        assert [e["kind"] for e in row["errors"]] == ["released"]
+        with pytest.raises(LeaseLost):
+            store.ack(job_id, claimed.lease_token, "null")
+        [again] = store.claim(["q"], "w2", 1, 30.0, now=self.now() + timedelta(seconds=1))
+        assert again.attempt == 1
+
+    # -- cancel ------------------------------------------------------------------------------
+
+    @pytest.mark.parametrize(
+        "state", [JobState.READY, JobState.SCHEDULED, JobState.LEASED, JobState.DEAD]
+    )
+    def test_cancel_moves_a_cancellable_job_to_cancelled(self, store, state):
+        job = self.make(state)
+        assert store.cancel(job.id) is True
+        row = self.row(job.id)
+        assert row["state"] == JobState.CANCELLED
+        assert row["finished_at"] is not None
+        assert (row["lease_token"], row["lease_until"]) == (None, None)
+        if state == JobState.LEASED:
+            with pytest.raises(LeaseLost):
+                store.ack(job.id, job.lease_token, "null")
+            assert store.extend_leases([(job.id, job.lease_token)], 30.0) == {}
+        assert store.claim(["q"], "w1", 1, 30.0, now=self.now() + timedelta(days=1)) == []
+
+    def test_cancel_of_a_cancelled_job_is_a_no_op(self, store):
+        job_id = self.make(JobState.DEAD).id
+        assert store.cancel(job_id) is True
+        snapshot = self.row(job_id)
+        assert store.cancel(job_id) is False
+        assert self.row(job_id) == snapshot
+
+    def test_cancel_of_a_succeeded_job_is_refused(self, store):
+        job_id = self.make(JobState.SUCCEEDED).id
+        snapshot = self.row(job_id)
+        assert store.cancel(job_id) is False
+        assert self.row(job_id) == snapshot
+
+    def test_cancel_of_an_unknown_job_raises(self, store):
+        with pytest.raises(JobNotFound) as excinfo:
+            store.cancel(987654321)
+        assert excinfo.value.job_id == 987654321
+
+    # -- operator retry ----------------------------------------------------------------------
+
+    @pytest.mark.parametrize("state", [JobState.DEAD, JobState.CANCELLED])
+    def test_retry_sends_a_dead_or_cancelled_job_back_to_ready(self, store, state):
+        job = self.make(state, max_attempts=3)
+        old_errors = self.row(job.id)["errors"]
+        before = self.now()
+        assert store.retry(job.id) is True
+        after = self.now()
+        row = self.row(job.id)
+        assert row["state"] == JobState.READY
+        assert row["attempts"] == 0
+        assert row["finished_at"] is None
+        assert row["dead_reason"] == ""
+        assert (row["lease_token"], row["lease_until"]) == (None, None)
+        assert before <= row["run_at"] <= after
+        assert row["errors"][: len(old_errors)] == old_errors
+        assert len(row["errors"]) == len(old_errors) + 1
+        entry = row["errors"][-1]
+        assert entry["kind"] == "operator_retry"
+        assert entry["previous_state"] == state
+        assert entry["message"] == "retried by operator"
+        [claimed] = store.claim(["q"], "w1", 1, 30.0, now=after + timedelta(seconds=1))
+        assert (claimed.id, claimed.attempt) == (job.id, 1)
+
+    @pytest.mark.parametrize(
+        "state", [JobState.SUCCEEDED, JobState.READY, JobState.SCHEDULED, JobState.LEASED]
+    )
+    def test_retry_of_a_job_that_is_not_dead_or_cancelled_is_refused(self, store, state):
+        job_id = self.make(state).id
+        snapshot = self.row(job_id)
+        assert store.retry(job_id) is False
+        assert self.row(job_id) == snapshot
+
+    def test_retry_of_an_unknown_job_raises(self, store):
+        with pytest.raises(JobNotFound):
+            store.retry(987654321)
+
+    def test_retry_refused_while_a_live_job_holds_the_dedupe_key(self, store):
+        dead = self.make(JobState.DEAD, dedupe_key="order:42").id
+        live = store.enqueue(new_job(dedupe_key="order:42"))
+        assert live != dead
+        snapshot = self.row(dead)
+        with pytest.raises(DuplicateJob) as excinfo:
+            store.retry(dead)
+        assert (excinfo.value.queue, excinfo.value.dedupe_key) == ("q", "order:42")
+        assert self.row(dead) == snapshot
+        assert self.row(live)["state"] == JobState.READY
+        # The caller's transaction is still usable.
+        assert self.count() == 2
+
+    # -- dedupe ------------------------------------------------------------------------------
+
+    def test_dedupe_returns_the_live_job_and_writes_nothing(self, store):
+        first = store.enqueue(new_job(dedupe_key="k", payload_json='{"v":1}'))
+        assert store.enqueue(new_job(dedupe_key="k", payload_json='{"v":2}')) == first
+        assert self.count() == 1
+        assert self.row(first)["payload"] == {"v": 1}
+        [claimed] = store.claim(["q"], "w1", 1, 30.0)
+        assert store.enqueue(new_job(dedupe_key="k")) == first  # leased is live too
+        assert self.count() == 1
+        store.nack(first, claimed.lease_token, {"message": "x"}, dead_reason=None, delay_s=60)
+        assert store.enqueue(new_job(dedupe_key="k")) == first  # scheduled is live too
+        assert self.count() == 1
+
+    def test_dedupe_key_is_free_again_once_the_job_finished(self, store):
+        first = store.enqueue(new_job(dedupe_key="k"))
+        [claimed] = store.claim(["q"], "w1", 1, 30.0)
+        store.ack(first, claimed.lease_token, "null")
+        second = store.enqueue(new_job(dedupe_key="k"))
+        assert second != first
+        assert self.count() == 2
+        assert self.row(second)["state"] == JobState.READY
+        assert store.enqueue(new_job(dedupe_key="k")) == second
+
+    def test_dedupe_key_is_per_queue(self, store):
+        on_q = store.enqueue(new_job(dedupe_key="k"))
+        on_other = store.enqueue(new_job(queue="other", dedupe_key="k"))
+        assert on_other != on_q
+        assert self.count() == 2
+        assert store.enqueue(new_job(queue="other", dedupe_key="k")) == on_other
+
+    def test_enqueue_without_dedupe_key_always_inserts(self, store):
+        ids = {store.enqueue(new_job()) for _ in range(3)}
+        assert len(ids) == 3
+        assert self.count() == 3
+
+    def test_enqueue_joins_the_callers_transaction(self, store):
+        class Rollback(Exception):
+            pass
+
+        with pytest.raises(Rollback):
+            with transaction.atomic(using=self.alias):
+                store.enqueue(new_job())
+                raise Rollback
+        assert self.count() == 0
+
+
+@requires_postgres()
+@pytest.mark.django_db(databases=["default", "sqlite"])
+class TestPostgresStore(StoreContract):
+    alias = "default"
+    store_class = "jobqueue.store.postgres.PostgresStore"
+
+
+@pytest.mark.django_db(databases=["default", "sqlite"])
+class TestGenericStore(StoreContract):
+    alias = "sqlite"
+    store_class = "jobqueue.store.generic.GenericStore"
