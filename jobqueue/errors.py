@@ -18,6 +18,7 @@ __all__ = [
     "JobNotFound",
     "JobQueueConfigurationError",
     "JobQueueError",
+    "JobTimeout",
     "LeaseLost",
     "PermanentError",
     "QueueUnavailable",
@@ -98,6 +99,15 @@ class UnknownJobType(JobQueueError, LookupError):
             f"no handler registered for job type {job_type!r} "
             "(is its module imported, or named jobs.py in an installed app?)"
         )
+
+
+class JobTimeout(JobQueueError, TimeoutError):
+    """The job ran past its hard limit (``timeout_s``)."""
+
+    def __init__(self, job_id: int, timeout_s: float) -> None:
+        self.job_id = job_id
+        self.timeout_s = timeout_s
+        super().__init__(f"job {job_id} ran past its timeout of {timeout_s:g} s")
 
 
 class InvalidCronExpression(JobQueueError, ValueError):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .client import backoff_for, error_entry
-from .errors import InvalidPayload, PermanentError, RetryAfter, UnknownJobType
+from .errors import InvalidPayload, JobTimeout, PermanentError, RetryAfter, UnknownJobType
 from .jobs import JobContext, resolve
 from .payloads import to_json
 from .states import DeadReason
@@ -29,6 +29,7 @@ class Outcome:
     """What should happen to a job after one run.
 
     Attributes:
+        job_id: the job this is the outcome of.
         status: ``"succeeded"``, ``"retry"`` or ``"dead"``.
         result_json: the handler's return value as JSON (succeeded only).
         error: the error-history entry (retry and dead).
@@ -37,6 +38,7 @@ class Outcome:
         duration_s: how long the handler ran, seconds.
     """
 
+    job_id: int
     status: str
     result_json: str = "null"
     error: dict[str, Any] | None = None
@@ -55,29 +57,36 @@ def failure_outcome(
     """Decide retry or dead for an attempt that raised ``exc``.
 
     Rules: ``PermanentError`` is dead at once; with attempts spent the job is dead
-    (``unknown_type`` if its type is unknown, else ``attempts_exhausted``); ``RetryAfter`` retries
+    (``unknown_type`` if its type is unknown, ``timeout`` if it ran past ``timeout_s``, else
+    ``attempts_exhausted``); ``RetryAfter`` retries
     after exactly its seconds; anything else retries after the type's backoff.
     """
     entry = error_entry(exc, attempt=claimed.attempt, worker_id=worker_id)
     if isinstance(exc, PermanentError):
         return Outcome(
+            job_id=claimed.id,
             status="dead",
             error=entry,
             dead_reason=DeadReason.PERMANENT_ERROR,
             duration_s=duration_s,
         )
     if claimed.attempt >= claimed.max_attempts:
-        reason = (
-            DeadReason.UNKNOWN_TYPE
-            if isinstance(exc, UnknownJobType)
-            else DeadReason.ATTEMPTS_EXHAUSTED
+        if isinstance(exc, UnknownJobType):
+            reason = DeadReason.UNKNOWN_TYPE
+        elif isinstance(exc, JobTimeout):
+            reason = DeadReason.TIMEOUT
+        else:
+            reason = DeadReason.ATTEMPTS_EXHAUSTED
+        return Outcome(
+            job_id=claimed.id, status="dead", error=entry, dead_reason=reason, duration_s=duration_s
         )
-        return Outcome(status="dead", error=entry, dead_reason=reason, duration_s=duration_s)
     if isinstance(exc, RetryAfter):
         delay = exc.seconds
     else:
         delay = backoff_for(claimed.job_type, claimed.attempt, rng)
-    return Outcome(status="retry", error=entry, delay_s=delay, duration_s=duration_s)
+    return Outcome(
+        job_id=claimed.id, status="retry", error=entry, delay_s=delay, duration_s=duration_s
+    )
 
 
 def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None = None) -> Outcome:
@@ -111,4 +120,6 @@ def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None 
         # get a storable result would repeat them. Keep no result and say why.
         logger.warning("job %s %s: result not stored: %s", claimed.id, claimed.job_type, exc)
         result_json = "null"
-    return Outcome(status="succeeded", result_json=result_json, duration_s=duration)
+    return Outcome(
+        job_id=claimed.id, status="succeeded", result_json=result_json, duration_s=duration
+    )

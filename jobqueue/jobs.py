@@ -57,6 +57,7 @@ class JobContext:
     max_attempts: int
     worker_id: str
     _lease_lost: threading.Event = field(default_factory=threading.Event, repr=False)
+    _timed_out: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def idempotency_key(self) -> str:
@@ -71,6 +72,27 @@ class JobContext:
         not be recorded. A long handler should check this and stop early.
         """
         return self._lease_lost.is_set()
+
+    @property
+    def timed_out(self) -> bool:
+        """Return True once the run passed its ``timeout_s``.
+
+        The worker has already recorded this attempt as failed (a retry or a dead letter); what
+        the handler does from now on is not recorded.
+        """
+        return self._timed_out.is_set()
+
+    @property
+    def should_stop(self) -> bool:
+        """Return True when nothing this run does will be recorded: lease lost, or timed out.
+
+        A long handler should check it between steps and return early.
+        """
+        return self._lease_lost.is_set() or self._timed_out.is_set()
+
+    def mark_timed_out(self) -> None:
+        """Internal: called by the worker when the run passes ``timeout_s``."""
+        self._timed_out.set()
 
     def mark_lease_lost(self) -> None:
         """Internal: called by the worker's heartbeat when the lease is found lost."""

@@ -32,8 +32,8 @@ from django.db import DatabaseError, close_old_connections, connections
 
 from .client import backoff_for
 from .conf import get_settings
-from .errors import LeaseLost
-from .executor import Outcome, execute
+from .errors import JobTimeout, LeaseLost
+from .executor import Outcome, execute, failure_outcome
 from .jobs import JobContext
 from .store import ClaimedJob, ExpiredLease, ReapDecision, get_store
 
@@ -55,6 +55,11 @@ class _Running:
     outcome: Outcome | None = None
     record_failures: int = 0
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def deadline(self) -> float:
+        """Return when (``time.monotonic``) this run passes its ``timeout_s``."""
+        return self.started + self.claimed.timeout_s
 
 
 class Worker:
@@ -106,11 +111,15 @@ class Worker:
         # of our connections never lock the same rows in different orders (no deadlock).
         self._db_lock = threading.Lock()
         # SimpleQueue.put is reentrant, so a signal handler may use it to wake the main loop.
-        self._outcomes: queue.SimpleQueue[tuple[int, Outcome] | None] = queue.SimpleQueue()
+        # Items are (lease token, outcome): the token says which run of a job an outcome belongs
+        # to, since one worker can hold the same job again after a timeout or a lost lease.
+        self._outcomes: queue.SimpleQueue[tuple[uuid.UUID, Outcome] | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._force = threading.Event()
         self._heartbeat_stop = threading.Event()
         self._pool: ThreadPoolExecutor | None = None
+        # Lease tokens of runs failed for passing timeout_s whose handler has not returned yet.
+        self._overrun: set[uuid.UUID] = set()
         self._db_failures = 0
         self.stats = {"succeeded": 0, "retried": 0, "dead": 0, "lost": 0, "released": 0}
 
@@ -154,7 +163,10 @@ class Worker:
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
-        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="jobqueue-job")
+        # Twice the slots: a handler that ran past its timeout keeps its thread (threads cannot
+        # be killed) while its slot goes to the next job, so up to `concurrency` overrunning
+        # handlers cost no capacity.
+        self._pool = ThreadPoolExecutor(2 * self.concurrency, thread_name_prefix="jobqueue-job")
         self._register()
         heartbeat = threading.Thread(
             target=self._heartbeat_loop, name="jobqueue-heartbeat", daemon=True
@@ -188,6 +200,7 @@ class Worker:
     def _loop(self) -> None:
         deadline: float | None = None
         while True:
+            self._enforce_timeouts()
             self._record_ready_outcomes()
             if self._stopping.is_set():
                 if deadline is None:
@@ -196,7 +209,10 @@ class Worker:
                     return
                 self._wait(min(0.2, max(deadline - time.monotonic(), 0.0)))
                 continue
-            free = self.concurrency - len(self._running)
+            free = min(
+                self.concurrency - len(self._running),
+                2 * self.concurrency - len(self._running) - len(self._overrun),
+            )
             claimed: list[ClaimedJob] = []
             if free > 0:
                 try:
@@ -214,19 +230,54 @@ class Worker:
             self._wait(self.poll_interval_s)
 
     def _wait(self, timeout: float) -> None:
+        deadlines = [r.deadline for r in self._running.values() if r.outcome is None]
+        if deadlines:
+            # Wake in time to fail a job at its hard limit, not a poll interval later.
+            timeout = max(min(timeout, min(deadlines) - time.monotonic()), 0.001)
         try:
             item = self._outcomes.get(timeout=timeout)
         except queue.Empty:
             return
         self._take(item)
 
-    def _take(self, item: tuple[int, Outcome] | None) -> None:
+    def _take(self, item: tuple[uuid.UUID, Outcome] | None) -> None:
         if item is None:
             return
-        job_id, outcome = item
-        running = self._running.get(job_id)
-        if running is not None:
+        token, outcome = item
+        if token in self._overrun:
+            # That run was already failed for its timeout; what it returned now is moot.
+            self._overrun.discard(token)
+            logger.warning(
+                "job %s returned (%s) after its timeout; outcome discarded",
+                outcome.job_id,
+                outcome.status,
+            )
+            return
+        running = self._running.get(outcome.job_id)
+        # The same job may be held again under a new lease by now: only its own run counts.
+        if running is not None and running.claimed.lease_token == token:
             running.outcome = outcome
+
+    def _enforce_timeouts(self) -> None:
+        now = time.monotonic()
+        for job_id, running in list(self._running.items()):
+            if running.outcome is not None or now < running.deadline:
+                continue
+            claimed = running.claimed
+            running.outcome = failure_outcome(
+                claimed,
+                JobTimeout(job_id, claimed.timeout_s),
+                self.worker_id,
+                duration_s=now - running.started,
+            )
+            running.context.mark_timed_out()
+            self._overrun.add(claimed.lease_token)
+            logger.warning(
+                "%s ran past its timeout of %g s: failing the attempt; the handler's thread "
+                "runs on until it returns, and its result will be ignored",
+                self._label(running),
+                claimed.timeout_s,
+            )
 
     def _start(self, job: ClaimedJob) -> None:
         context = JobContext(
@@ -248,7 +299,7 @@ class Worker:
         finally:
             # Like the end of a request: roll back and close what the handler opened.
             close_old_connections()
-        self._outcomes.put((job.id, outcome))
+        self._outcomes.put((job.lease_token, outcome))
 
     # -- outcomes --------------------------------------------------------------------------
 
@@ -448,7 +499,7 @@ class Worker:
                 logger.error(
                     "job %s: could not release (%s); it reruns when its lease expires", job_id, exc
                 )
-        self._abandoned = len(self._running)
+        self._abandoned = len(self._running) + len(self._overrun)
         self._running.clear()
         self._heartbeat_stop.set()
         heartbeat.join(timeout=5)

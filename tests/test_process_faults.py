@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import signal
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -191,11 +192,6 @@ def test_a_frozen_worker_cannot_finish_a_job_another_worker_now_owns(workers, tm
         assert workers.exit_code(proc) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the worker does not enforce timeout_s yet (DESIGN.md, 'Job lifecycle': the hard "
-    "limit on one run, enforced even while heartbeats keep the lease alive)",
-)
 def test_timeout_s_is_a_hard_limit_even_while_the_lease_is_alive(workers, tmp_path):
     """FIELD-CASES 2, hard-limit variant: attempt 1 sleeps 6 s with ``timeout_s=1``; the worker
     fails it with a timeout error at about 1 s, and attempt 2 (which returns at once) succeeds.
@@ -211,10 +207,39 @@ def test_timeout_s_is_a_hard_limit_even_while_the_lease_is_alive(workers, tmp_pa
     workers.start("--queues", "hardlimit", "--concurrency", "2", settings=FAST_WORKER_SETTINGS)
     wait_for(lambda: state(j) in FINISHED, timeout=30)
     job = Job.objects.get(id=j)
-    assert (job.state, job.attempts, job.result) == ("succeeded", 2, "done")
+    assert (job.state, job.attempts, job.result) == ("succeeded", 2, "done"), job.errors
     assert len(job.errors) == 1 and job.errors[0]["attempt"] == 1
     assert "timeout" in f"{job.errors[0]['type']} {job.errors[0]['message']}".lower()
     assert [line[1] for line in runs_of(path, j)] == ["1", "2"]
+
+
+def test_a_timed_out_job_frees_its_slot_and_dies_with_reason_timeout(workers, tmp_path):
+    """With one slot, a runaway handler (sleeps 8 s, ``timeout_s=1``, one attempt) is failed at
+    its limit: dead, reason ``timeout``; the next job gets the slot while the runaway's thread
+    is still sleeping, and the runaway's late return changes nothing.
+    """
+    path = tmp_path / "runs.txt"
+    runaway = jobqueue.enqueue(
+        "runaway",
+        jobs.sleep_on_first_attempt,
+        {"path": str(path), "sleep_s": 8},
+        timeout_s=1,
+        max_attempts=1,
+    )
+    w = workers.start("--queues", "runaway", "--concurrency", "1", settings=FAST_WORKER_SETTINGS)
+    wait_for(lambda: state(runaway) in FINISHED, timeout=30)
+    dead = Job.objects.get(id=runaway)
+    assert (dead.state, dead.dead_reason, dead.attempts) == ("dead", "timeout", 1)
+    assert dead.errors[-1]["type"] == "JobTimeout"
+    nxt = jobqueue.enqueue("runaway", jobs.record, {"path": str(path)})
+    wait_for(lambda: state(nxt) in FINISHED, timeout=30)
+    done = Job.objects.get(id=nxt)
+    assert done.state == "succeeded"
+    # The runaway's handler sleeps 8 s from its start (database clock); the next job ran in
+    # the freed slot while it slept, not after it.
+    assert done.finished_at < dead.started_at + timedelta(seconds=8)
+    workers.wait_for_log(w, "outcome discarded", timeout=20)
+    assert Job.objects.get(id=runaway).state == "dead"
 
 
 # -- Database connections cut (DESIGN promise 1: "through ... a database restart") -------------
