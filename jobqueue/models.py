@@ -57,6 +57,11 @@ class Job(models.Model):
         max_length=32, choices=DeadReason.choices, blank=True, default=""
     )
     result = models.JSONField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Set when a running job is asked to cancel; it ends cancelled.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -65,6 +70,10 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-id"]
+        permissions = [
+            ("retry_job", "Can retry dead or cancelled jobs, or run scheduled jobs now"),
+            ("cancel_job", "Can cancel jobs"),
+        ]
         indexes = [
             # The claim: ORDER BY priority DESC, run_at within a queue, over claimable rows only,
             # so finished history never slows it down.
@@ -137,6 +146,12 @@ class Worker(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
     heartbeat_interval_s = models.FloatField(default=10.0)
+    running_jobs = models.PositiveIntegerField(default=0, help_text="At its last heartbeat.")
+    status = models.CharField(
+        max_length=16,
+        default="running",
+        help_text="running, or draining (told to stop: claims nothing new).",
+    )
 
     class Meta:
         ordering = ["host", "pid"]

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from django.db import DatabaseError, close_old_connections, connections
 
@@ -46,6 +47,20 @@ MAX_RECONNECT_DELAY_S = 10.0
 def default_worker_id() -> str:
     """Return ``host:pid:random`` — unique even when a restarted container reuses host and pid."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Service(Protocol):
+    """A background loop a worker runs beside its claim loop (the cron scheduler, the pruner).
+
+    ``run_once`` is called every ``interval_s`` seconds on the service's own thread, until the
+    worker stops; it must return promptly. Database errors are logged and retried.
+    """
+
+    name: str
+    interval_s: float
+
+    def run_once(self) -> None:
+        """Do one round of the service's work."""
 
 
 @dataclass(slots=True)
@@ -76,6 +91,8 @@ class Worker:
         worker_id: the name leases are held under; default :func:`default_worker_id`.
         using: database alias of the queue.
         install_signal_handlers: handle SIGTERM/SIGINT (only possible in the main thread).
+        services: background loops to run beside the claim loop while the worker is up
+            (each on its own thread, ``run_once`` every ``interval_s``); default none.
     """
 
     def __init__(
@@ -91,6 +108,7 @@ class Worker:
         worker_id: str | None = None,
         using: str | None = None,
         install_signal_handlers: bool = True,
+        services: Sequence[Service] | None = None,
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
@@ -103,6 +121,7 @@ class Worker:
         self.worker_id = worker_id or default_worker_id()
         self.using = using or "default"
         self.install_signal_handlers = install_signal_handlers
+        self.services = list(services or [])
         self.heartbeat_interval_s = self.lease_s / 3
         self.store = get_store(self.using)
         self._running: dict[int, _Running] = {}
@@ -172,6 +191,17 @@ class Worker:
             target=self._heartbeat_loop, name="jobqueue-heartbeat", daemon=True
         )
         heartbeat.start()
+        service_threads = [
+            threading.Thread(
+                target=self._service_loop,
+                args=(service,),
+                name=f"jobqueue-{service.name}",
+                daemon=True,
+            )
+            for service in self.services
+        ]
+        for thread in service_threads:
+            thread.start()
         logger.info(
             "worker %s: queues %s, concurrency %d, lease %.1f s%s",
             self.worker_id,
@@ -183,7 +213,7 @@ class Worker:
         try:
             self._loop()
         finally:
-            self._shutdown(heartbeat)
+            self._shutdown(heartbeat, service_threads)
         return 0
 
     def _register(self) -> None:
@@ -441,6 +471,24 @@ class Worker:
         finally:
             connections.close_all()
 
+    def _service_loop(self, service: Service) -> None:
+        try:
+            while not self._heartbeat_stop.is_set():
+                try:
+                    service.run_once()
+                except DatabaseError as exc:
+                    logger.error("%s: database error: %s", service.name, exc)
+                    connections[self.using].close()
+                except Exception:
+                    # A bug in one service must not take the worker down; say so loudly.
+                    logger.exception(
+                        "%s failed; retrying in %.1f s", service.name, service.interval_s
+                    )
+                if self._heartbeat_stop.wait(service.interval_s):
+                    break
+        finally:
+            connections.close_all()
+
     def _beat(self) -> None:
         with self._lock:
             held = {job_id: r for job_id, r in self._running.items()}
@@ -453,7 +501,11 @@ class Worker:
             if job_id not in kept and running.outcome is None and not running.context.lease_lost:
                 running.context.mark_lease_lost()
                 logger.warning("job %s: lease lost (reclaimed or cancelled)", job_id)
-        self.store.touch_worker(self.worker_id)
+        self.store.touch_worker(
+            self.worker_id,
+            running_jobs=len(held),
+            status="draining" if self._stopping.is_set() else "running",
+        )
 
     def _reap_decision(self, lease: ExpiredLease) -> ReapDecision:
         dead = lease.attempts >= lease.max_attempts
@@ -481,7 +533,9 @@ class Worker:
 
     # -- shutdown --------------------------------------------------------------------------
 
-    def _shutdown(self, heartbeat: threading.Thread) -> None:
+    def _shutdown(
+        self, heartbeat: threading.Thread, service_threads: Sequence[threading.Thread] = ()
+    ) -> None:
         self._stopping.set()
         self._record_ready_outcomes()
         for job_id, running in list(self._running.items()):
@@ -503,6 +557,8 @@ class Worker:
         self._running.clear()
         self._heartbeat_stop.set()
         heartbeat.join(timeout=5)
+        for thread in service_threads:
+            thread.join(timeout=5)
         try:
             self.store.deregister_worker(self.worker_id)
         except DatabaseError as exc:

@@ -205,12 +205,12 @@ class WorkerRegistry:
             },
         )
 
-    def touch_worker(self, worker_id: str) -> None:
-        """Mark the worker seen now."""
+    def touch_worker(self, worker_id: str, running_jobs: int = 0, status: str = "running") -> None:
+        """Mark the worker seen now, with how many jobs it runs and whether it is draining."""
         from ..models import Worker
 
         Worker.objects.using(self.alias).filter(worker_id=worker_id).update(
-            last_seen_at=timezone.now()
+            last_seen_at=timezone.now(), running_jobs=running_jobs, status=status
         )
 
     def deregister_worker(self, worker_id: str) -> None:
