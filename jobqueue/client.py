@@ -273,22 +273,26 @@ def heartbeat(
     kept = get_store(using).extend_leases([(job_id, lease_token)], lease)
     if job_id not in kept:
         raise LeaseLost(job_id)
-    return kept[job_id]
+    return kept[job_id].lease_until
 
 
 def ack(
     job_id: int, lease_token: uuid.UUID, result: Any = None, *, using: str | None = None
-) -> None:
+) -> str:
     """Mark a leased job ``succeeded`` and store ``result`` (a JSON value).
 
-    A late ack, after ``lease_until`` but before anyone else took the job, still succeeds.
+    A late ack, after ``lease_until`` but before anyone else took the job, still succeeds. A job
+    whose cancel was requested while it ran ends ``cancelled`` (with the result kept).
+
+    Returns:
+        The job's new state: ``"succeeded"``, or ``"cancelled"``.
 
     Raises:
-        LeaseLost: another claim, the reaper or a cancel has moved the job; nothing changed.
+        LeaseLost: another claim or the reaper has moved the job; nothing changed.
         InvalidPayload: ``result`` is not JSON.
     """
     result_json = to_json(result, root="result")
-    get_store(using).ack(job_id, lease_token, result_json)
+    return get_store(using).ack(job_id, lease_token, result_json)
 
 
 def error_entry(
@@ -355,12 +359,15 @@ def nack(
 def cancel(job_id: int, *, using: str | None = None) -> bool:
     """Cancel a ready, scheduled, leased or dead job (an operator action).
 
-    A leased job is cancelled at once: its worker's next heartbeat or ack raises LeaseLost, so
-    its outcome is never recorded, and the handler sees ``context.lease_lost``.
+    A ready, scheduled or dead job is cancelled at once. A leased (running) job gets a cancel
+    request: its worker sees it at the next heartbeat (within a third of the lease) and tells the
+    handler (``context.cancel_requested``, ``context.should_stop``); whatever the handler then
+    returns, the job ends ``cancelled`` and is never run again. If its worker dies first, the
+    reaper ends it ``cancelled`` when the lease expires.
 
     Returns:
-        True if the job was cancelled now; False if it was already finished (cancelling a
-        cancelled job is a no-op).
+        True if the job was cancelled, or its cancel requested, now; False if it had already
+        finished or a cancel was already requested (cancelling twice is a no-op).
 
     Raises:
         JobNotFound: no job has this id.

@@ -56,8 +56,11 @@ class JobContext:
     attempt: int
     max_attempts: int
     worker_id: str
-    _lease_lost: threading.Event = field(default_factory=threading.Event, repr=False)
-    _timed_out: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lease_lost: bool = field(default=False, repr=False)
+    _timed_out: bool = field(default=False, repr=False)
+    _cancel_requested: bool = field(default=False, repr=False)
+    # Set with any of the three flags, so a handler can wait on "stop" instead of polling.
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def idempotency_key(self) -> str:
@@ -68,10 +71,10 @@ class JobContext:
     def lease_lost(self) -> bool:
         """Return True once the worker learned that this job's lease is gone.
 
-        Another worker may now run the job, or it was cancelled; the outcome of this run will
-        not be recorded. A long handler should check this and stop early.
+        Another worker may run the job now (the reaper or another claim took it); the outcome
+        of this run will not be recorded.
         """
-        return self._lease_lost.is_set()
+        return self._lease_lost
 
     @property
     def timed_out(self) -> bool:
@@ -80,23 +83,49 @@ class JobContext:
         The worker has already recorded this attempt as failed (a retry or a dead letter); what
         the handler does from now on is not recorded.
         """
-        return self._timed_out.is_set()
+        return self._timed_out
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Return True once an operator asked to cancel this job while it runs.
+
+        The job ends ``cancelled`` whatever the handler returns, so it should stop now.
+        """
+        return self._cancel_requested
 
     @property
     def should_stop(self) -> bool:
-        """Return True when nothing this run does will be recorded: lease lost, or timed out.
+        """Return True when the handler should return now: lease lost, timed out, or cancelled.
 
-        A long handler should check it between steps and return early.
+        A long handler should check it between steps (or block on :meth:`wait_for_stop`).
         """
-        return self._lease_lost.is_set() or self._timed_out.is_set()
+        return self._stop.is_set()
+
+    def wait_for_stop(self, timeout: float | None = None) -> bool:
+        """Block until :attr:`should_stop` is true, or ``timeout`` seconds pass.
+
+        Use it instead of ``time.sleep`` in a handler that waits, so it wakes at once when it
+        is told to stop.
+
+        Returns:
+            True if the handler should stop, False if the timeout passed first.
+        """
+        return self._stop.wait(timeout)
 
     def mark_timed_out(self) -> None:
         """Internal: called by the worker when the run passes ``timeout_s``."""
-        self._timed_out.set()
+        self._timed_out = True
+        self._stop.set()
 
     def mark_lease_lost(self) -> None:
         """Internal: called by the worker's heartbeat when the lease is found lost."""
-        self._lease_lost.set()
+        self._lease_lost = True
+        self._stop.set()
+
+    def mark_cancel_requested(self) -> None:
+        """Internal: called by the worker's heartbeat when a cancel request is seen."""
+        self._cancel_requested = True
+        self._stop.set()
 
 
 class JobType:

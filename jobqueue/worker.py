@@ -140,7 +140,14 @@ class Worker:
         # Lease tokens of runs failed for passing timeout_s whose handler has not returned yet.
         self._overrun: set[uuid.UUID] = set()
         self._db_failures = 0
-        self.stats = {"succeeded": 0, "retried": 0, "dead": 0, "lost": 0, "released": 0}
+        self.stats = {
+            "succeeded": 0,
+            "retried": 0,
+            "dead": 0,
+            "cancelled": 0,
+            "lost": 0,
+            "released": 0,
+        }
 
     # -- control ---------------------------------------------------------------------------
 
@@ -367,10 +374,7 @@ class Worker:
             return
         for job_id, running in successes:
             if job_id in acked:
-                self.stats["succeeded"] += 1
-                logger.info("%s succeeded in %s", self._label(running), self._took(running))
-                with self._lock:
-                    self._running.pop(job_id, None)
+                self._recorded(job_id, running, acked[job_id])
             else:
                 self._record(job_id, running)
 
@@ -387,59 +391,79 @@ class Worker:
         claimed, outcome = running.claimed, running.outcome
         assert outcome is not None
         token = claimed.lease_token
-        label, took = self._label(running), self._took(running)
         try:
             if running.context.lease_lost:
                 raise LeaseLost(job_id)
             with self._db_lock:
                 if outcome.status == "succeeded":
-                    self.store.ack(job_id, token, outcome.result_json)
-                elif outcome.status == "retry":
-                    assert outcome.error is not None
-                    self.store.nack(
-                        job_id, token, outcome.error, dead_reason=None, delay_s=outcome.delay_s
-                    )
+                    state = self.store.ack(job_id, token, outcome.result_json)
                 else:
                     assert outcome.error is not None
-                    self.store.nack(job_id, token, outcome.error, dead_reason=outcome.dead_reason)
+                    state = self.store.nack(
+                        job_id,
+                        token,
+                        outcome.error,
+                        dead_reason=outcome.dead_reason if outcome.status == "dead" else None,
+                        delay_s=outcome.delay_s,
+                    )
         except LeaseLost:
             self.stats["lost"] += 1
             logger.warning(
-                "%s %s in %s, but its lease was lost (reclaimed or cancelled); outcome discarded",
-                label,
+                "%s %s in %s, but its lease was lost (reclaimed by another worker); "
+                "outcome discarded",
+                self._label(running),
                 outcome.status,
-                took,
+                self._took(running),
             )
         except DatabaseError as exc:
             # Keep the job (and its heartbeat) and try again on the next pass: the outcome is
             # recorded when the database is back, or the job runs again once its lease expires.
             running.record_failures += 1
-            self._db_failed(exc, f"recording {label}")
+            self._db_failed(exc, f"recording {self._label(running)}")
             return
         else:
-            if outcome.status == "succeeded":
-                self.stats["succeeded"] += 1
-                logger.info("%s succeeded in %s", label, took)
-            elif outcome.status == "retry":
-                self.stats["retried"] += 1
-                logger.warning(
-                    "%s failed in %s, retry in %.2f s: %s: %s",
-                    label,
-                    took,
-                    outcome.delay_s,
-                    outcome.error["type"],
-                    outcome.error["message"],
-                )
-            else:
-                self.stats["dead"] += 1
-                logger.error(
-                    "%s dead (%s) after %s: %s: %s",
-                    label,
-                    outcome.dead_reason,
-                    took,
-                    outcome.error["type"],
-                    outcome.error["message"],
-                )
+            self._recorded(job_id, running, state)
+            return
+        with self._lock:
+            self._running.pop(job_id, None)
+
+    def _recorded(self, job_id: int, running: _Running, state: str) -> None:
+        """Log the outcome the store recorded (one line per job), and free the slot."""
+        outcome = running.outcome
+        assert outcome is not None
+        label, took = self._label(running), self._took(running)
+        error = outcome.error or {}
+        if state == "cancelled":
+            self.stats["cancelled"] += 1
+            logger.warning(
+                "%s cancelled (cancel requested while it ran; handler %s in %s)",
+                label,
+                outcome.status,
+                took,
+            )
+        elif state == "succeeded":
+            self.stats["succeeded"] += 1
+            logger.info("%s succeeded in %s", label, took)
+        elif state == "scheduled":
+            self.stats["retried"] += 1
+            logger.warning(
+                "%s failed in %s, retry in %.2f s: %s: %s",
+                label,
+                took,
+                outcome.delay_s,
+                error.get("type"),
+                error.get("message"),
+            )
+        else:
+            self.stats["dead"] += 1
+            logger.error(
+                "%s dead (%s) after %s: %s: %s",
+                label,
+                outcome.dead_reason,
+                took,
+                error.get("type"),
+                error.get("message"),
+            )
         with self._lock:
             self._running.pop(job_id, None)
 
@@ -496,11 +520,22 @@ class Worker:
         with self._db_lock:
             kept = self.store.extend_leases(leases, self.lease_s)
         for job_id, running in held.items():
+            lease = kept.get(job_id)
+            if lease is not None:
+                if lease.cancel_requested and not running.context.cancel_requested:
+                    running.context.mark_cancel_requested()
+                    logger.warning(
+                        "%s: cancel requested; telling the handler", self._label(running)
+                    )
             # A job whose outcome is in is being recorded (its ack may just have landed); only a
             # job still running has truly lost its lease.
-            if job_id not in kept and running.outcome is None and not running.context.lease_lost:
+            elif running.outcome is None and not running.context.lease_lost:
                 running.context.mark_lease_lost()
-                logger.warning("job %s: lease lost (reclaimed or cancelled)", job_id)
+                logger.warning(
+                    "%s: lease lost (another worker or the reaper took the job); "
+                    "its outcome will not be recorded",
+                    self._label(running),
+                )
         self.store.touch_worker(
             self.worker_id,
             running_jobs=len(held),
@@ -540,13 +575,18 @@ class Worker:
         self._record_ready_outcomes()
         for job_id, running in list(self._running.items()):
             try:
-                self.store.release(job_id, running.claimed.lease_token)
-                self.stats["released"] += 1
-                logger.warning(
-                    "job %s %s released at shutdown (attempt not counted)",
-                    job_id,
-                    running.claimed.job_type,
-                )
+                state = self.store.release(job_id, running.claimed.lease_token)
+                if state == "cancelled":
+                    self.stats["cancelled"] += 1
+                    logger.warning(
+                        "%s cancelled at shutdown (its cancel was requested)",
+                        self._label(running),
+                    )
+                else:
+                    self.stats["released"] += 1
+                    logger.warning(
+                        "%s released at shutdown (attempt not counted)", self._label(running)
+                    )
             except LeaseLost:
                 pass
             except DatabaseError as exc:

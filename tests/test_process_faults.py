@@ -400,7 +400,7 @@ def test_sigterm_drains_running_jobs_then_releases_the_rest(workers, tmp_path):
     assert not Worker.objects.filter(worker_id="drain-w1").exists()
     log = workers.log(w1)
     assert f"job {j2} tests.testapp.jobs.sleep_on_first_run released at shutdown" in log
-    assert "stopped: succeeded 1, retried 0, dead 0, lost 0, released 1" in log
+    assert "stopped: succeeded 1, retried 0, dead 0, cancelled 0, lost 0, released 1" in log
 
     # W2 takes over: J2 runs again (its handler ran twice) and succeeds on attempt 1.
     result = workers.run("--burst", "--queues", q, settings=FAST_WORKER_SETTINGS, timeout=60)
@@ -446,4 +446,4 @@ def test_second_signal_releases_running_jobs_at_once(workers, tmp_path, second):
     assert not Worker.objects.filter(worker_id="drain2-w1").exists()
     log = workers.log(w1)
     assert f"{second.name}: releasing running jobs now" in log
-    assert "stopped: succeeded 0, retried 0, dead 0, lost 0, released 2" in log
+    assert "stopped: succeeded 0, retried 0, dead 0, cancelled 0, lost 0, released 2" in log

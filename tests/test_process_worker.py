@@ -154,16 +154,17 @@ def test_every_outcome_through_a_real_worker(workers):
     assert all("retry in 0.20 s" in e["line"] for e in lines[snoozer][:2])
     assert "dead (permanent_error)" in lines[permanent][0]["line"]
     assert "dead (unknown_type)" in lines[unknown][0]["line"]
-    assert "stopped: succeeded 3, retried 4, dead 5, lost 0, released 0" in log
+    assert "stopped: succeeded 3, retried 4, dead 5, cancelled 0, lost 0, released 0" in log
 
 
 @pytest.mark.parametrize("draining", [False, True], ids=["running", "draining"])
 def test_cancel_of_a_running_job_reaches_the_handler(workers, tmp_path, draining):
-    """FIELD-CASES 5: cancel a leased job; the handler sees ``context.lease_lost`` and returns.
+    """FIELD-CASES 5: cancel a leased job; at its next heartbeat the handler is told
+    (``context.cancel_requested``) and returns.
 
-    The job ends ``cancelled``; the worker's ack with the old token is fenced out (LeaseLost,
-    logged and swallowed) and the worker goes on: it runs K next, or, while draining after
-    SIGTERM, still delivers the cancel but claims nothing new.
+    The job ends ``cancelled`` (its result kept, with a "cancelled" history entry) and the worker
+    goes on: it runs K next, or, while draining after SIGTERM, still delivers the cancel but
+    claims nothing new.
     """
     path = tmp_path / "runs.txt"
     q = "cancel"
@@ -188,7 +189,9 @@ def test_cancel_of_a_running_job_reaches_the_handler(workers, tmp_path, draining
         workers.wait_for_log(proc, "SIGTERM: no new claims")
 
     assert jobqueue.cancel(j) is True
-    wait_for(lambda: [str(j), "1", str(proc.pid), "lease_lost"] in record_lines(path), timeout=15)
+    wait_for(
+        lambda: [str(j), "1", str(proc.pid), "cancel_requested"] in record_lines(path), timeout=15
+    )
 
     if draining:
         assert workers.exit_code(proc, timeout=20) == 0
@@ -202,18 +205,23 @@ def test_cancel_of_a_running_job_reaches_the_handler(workers, tmp_path, draining
         assert workers.exit_code(proc) == 0
 
     job = Job.objects.get(id=j)
-    assert (job.state, job.attempts, job.result) == ("cancelled", 1, None)
+    assert (job.state, job.attempts, job.result) == (
+        "cancelled",
+        1,
+        "stopped early: cancel_requested",
+    )
+    assert job.errors[-1]["kind"] == "cancelled"
     assert job.finished_at is not None and job.lease_token is None
     assert not [e for e in job.errors if e.get("kind") in ("error", "lease_expired")]
-    assert [r[3] for r in record_lines(path) if r[0] == str(j)] == ["start", "lease_lost"]
+    assert [r[3] for r in record_lines(path) if r[0] == str(j)] == ["start", "cancel_requested"]
     with pytest.raises(LeaseLost):
         jobqueue.heartbeat(j, token)
     with pytest.raises(LeaseLost):
         jobqueue.ack(j, token, "late")
     assert Job.objects.get(id=j).state == "cancelled"
     log = workers.log(proc)
-    assert re.search(rf"job {j} \S+ attempt 1/8 succeeded in .* but its lease was lost", log), log
-    assert ", lost 1, " in log
+    assert f"job {j} tests.testapp.jobs.wait_for_lease_lost attempt 1/8: cancel requested" in log
+    assert ", cancelled 1, lost 0, " in log
 
 
 def test_sigterm_wakes_an_idle_worker_at_once(workers):
@@ -242,7 +250,9 @@ def test_burst_on_an_empty_queue_exits_at_once(workers):
     )
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started < 30
-    assert "stopped: succeeded 0, retried 0, dead 0, lost 0, released 0" in result.stderr
+    assert (
+        "stopped: succeeded 0, retried 0, dead 0, cancelled 0, lost 0, released 0" in result.stderr
+    )
     assert Worker.objects.count() == 0
 
 
@@ -259,7 +269,10 @@ def test_burst_runs_every_ready_job_then_exits(workers):
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert "stopped: succeeded 200, retried 0, dead 0, lost 0, released 0" in result.stderr
+    assert (
+        "stopped: succeeded 200, retried 0, dead 0, cancelled 0, lost 0, released 0"
+        in result.stderr
+    )
     assert Counter(Job.objects.filter(id__in=ids).values_list("state", "attempts")) == {
         ("succeeded", 1): 200
     }

@@ -138,7 +138,8 @@ class StoreContract:
     def test_ack_many_acks_the_held_leases_and_skips_the_lost_ones(self, store):
         j1, j2, j3 = (self.make().id for _ in range(3))
         claimed = {j.id: j for j in store.claim(["q"], "w1", 3, 30.0)}
-        assert store.cancel(j2) is True
+        # j2's lease is gone (released), so its old token no longer holds it.
+        store.release(j2, claimed[j2].lease_token)
         snapshot = self.row(j2)
         acked = store.ack_many(
             [
@@ -147,13 +148,13 @@ class StoreContract:
                 (j1, claimed[j1].lease_token, '[1,"x"]'),
             ]
         )
-        assert acked == {j1, j3}
+        assert acked == {j1: JobState.SUCCEEDED, j3: JobState.SUCCEEDED}
         assert (self.row(j1)["state"], self.row(j1)["result"]) == (JobState.SUCCEEDED, [1, "x"])
         assert (self.row(j3)["state"], self.row(j3)["result"]) == (JobState.SUCCEEDED, {"n": 3})
         assert self.row(j3)["lease_token"] is None
         assert self.row(j2) == snapshot
-        assert store.ack_many([(j1, claimed[j1].lease_token, "null")]) == set()
-        assert store.ack_many([]) == set()
+        assert store.ack_many([(j1, claimed[j1].lease_token, "null")]) == {}
+        assert store.ack_many([]) == {}
 
     def test_claim_increments_attempts_and_mints_a_fresh_token_each_time(self, store):
         job_id = self.make().id
@@ -300,9 +301,11 @@ class StoreContract:
         )
         after = self.now()
         assert set(kept) == {j1}
-        assert before + timedelta(seconds=120) <= kept[j1] <= after + timedelta(seconds=120)
-        assert kept[j1] > claimed[j1].lease_until
-        assert self.row(j1)["lease_until"] == kept[j1]
+        until = kept[j1].lease_until
+        assert kept[j1].cancel_requested is False
+        assert before + timedelta(seconds=120) <= until <= after + timedelta(seconds=120)
+        assert until > claimed[j1].lease_until
+        assert self.row(j1)["lease_until"] == until
         assert self.row(j3)["lease_until"] == claimed[j3].lease_until
         assert self.row(j2)["state"] == JobState.SUCCEEDED
         assert store.extend_leases([], 120.0) == {}
@@ -430,9 +433,7 @@ class StoreContract:
 
     # -- cancel ------------------------------------------------------------------------------
 
-    @pytest.mark.parametrize(
-        "state", [JobState.READY, JobState.SCHEDULED, JobState.LEASED, JobState.DEAD]
-    )
+    @pytest.mark.parametrize("state", [JobState.READY, JobState.SCHEDULED, JobState.DEAD])
     def test_cancel_moves_a_cancellable_job_to_cancelled(self, store, state):
         job = self.make(state)
         assert store.cancel(job.id) is True
@@ -440,11 +441,50 @@ class StoreContract:
         assert row["state"] == JobState.CANCELLED
         assert row["finished_at"] is not None
         assert (row["lease_token"], row["lease_until"]) == (None, None)
-        if state == JobState.LEASED:
-            with pytest.raises(LeaseLost):
-                store.ack(job.id, job.lease_token, "null")
-            assert store.extend_leases([(job.id, job.lease_token)], 30.0) == {}
         assert store.claim(["q"], "w1", 1, 30.0, now=self.now() + timedelta(days=1)) == []
+
+    @pytest.mark.parametrize("outcome", ["ack", "nack_retry", "nack_dead", "release", "reap"])
+    def test_cancel_of_a_leased_job_is_a_request_that_ends_it_cancelled(self, store, outcome):
+        """DESIGN: leased --cancel--> cancel requested; whatever the run's outcome, it ends
+        cancelled and is never claimed again. The heartbeat keeps the lease and reports it."""
+        self.make()
+        [job] = store.claim(["q"], "w1", 1, 30.0)
+        assert store.cancel(job.id) is True
+        assert store.cancel(job.id) is False  # already requested: a no-op
+        row = self.row(job.id)
+        assert (row["state"], row["lease_token"]) == (JobState.LEASED, job.lease_token)
+        assert row["cancel_requested_at"] is not None and row["finished_at"] is None
+        kept = store.extend_leases([(job.id, job.lease_token)], 30.0)
+        assert kept[job.id].cancel_requested is True
+        if outcome == "ack":
+            assert store.ack(job.id, job.lease_token, '"done"') == JobState.CANCELLED
+        elif outcome == "nack_retry":
+            state = store.nack(job.id, job.lease_token, {"kind": "error"}, dead_reason=None)
+            assert state == JobState.CANCELLED
+        elif outcome == "nack_dead":
+            state = store.nack(
+                job.id, job.lease_token, {"kind": "error"}, dead_reason="permanent_error"
+            )
+            assert state == JobState.CANCELLED
+        elif outcome == "release":
+            assert store.release(job.id, job.lease_token) == JobState.CANCELLED
+        else:
+            assert store.reap(reap_decision(), now=self.now() + timedelta(seconds=60)) == (0, 0)
+        row = self.row(job.id)
+        assert (row["state"], row["attempts"], row["dead_reason"]) == (
+            JobState.CANCELLED,
+            0 if outcome == "release" else 1,
+            "",
+        )
+        assert row["finished_at"] is not None and row["lease_token"] is None
+        if outcome == "ack":
+            assert row["result"] == "done"
+            assert row["errors"][-1]["kind"] == "cancelled"
+        with pytest.raises(LeaseLost):
+            store.ack(job.id, job.lease_token, "null")
+        assert store.claim(["q"], "w1", 1, 30.0, now=self.now() + timedelta(days=1)) == []
+        assert store.retry(job.id) is True
+        assert self.row(job.id)["cancel_requested_at"] is None
 
     def test_cancel_of_a_cancelled_job_is_a_no_op(self, store):
         job_id = self.make(JobState.DEAD).id

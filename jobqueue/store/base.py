@@ -64,6 +64,14 @@ class ClaimedJob:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HeldLease:
+    """A lease a heartbeat extended: its new end, and whether the job was asked to cancel."""
+
+    lease_until: datetime
+    cancel_requested: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ExpiredLease:
     """A leased job whose lease ran out, as the reaper sees it."""
 
@@ -113,21 +121,28 @@ class Store(Protocol):
 
     def extend_leases(
         self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float
-    ) -> dict[int, datetime]:
+    ) -> dict[int, HeldLease]:
         """Extend every still-held lease to ``now() + lease_s`` in one statement.
 
+        A job with a cancel request keeps its lease (its handler is still running) and says so.
+
         Returns:
-            ``{job_id: new lease_until}`` for the leases still held; a missing id was lost.
+            ``{job_id: HeldLease}`` for the leases still held; a missing id was lost.
         """
 
-    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> None:
-        """Mark the job ``succeeded`` with ``result_json``. Raises LeaseLost."""
+    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> str:
+        """Mark the job ``succeeded`` with ``result_json`` and return the new state.
 
-    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> set[int]:
-        """Mark each ``(job_id, lease_token, result_json)`` succeeded, in one statement.
+        A job whose cancel was requested while it ran ends ``cancelled`` instead (the result is
+        kept). Raises LeaseLost.
+        """
+
+    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> dict[int, str]:
+        """Ack each ``(job_id, lease_token, result_json)``, in one statement.
 
         Returns:
-            The ids acked; a missing id's lease was lost and that job is unchanged.
+            ``{job_id: new state}`` for the jobs acked; a missing id's lease was lost and that
+            job is unchanged.
         """
 
     def nack(
@@ -146,8 +161,11 @@ class Store(Protocol):
             The job's new state. Raises LeaseLost.
         """
 
-    def release(self, job_id: int, lease_token: uuid.UUID) -> None:
-        """Return the job to ``ready`` without spending the attempt. Raises LeaseLost."""
+    def release(self, job_id: int, lease_token: uuid.UUID) -> str:
+        """Return the job to ``ready`` without spending the attempt; return the new state.
+
+        A job whose cancel was requested ends ``cancelled`` instead. Raises LeaseLost.
+        """
 
     def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
         """Return the held job's attempt counters (for a caller that has only id and token)."""

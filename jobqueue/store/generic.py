@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..states import CANCELLABLE, CLAIMABLE, LIVE, RETRYABLE, JobState
-from .base import ClaimedJob, ExpiredLease, NewJob, ReapDecision, WorkerRegistry
+from .base import ClaimedJob, ExpiredLease, HeldLease, NewJob, ReapDecision, WorkerRegistry
 
 
 def _now(now: datetime | None) -> datetime:
@@ -128,49 +128,83 @@ class GenericStore(WorkerRegistry):
 
     def extend_leases(
         self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float
-    ) -> dict[int, datetime]:
+    ) -> dict[int, HeldLease]:
         until = timezone.now() + timedelta(seconds=lease_s)
-        kept: dict[int, datetime] = {}
+        kept: dict[int, HeldLease] = {}
         with transaction.atomic(using=self.alias):
             for job_id, token in sorted(leases):
                 if self._held(job_id, token).update(lease_until=until):
-                    kept[job_id] = until
+                    cancel = self._jobs.filter(
+                        id=job_id, cancel_requested_at__isnull=False
+                    ).exists()
+                    kept[job_id] = HeldLease(lease_until=until, cancel_requested=cancel)
         return kept
 
-    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> None:
-        updated = self._held(job_id, lease_token).update(
-            state=JobState.SUCCEEDED,
-            result=json.loads(result_json),
-            finished_at=timezone.now(),
-            lease_token=None,
-            lease_until=None,
-        )
-        if not updated:
-            raise LeaseLost(job_id)
-
-    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> set[int]:
-        acked: set[int] = set()
+    def _finish(
+        self,
+        job_id: int,
+        lease_token: uuid.UUID,
+        entry: dict[str, Any] | None,
+        **fields: Any,
+    ) -> str:
+        """Apply ``fields`` to a held job, or end it cancelled if a cancel was requested."""
+        now = timezone.now()
         with transaction.atomic(using=self.alias):
-            for job_id, token, result_json in sorted(acks):
-                try:
-                    self.ack(job_id, token, result_json)
-                except LeaseLost:
-                    continue
-                acked.add(job_id)
-        return acked
-
-    def _append_and_update(
-        self, job_id: int, lease_token: uuid.UUID, entry: dict[str, Any], **fields: Any
-    ) -> None:
-        with transaction.atomic(using=self.alias):
-            errors = self._held(job_id, lease_token).values_list("errors", flat=True).first()
-            if errors is None:
+            row = (
+                self._held(job_id, lease_token)
+                .values("errors", "cancel_requested_at", "attempts", "leased_by")
+                .first()
+            )
+            if row is None:
                 raise LeaseLost(job_id)
+            errors = list(row["errors"])
+            if entry is not None:
+                errors.append(entry)
+            if row["cancel_requested_at"] is not None:
+                if entry is None:
+                    errors.append(
+                        {
+                            "kind": "cancelled",
+                            "attempt": row["attempts"],
+                            "at": now.isoformat(),
+                            "worker": row["leased_by"],
+                            "message": "cancel requested while running; "
+                            "the handler completed anyway",
+                        }
+                    )
+                keep = {k: v for k, v in fields.items() if k in {"result", "attempts"}}
+                fields = {
+                    **keep,
+                    "state": JobState.CANCELLED,
+                    "finished_at": now,
+                    "dead_reason": "",
+                }
             updated = self._held(job_id, lease_token).update(
-                errors=[*errors, entry], lease_token=None, lease_until=None, **fields
+                errors=errors, lease_token=None, lease_until=None, **fields
             )
             if not updated:
                 raise LeaseLost(job_id)
+            return fields["state"]
+
+    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> str:
+        return self._finish(
+            job_id,
+            lease_token,
+            None,
+            state=JobState.SUCCEEDED,
+            result=json.loads(result_json),
+            finished_at=timezone.now(),
+        )
+
+    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> dict[int, str]:
+        acked: dict[int, str] = {}
+        with transaction.atomic(using=self.alias):
+            for job_id, token, result_json in sorted(acks):
+                try:
+                    acked[job_id] = self.ack(job_id, token, result_json)
+                except LeaseLost:
+                    continue
+        return acked
 
     def nack(
         self,
@@ -185,7 +219,7 @@ class GenericStore(WorkerRegistry):
         now = timezone.now()
         entry = {**error, "at": now.isoformat()}
         if dead_reason is not None:
-            self._append_and_update(
+            return self._finish(
                 job_id,
                 lease_token,
                 entry,
@@ -193,8 +227,7 @@ class GenericStore(WorkerRegistry):
                 dead_reason=dead_reason,
                 finished_at=now,
             )
-            return JobState.DEAD
-        self._append_and_update(
+        return self._finish(
             job_id,
             lease_token,
             entry,
@@ -203,9 +236,8 @@ class GenericStore(WorkerRegistry):
             finished_at=None,
             dead_reason="",
         )
-        return JobState.SCHEDULED
 
-    def release(self, job_id: int, lease_token: uuid.UUID) -> None:
+    def release(self, job_id: int, lease_token: uuid.UUID) -> str:
         now = timezone.now()
         with transaction.atomic(using=self.alias):
             row = self._held(job_id, lease_token).values("attempts", "leased_by").first()
@@ -218,13 +250,14 @@ class GenericStore(WorkerRegistry):
                 "worker": row["leased_by"],
                 "message": "released at shutdown; the attempt is not counted",
             }
-            self._append_and_update(
+            return self._finish(
                 job_id,
                 lease_token,
                 entry,
                 state=JobState.READY,
                 run_at=now,
                 attempts=max(row["attempts"] - 1, 0),
+                finished_at=None,
             )
 
     def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
@@ -281,22 +314,28 @@ class GenericStore(WorkerRegistry):
                         "dead_reason": "attempts_exhausted",
                         "finished_at": now,
                     }
-                    dead += 1
                 else:
                     fields = {
                         "state": JobState.SCHEDULED,
                         "run_at": now + timedelta(seconds=decision.delay_s),
                     }
-                    retried += 1
-                self._append_and_update(lease.id, lease.lease_token, entry, **fields)
+                state = self._finish(lease.id, lease.lease_token, entry, **fields)
+                retried += state == JobState.SCHEDULED
+                dead += state == JobState.DEAD
         return retried, dead
 
     def cancel(self, job_id: int) -> bool:
-        updated = self._jobs.filter(id=job_id, state__in=CANCELLABLE).update(
-            state=JobState.CANCELLED, finished_at=timezone.now(), lease_token=None, lease_until=None
-        )
-        if updated:
-            return True
+        now = timezone.now()
+        with transaction.atomic(using=self.alias):
+            if self._jobs.filter(id=job_id, state__in=CANCELLABLE - {JobState.LEASED}).update(
+                state=JobState.CANCELLED, finished_at=now
+            ):
+                return True
+            # A running job is asked to stop; its worker ends it cancelled.
+            if self._jobs.filter(
+                id=job_id, state=JobState.LEASED, cancel_requested_at__isnull=True
+            ).update(cancel_requested_at=now):
+                return True
         if not self._jobs.filter(id=job_id).exists():
             raise JobNotFound(job_id)
         return False
@@ -329,6 +368,7 @@ class GenericStore(WorkerRegistry):
                     lease_token=None,
                     lease_until=None,
                     result=None,
+                    cancel_requested_at=None,
                     errors=[*row["errors"], entry],
                 )
                 return bool(updated)

@@ -18,7 +18,7 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
-from .base import ClaimedJob, ExpiredLease, NewJob, ReapDecision, WorkerRegistry
+from .base import ClaimedJob, ExpiredLease, HeldLease, NewJob, ReapDecision, WorkerRegistry
 
 
 @functools.cache
@@ -110,7 +110,7 @@ class PostgresStore(WorkerRegistry):
 
     def extend_leases(
         self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float
-    ) -> dict[int, datetime]:
+    ) -> dict[int, HeldLease]:
         if not leases:
             return {}
         ordered = sorted(leases)
@@ -120,17 +120,22 @@ class PostgresStore(WorkerRegistry):
             "lease_s": lease_s,
         }
         with self._execute("heartbeat", params) as cursor:
-            return {job_id: until for job_id, until in cursor.fetchall()}
+            return {
+                job_id: HeldLease(lease_until=until, cancel_requested=cancel)
+                for job_id, until, cancel in cursor.fetchall()
+            }
 
-    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> None:
+    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> str:
         params = {"id": job_id, "lease_token": lease_token, "result": result_json}
         with self._execute("ack", params) as cursor:
-            if cursor.rowcount == 0:
-                raise LeaseLost(job_id)
+            row = cursor.fetchone()
+        if row is None:
+            raise LeaseLost(job_id)
+        return row[0]
 
-    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> set[int]:
+    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> dict[int, str]:
         if not acks:
-            return set()
+            return {}
         ordered = sorted(acks)
         params = {
             "ids": [a[0] for a in ordered],
@@ -138,7 +143,7 @@ class PostgresStore(WorkerRegistry):
             "results": [a[2] for a in ordered],
         }
         with self._execute("ack_many", params) as cursor:
-            return {row[0] for row in cursor.fetchall()}
+            return {job_id: state for job_id, state in cursor.fetchall()}
 
     def nack(
         self,
@@ -164,10 +169,12 @@ class PostgresStore(WorkerRegistry):
             raise LeaseLost(job_id)
         return row[0]
 
-    def release(self, job_id: int, lease_token: uuid.UUID) -> None:
+    def release(self, job_id: int, lease_token: uuid.UUID) -> str:
         with self._execute("release", {"id": job_id, "lease_token": lease_token}) as cursor:
-            if cursor.rowcount == 0:
-                raise LeaseLost(job_id)
+            row = cursor.fetchone()
+        if row is None:
+            raise LeaseLost(job_id)
+        return row[0]
 
     def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
         with self._execute("lease_info", {"id": job_id, "lease_token": lease_token}) as cursor:
@@ -207,8 +214,7 @@ class PostgresStore(WorkerRegistry):
             }
             with self._execute("reap", params) as cursor:
                 states = [r[0] for r in cursor.fetchall()]
-        dead = states.count("dead")
-        return len(states) - dead, dead
+        return states.count("scheduled"), states.count("dead")
 
     def _exists(self, job_id: int) -> bool:
         with self._execute("job_exists", {"id": job_id}) as cursor:

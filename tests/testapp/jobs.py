@@ -63,16 +63,14 @@ def retry_after(seconds):
 
 @job(takes_context=True)
 def wait_for_lease_lost(context, path, max_s=30.0):
-    """Record the start, poll ``context.lease_lost`` every 0.1 s, record what ended the wait."""
+    """Record the start, wait to be told to stop, record why (lease_lost / cancel_requested)."""
     with open(path, "a") as f:
         f.write(f"{context.job_id} {context.attempt} {os.getpid()} start\n")
-    deadline = time.monotonic() + max_s
-    while time.monotonic() < deadline:
-        if context.lease_lost:
-            with open(path, "a") as f:
-                f.write(f"{context.job_id} {context.attempt} {os.getpid()} lease_lost\n")
-            return "stopped early: lease lost"
-        time.sleep(0.1)
+    if context.wait_for_stop(max_s):
+        reason = "lease_lost" if context.lease_lost else "cancel_requested"
+        with open(path, "a") as f:
+            f.write(f"{context.job_id} {context.attempt} {os.getpid()} {reason}\n")
+        return f"stopped early: {reason}"
     with open(path, "a") as f:
         f.write(f"{context.job_id} {context.attempt} {os.getpid()} never_told\n")
     return "ran to the end"

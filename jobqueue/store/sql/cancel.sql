@@ -1,6 +1,10 @@
--- cancel: operator cancel of a ready, scheduled, leased or dead job; a leased job's worker is fenced out.
+-- cancel: a ready, scheduled or dead job is cancelled now; a leased one gets a cancel request,
+-- which its worker passes to the handler at the next heartbeat and which makes it end cancelled.
 -- Primary-key lookup.
 UPDATE jobqueue_job
-SET state = 'cancelled', finished_at = now(), lease_token = NULL, lease_until = NULL
-WHERE id = %(id)s AND state IN ('ready', 'scheduled', 'leased', 'dead')
-RETURNING id
+SET state = CASE WHEN state = 'leased' THEN 'leased' ELSE 'cancelled' END,
+    cancel_requested_at = CASE WHEN state = 'leased' THEN now() ELSE cancel_requested_at END,
+    finished_at = CASE WHEN state = 'leased' THEN finished_at ELSE now() END
+WHERE id = %(id)s
+  AND (state IN ('ready', 'scheduled', 'dead') OR (state = 'leased' AND cancel_requested_at IS NULL))
+RETURNING state

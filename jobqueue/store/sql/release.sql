@@ -1,9 +1,12 @@
 -- release: give a job back at graceful shutdown; the attempt it was on is not spent.
--- Fenced on (id, lease_token, state = 'leased').
+-- Fenced on (id, lease_token, state = 'leased'). A job whose cancel was requested ends cancelled.
 UPDATE jobqueue_job
-SET state = 'ready', run_at = now(), attempts = greatest(attempts - 1, 0),
+SET state = CASE WHEN cancel_requested_at IS NULL THEN 'ready' ELSE 'cancelled' END,
+    run_at = now(), attempts = greatest(attempts - 1, 0),
+    finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE now() END,
     errors = errors || jsonb_build_array(jsonb_build_object(
         'kind', 'released', 'attempt', attempts, 'at', now(), 'worker', leased_by,
         'message', 'released at shutdown; the attempt is not counted')),
     lease_token = NULL, lease_until = NULL
 WHERE id = %(id)s AND lease_token = %(lease_token)s::uuid AND state = 'leased'
+RETURNING state

@@ -2,7 +2,7 @@
 -- Primary-key lookup; the partial unique index refuses it if a live job now holds its dedupe key.
 UPDATE jobqueue_job
 SET state = 'ready', run_at = now(), attempts = 0, finished_at = NULL, dead_reason = '',
-    lease_token = NULL, lease_until = NULL, result = NULL,
+    lease_token = NULL, lease_until = NULL, result = NULL, cancel_requested_at = NULL,
     errors = errors || jsonb_build_array(jsonb_build_object(
         'kind', 'operator_retry', 'at', now(), 'previous_state', state,
         'message', 'retried by operator'))
