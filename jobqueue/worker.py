@@ -63,6 +63,29 @@ class Service(Protocol):
         """Do one round of the service's work."""
 
 
+class _OutageLog:
+    """One log line when a thread's database calls start failing, one when they work again.
+
+    A database restart must not turn into a line per heartbeat tick from every thread.
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.failures = 0
+
+    def failed(self, exc: Exception) -> None:
+        self.failures += 1
+        if self.failures == 1:
+            logger.error("%s: database unavailable (%s); retrying", self.what, exc)
+        else:
+            logger.debug("%s: database still unavailable (%d): %s", self.what, self.failures, exc)
+
+    def ok(self) -> None:
+        if self.failures:
+            logger.warning("%s: database is back after %d failure(s)", self.what, self.failures)
+            self.failures = 0
+
+
 @dataclass(slots=True)
 class _Running:
     claimed: ClaimedJob
@@ -93,6 +116,9 @@ class Worker:
         install_signal_handlers: handle SIGTERM/SIGINT (only possible in the main thread).
         services: background loops to run beside the claim loop while the worker is up
             (each on its own thread, ``run_once`` every ``interval_s``); default none.
+        recycle_on_overrun: when a handler runs past its timeout, stop claiming, drain, and
+            exit with :data:`~jobqueue.supervisor.EXIT_RECYCLE` so the supervisor replaces the
+            process (and the runaway thread ends with it). Set under ``--processes``.
     """
 
     def __init__(
@@ -109,6 +135,7 @@ class Worker:
         using: str | None = None,
         install_signal_handlers: bool = True,
         services: Sequence[Service] | None = None,
+        recycle_on_overrun: bool = False,
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
@@ -122,6 +149,9 @@ class Worker:
         self.using = using or "default"
         self.install_signal_handlers = install_signal_handlers
         self.services = list(services or [])
+        self.recycle_on_overrun = recycle_on_overrun
+        self._recycle = False
+        self._signalled = False
         self.heartbeat_interval_s = self.lease_s / 3
         self.store = get_store(self.using)
         self._running: dict[int, _Running] = {}
@@ -160,7 +190,9 @@ class Worker:
 
     def _on_signal(self, signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
-        if signum == signal.SIGINT or self._stopping.is_set():
+        first = not self._signalled
+        self._signalled = True
+        if signum == signal.SIGINT or not first:
             logger.warning("%s: releasing running jobs now", name)
             self.stop(force=True)
         else:
@@ -183,8 +215,9 @@ class Worker:
         """Run until stopped (or, with ``burst``, until the queues are drained).
 
         Returns:
-            0. Handler threads still running after a forced stop are abandoned (their leases
-            released); the caller should exit the process so they end with it.
+            The process exit status: 0, or :data:`~jobqueue.supervisor.EXIT_RECYCLE` when the
+            worker stopped itself to be recycled. Handler threads still running at the end are
+            abandoned (their leases released): the caller should end the process.
         """
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
@@ -221,6 +254,10 @@ class Worker:
             self._loop()
         finally:
             self._shutdown(heartbeat, service_threads)
+        if self._recycle:
+            from .supervisor import EXIT_RECYCLE
+
+            return EXIT_RECYCLE
         return 0
 
     def _register(self) -> None:
@@ -309,6 +346,14 @@ class Worker:
             )
             running.context.mark_timed_out()
             self._overrun.add(claimed.lease_token)
+            if self.recycle_on_overrun and not self._recycle:
+                self._recycle = True
+                logger.warning(
+                    "recycling this process: no new claims; running jobs get %.0f s, then it "
+                    "exits and the supervisor starts a fresh one",
+                    self.grace_s,
+                )
+                self.stop()
             logger.warning(
                 "%s ran past its timeout of %g s: failing the attempt; the handler's thread "
                 "runs on until it returns, and its result will be ignored",
@@ -473,6 +518,7 @@ class Worker:
         tick = min(self.heartbeat_interval_s, self.reaper_interval_s)
         next_beat = time.monotonic() + self.heartbeat_interval_s
         next_reap = time.monotonic()
+        outage = _OutageLog("heartbeat")
         try:
             while not self._heartbeat_stop.wait(tick):
                 now = time.monotonic()
@@ -489,19 +535,22 @@ class Worker:
                                 retried,
                                 dead,
                             )
+                    outage.ok()
                 except DatabaseError as exc:
-                    logger.error("heartbeat: database error: %s", exc)
+                    outage.failed(exc)
                     connections[self.using].close()
         finally:
             connections.close_all()
 
     def _service_loop(self, service: Service) -> None:
+        outage = _OutageLog(service.name)
         try:
             while not self._heartbeat_stop.is_set():
                 try:
                     service.run_once()
+                    outage.ok()
                 except DatabaseError as exc:
-                    logger.error("%s: database error: %s", service.name, exc)
+                    outage.failed(exc)
                     connections[self.using].close()
                 except Exception:
                     # A bug in one service must not take the worker down; say so loudly.

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand
 from django.db import connections
 
 from jobqueue.conf import get_settings, validate_queue_name
+from jobqueue.supervisor import Supervisor
 from jobqueue.worker import Worker
 
 
@@ -144,6 +145,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--database", default="default", help="database alias of the queue (default: 'default')"
         )
+        parser.add_argument(
+            "--processes",
+            type=positive_int,
+            default=None,
+            help="run N worker processes under a supervisor that restarts any that die and "
+            "recycles one whose job overran its timeout (default: one worker, in this process)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._configure_logging(options["verbosity"])
@@ -152,24 +160,38 @@ class Command(BaseCommand):
             from django.core.management.base import CommandError
 
             raise CommandError(f"--database {options['database']!r} is not in DATABASES")
-        worker = Worker(
-            queues=options["queues"] or conf.queues,
-            concurrency=options["concurrency"],
-            lease_s=options["lease"],
-            poll_interval_s=options["poll_interval"],
-            grace_s=options["grace"],
-            burst=options["burst"],
-            worker_id=options["worker_id"],
-            using=options["database"],
-        )
-        code = worker.run()
-        if worker.abandoned_jobs:
-            # Handler threads cannot be killed; their leases are released, so end the process
-            # with them instead of waiting for them at interpreter exit.
-            logging.shutdown()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+        settings = {
+            "queues": options["queues"] or conf.queues,
+            "concurrency": options["concurrency"],
+            "lease_s": options["lease"],
+            "poll_interval_s": options["poll_interval"],
+            "grace_s": options["grace"],
+            "burst": options["burst"],
+            "using": options["database"],
+        }
+        processes = options["processes"]
+        if processes is None:
+            worker = Worker(worker_id=options["worker_id"], **settings)
+            code = worker.run()
+            if worker.abandoned_jobs:
+                # Handler threads cannot be killed; their leases are released, so end the
+                # process with them instead of waiting for them at interpreter exit.
+                logging.shutdown()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+            if code:
+                sys.exit(code)
+            return
+
+        def run_worker(slot: int) -> int:
+            worker_id = options["worker_id"]
+            if worker_id:
+                worker_id = f"{worker_id}-{slot}"[:MAX_WORKER_ID_LENGTH]
+            return Worker(worker_id=worker_id, recycle_on_overrun=True, **settings).run()
+
+        grace = conf.grace_seconds if options["grace"] is None else options["grace"]
+        Supervisor(processes=processes, run_worker=run_worker, grace_s=grace).run()
 
     def _configure_logging(self, verbosity: int) -> None:
         log = logging.getLogger("jobqueue")

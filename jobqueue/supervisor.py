@@ -1,0 +1,197 @@
+"""Internal: ``runworkers --processes N``: start N worker processes, restart the ones that die.
+
+The supervisor itself touches no database. It forks each worker (so Django is set up once, and a
+child starts in milliseconds), watches them, and restarts a child that died, after a backoff that
+grows while a slot keeps dying young, so a crash loop does not spin. SIGTERM is passed on to
+every child (each drains within its grace period); a second SIGTERM, or SIGINT, is passed on as
+SIGINT (release at once). A child that exits with :data:`EXIT_RECYCLE` (its handler ran past its
+timeout and its thread could not be stopped) is replaced at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import connections
+
+logger = logging.getLogger("jobqueue.supervisor")
+
+#: A worker's exit status asking to be replaced now (not a crash: no restart backoff).
+EXIT_RECYCLE = 3
+
+#: First restart delay of a slot whose process died, seconds; doubles per quick death.
+RESTART_BACKOFF_BASE_S = 0.5
+#: Longest restart delay, seconds.
+RESTART_BACKOFF_CAP_S = 30.0
+#: A process that lived this long resets its slot's backoff, seconds.
+STABLE_AFTER_S = 30.0
+#: How long after the stop signal's grace period children get before SIGKILL, seconds.
+KILL_AFTER_GRACE_S = 10.0
+
+
+@dataclass(slots=True)
+class _Slot:
+    index: int
+    pid: int | None = None
+    started: float = 0.0
+    quick_deaths: int = 0
+    restart_at: float | None = None
+    done: bool = False
+    restarts: int = 0
+
+
+class Supervisor:
+    """Run ``processes`` worker processes and keep them running.
+
+    Args:
+        processes: how many worker processes (>= 1).
+        run_worker: called in each forked child; returns the child's exit status. It builds and
+            runs a :class:`~jobqueue.worker.Worker` (it must not return into the supervisor).
+        grace_s: the workers' grace period, seconds; the supervisor waits that long plus
+            :data:`KILL_AFTER_GRACE_S` for children to exit after SIGTERM before killing them.
+    """
+
+    def __init__(self, *, processes: int, run_worker: Callable[[int], int], grace_s: float) -> None:
+        if processes < 1:
+            raise ValueError(f"processes must be >= 1, got {processes}")
+        self.slots = [_Slot(index=i) for i in range(processes)]
+        self.run_worker = run_worker
+        self.grace_s = grace_s
+        self._stop_signal: int | None = None
+        self._stop_deadline: float | None = None
+        self._forward: list[int] = []
+
+    # -- signals ----------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if self._stop_signal is None and signum == signal.SIGTERM:
+            self._stop_signal = signum
+            self._forward.append(signal.SIGTERM)
+        else:
+            self._stop_signal = signal.SIGINT
+            self._forward.append(signal.SIGINT)
+
+    def _send(self, signum: int) -> None:
+        for slot in self.slots:
+            if slot.pid is not None:
+                try:
+                    os.kill(slot.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    # -- children -----------------------------------------------------------------------------
+
+    def _spawn(self, slot: _Slot) -> None:
+        # A connection opened before the fork (system checks can open one) must not be shared
+        # by parent and child.
+        connections.close_all()
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                code = self.run_worker(slot.index)
+            except BaseException:
+                logger.exception("worker process %d crashed", os.getpid())
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        slot.pid = pid
+        slot.started = time.monotonic()
+        slot.restart_at = None
+        logger.info("started worker process %d (slot %d)", pid, slot.index)
+
+    def _reap_children(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            slot = next((s for s in self.slots if s.pid == pid), None)
+            if slot is None:
+                continue
+            self._exited(slot, status)
+
+    def _exited(self, slot: _Slot, status: int) -> None:
+        slot.pid = None
+        lived = time.monotonic() - slot.started
+        if os.WIFSIGNALED(status):
+            how = f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+            code = -os.WTERMSIG(status)
+        else:
+            code = os.WEXITSTATUS(status)
+            how = f"exited with status {code}"
+        if self._stop_signal is not None:
+            slot.done = True
+            logger.info("worker process of slot %d %s", slot.index, how)
+            return
+        if code == 0:
+            # A burst worker that drained its queues: nothing to restart.
+            slot.done = True
+            logger.info("worker process of slot %d finished", slot.index)
+            return
+        if code == EXIT_RECYCLE:
+            slot.restart_at = time.monotonic()
+            logger.warning(
+                "worker process of slot %d recycled (a job overran); replacing it", slot.index
+            )
+            return
+        slot.quick_deaths = 0 if lived >= STABLE_AFTER_S else slot.quick_deaths + 1
+        delay = min(
+            RESTART_BACKOFF_CAP_S, RESTART_BACKOFF_BASE_S * 2 ** max(slot.quick_deaths - 1, 0)
+        )
+        slot.restart_at = time.monotonic() + delay
+        logger.error(
+            "worker process of slot %d %s after %.1f s; restarting in %.1f s",
+            slot.index,
+            how,
+            lived,
+            delay,
+        )
+
+    # -- main loop ------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Start the workers and supervise them until they are stopped. Returns 0."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        for slot in self.slots:
+            self._spawn(slot)
+        while True:
+            while self._forward:
+                signum = self._forward.pop(0)
+                logger.warning(
+                    "%s: passing it on to %d worker process(es)",
+                    signal.Signals(signum).name,
+                    sum(s.pid is not None for s in self.slots),
+                )
+                self._send(signum)
+                if self._stop_deadline is None:
+                    self._stop_deadline = time.monotonic() + self.grace_s + KILL_AFTER_GRACE_S
+            self._reap_children()
+            running = [s for s in self.slots if s.pid is not None]
+            if self._stop_signal is not None:
+                if not running:
+                    break
+                if self._stop_deadline is not None and time.monotonic() > self._stop_deadline:
+                    logger.error("worker processes outlived their grace period; killing them")
+                    self._send(signal.SIGKILL)
+            else:
+                now = time.monotonic()
+                for slot in self.slots:
+                    if slot.pid is None and slot.restart_at is not None and now >= slot.restart_at:
+                        slot.restarts += 1
+                        self._spawn(slot)
+                if all(s.done for s in self.slots):
+                    break
+            time.sleep(0.1)
+        logger.info("supervisor stopped")
+        return 0
