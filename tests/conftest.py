@@ -85,6 +85,8 @@ class WorkerProcesses:
                 env=subprocess_env(**(settings or {})),
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                # Its own process group, so cleanup also reaches a supervisor's children.
+                start_new_session=True,
             )
         proc.log_path = log  # type: ignore[attr-defined]
         self.procs.append(proc)
@@ -134,8 +136,10 @@ class WorkerProcesses:
 
     def stop_all(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         for proc in self.procs:
             try:
                 proc.wait(timeout=10)

@@ -94,3 +94,30 @@ def sleep_on_first_run(context, path, sleep_s):
     if earlier == 0:
         time.sleep(sleep_s)
     return {"runs_before": earlier}
+
+
+@job(takes_context=True)
+def recorded_work(context, sleep_s=0.0):
+    """Write a Run row (job id, attempt, pid), then work for ``sleep_s``."""
+    from tests.testapp.models import Run
+
+    Run.objects.create(job_id=context.job_id, attempt=context.attempt, pid=os.getpid())
+    time.sleep(sleep_s)
+
+
+@job(takes_context=True)
+def spin_forever(context, path):
+    """A runaway: records its start, then never returns (ignores should_stop on purpose)."""
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()}\n")
+    while True:
+        time.sleep(0.1)
+
+
+@job(takes_context=True)
+def exit_process(context, path):
+    """A poison job: records its attempt, then ends its worker process with os._exit(1)."""
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()}\n")
+        f.flush()
+    os._exit(1)

@@ -1,0 +1,94 @@
+"""A private PostgreSQL cluster for tests that stop or restart the server.
+
+Such tests must never touch the shared server: this starts a throwaway cluster (initdb, pg_ctl)
+on a free port in a temporary folder, as the ``postgres`` OS user when the tests run as root
+(initdb refuses root), and removes it afterwards.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def _bin_dir() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    if found:
+        return Path(found[-1]).parent
+    pg_ctl = shutil.which("pg_ctl")
+    return Path(pg_ctl).parent if pg_ctl else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrivateCluster:
+    """A PostgreSQL server of the test's own: ``start``, ``stop``, ``restart``, ``url``."""
+
+    def __init__(self) -> None:
+        bindir = _bin_dir()
+        if bindir is None:
+            raise RuntimeError("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+        self.bindir = bindir
+        self.port = _free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="jobqueue-pg-"))
+        self.datadir = self.root / "data"
+        self.as_postgres = os.geteuid() == 0
+        if self.as_postgres:
+            shutil.chown(self.root, "postgres", "postgres")
+        self._run("initdb", "-D", str(self.datadir), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+
+    def _run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        cmd = [str(self.bindir / tool), *args]
+        if self.as_postgres:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, check=check, cwd=self.root)
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.datadir),
+            "-o",
+            options,
+            "-l",
+            str(self.root / "server.log"),
+            "-w",
+            "start",
+        )
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``fast`` disconnects every client, as a restart does)."""
+        self._run("pg_ctl", "-D", str(self.datadir), "-m", mode, "-w", "stop", check=False)
+
+    def restart(self) -> None:
+        """Restart with a fast shutdown: every connection is cut."""
+        self.stop("fast")
+        self.start()
+
+    def url(self, dbname: str = "postgres") -> str:
+        """Return a DATABASE_URL for ``dbname`` on this server."""
+        return f"postgres://postgres@127.0.0.1:{self.port}/{dbname}"
+
+    def create_database(self, name: str) -> str:
+        """Create a database and return its URL."""
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def destroy(self) -> None:
+        """Stop the server and remove its files."""
+        self.stop("immediate")
+        shutil.rmtree(self.root, ignore_errors=True)

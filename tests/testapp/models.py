@@ -1,0 +1,12 @@
+"""A side table the fault tests' handlers write: one row per run of a job."""
+
+from django.db import models
+
+
+class Run(models.Model):
+    """One run of a job's handler (written at its start)."""
+
+    job_id = models.BigIntegerField(db_index=True)
+    attempt = models.PositiveIntegerField()
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField(auto_now_add=True)
