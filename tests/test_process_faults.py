@@ -399,7 +399,7 @@ def test_sigterm_drains_running_jobs_then_releases_the_rest(workers, tmp_path):
     assert (state(j3), Job.objects.get(id=j3).attempts) == ("ready", 0)
     assert not Worker.objects.filter(worker_id="drain-w1").exists()
     log = workers.log(w1)
-    assert f"job {j2} tests.testapp.jobs.sleep_on_first_run released at shutdown" in log
+    assert f"job {j2} tests.testapp.jobs.sleep_on_first_run attempt 1/8 released at shutdown" in log
     assert "stopped: succeeded 1, retried 0, dead 0, cancelled 0, lost 0, released 1" in log
 
     # W2 takes over: J2 runs again (its handler ran twice) and succeeds on attempt 1.
