@@ -28,10 +28,11 @@ def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any
     """Warn when the default database is not PostgreSQL (jobqueue.W001)."""
     if not databases or "default" not in databases:
         return []
-    vendor = connections["default"].vendor
+    connection = connections["default"]
+    vendor = connection.vendor
     if vendor == "postgresql":
         return []
-    return [
+    messages = [
         checks.Warning(
             f"jobqueue is running on {vendor}: fine for development, not for several worker "
             "processes on a busy site.",
@@ -39,3 +40,15 @@ def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any
             id="jobqueue.W001",
         )
     ]
+    options = connection.settings_dict.get("OPTIONS", {})
+    if vendor == "sqlite" and options.get("transaction_mode") != "IMMEDIATE":
+        messages.append(
+            checks.Warning(
+                "SQLite without OPTIONS['transaction_mode'] = 'IMMEDIATE': a worker's threads "
+                "fail with 'database is locked' when two of them start writing at once.",
+                hint="Set DATABASES['default']['OPTIONS'] = "
+                "{'transaction_mode': 'IMMEDIATE', 'timeout': 30}.",
+                id="jobqueue.W002",
+            )
+        )
+    return messages

@@ -6,6 +6,8 @@ commits or rolls back with the caller's business data.
 
 from __future__ import annotations
 
+import inspect
+import json
 import math
 import random
 import traceback as traceback_module
@@ -20,7 +22,7 @@ from django.utils import timezone
 
 from .backoff import backoff_delay
 from .conf import get_settings, validate_queue_name
-from .errors import MAX_DELAY_SECONDS, InvalidJobOption, QueueUnavailable
+from .errors import MAX_DELAY_SECONDS, InvalidJobOption, InvalidPayload, QueueUnavailable
 from .jobs import JobType
 from .payloads import sanitize_text, to_json
 from .states import DeadReason
@@ -29,7 +31,16 @@ from .store import ClaimedJob, NewJob, get_store
 __all__ = ["ack", "cancel", "claim", "enqueue", "heartbeat", "nack", "retry"]
 
 PRIORITY_MIN, PRIORITY_MAX = -100, 100
+MAX_ATTEMPTS_LIMIT = 10_000
 TRACEBACK_TAIL_CHARS = 4000
+ERROR_MESSAGE_CHARS = 2000
+
+
+def _safe_str(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - any __str__ may raise; the type still tells something
+        return f"<unprintable {type(value).__qualname__}>"
 
 
 def validate_options(
@@ -55,9 +66,13 @@ def validate_options(
             "priority", f"must be an integer in {PRIORITY_MIN}..{PRIORITY_MAX}, got {priority!r}"
         )
     if max_attempts is not None and (
-        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, int)
+        or not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT
     ):
-        raise InvalidJobOption("max_attempts", f"must be an integer >= 1, got {max_attempts!r}")
+        raise InvalidJobOption(
+            "max_attempts", f"must be an integer in 1..{MAX_ATTEMPTS_LIMIT}, got {max_attempts!r}"
+        )
     if timeout_s is not None and (
         isinstance(timeout_s, bool)
         or not isinstance(timeout_s, int | float)
@@ -127,6 +142,41 @@ def _run_at(run_at: Any, delay: Any, name: str = "run_at") -> tuple[datetime | N
     return None, seconds
 
 
+def _registered(type_name: str) -> JobType | None:
+    from .jobs import registry
+
+    return registry().get(type_name)
+
+
+def _check_arguments(job_type: JobType | None, payload: dict[str, Any]) -> None:
+    """Refuse a payload its handler cannot be called with (known handlers only).
+
+    A missing or unexpected argument would otherwise fail on every attempt, long after the
+    caller could have fixed it. Types unknown in this process (another service's) are not
+    checked.
+    """
+    if job_type is None:
+        return
+    try:
+        signature = inspect.signature(job_type.func)
+    except (TypeError, ValueError):
+        return
+    args = (None,) if job_type.takes_context else ()
+    try:
+        signature.bind(*args, **payload)
+    except TypeError as exc:
+        raise InvalidPayload("payload", f"does not fit {job_type.name}{signature}: {exc}") from None
+
+
+def _job_id(job_id: Any) -> int:
+    # A job id is a positive integer; anything else names no job (rather than a database error).
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
+        from .errors import JobNotFound
+
+        raise JobNotFound(job_id)
+    return job_id
+
+
 def _unavailable(exc: Exception, using: str | None) -> QueueUnavailable:
     return QueueUnavailable(f"queue database {using or 'default'!r} is unavailable: {exc}")
 
@@ -191,6 +241,9 @@ def enqueue(
     validate_options(priority=priority, max_attempts=max_attempts, timeout_s=timeout_s)
     _text_option("tenant_id", tenant_id, 100, allow_none=False)
     _text_option("dedupe_key", dedupe_key, 200, allow_none=True)
+    if dedupe_key == "":
+        # An empty key would silently merge unrelated jobs of the queue into one.
+        raise InvalidJobOption("dedupe_key", "must be a non-empty string, or None for no key")
     when, delay_s = _run_at(run_at, delay)
     if payload is None:
         payload = {}
@@ -199,6 +252,7 @@ def enqueue(
             "payload", f"must be a dict of keyword arguments, got {type(payload).__name__}"
         )
     payload_json = to_json(payload, max_bytes=conf.max_payload_bytes)
+    _check_arguments(type_defaults or _registered(type_name), json.loads(payload_json))
     new_job = NewJob(
         queue=queue,
         type=type_name,
@@ -298,13 +352,23 @@ def ack(
 def error_entry(
     error: BaseException | str, *, attempt: int, worker_id: str = "", kind: str = "error"
 ) -> dict[str, Any]:
-    """Build one error-history entry (type, message, traceback tail), safe for PostgreSQL."""
+    """Build one error-history entry (type, message, traceback tail), safe for PostgreSQL.
+
+    Never raises: recording a failure must not fail. The message keeps its first
+    ``ERROR_MESSAGE_CHARS`` characters and the traceback its last ``TRACEBACK_TAIL_CHARS``.
+    """
     if isinstance(error, BaseException):
         error_type = type(error).__qualname__
-        message = str(error)
-        tb = "".join(traceback_module.format_exception(error))[-TRACEBACK_TAIL_CHARS:]
+        message = _safe_str(error)
+        try:
+            tb = "".join(traceback_module.format_exception(error))
+        except Exception:  # noqa: BLE001 - a broken __str__ can break formatting too
+            tb = f"{error_type}: {message}"
     else:
-        error_type, message, tb = "Error", str(error), ""
+        error_type, message, tb = "Error", _safe_str(error), ""
+    if len(message) > ERROR_MESSAGE_CHARS:
+        message = f"{message[:ERROR_MESSAGE_CHARS]}... ({len(message)} characters)"
+    tb = tb[-TRACEBACK_TAIL_CHARS:]
     return {
         "kind": kind,
         "attempt": attempt,
@@ -372,7 +436,7 @@ def cancel(job_id: int, *, using: str | None = None) -> bool:
     Raises:
         JobNotFound: no job has this id.
     """
-    return get_store(using).cancel(job_id)
+    return get_store(using).cancel(_job_id(job_id))
 
 
 def retry(job_id: int, *, using: str | None = None) -> bool:
@@ -388,7 +452,7 @@ def retry(job_id: int, *, using: str | None = None) -> bool:
         JobNotFound: no job has this id.
         DuplicateJob: a live job now holds the same dedupe key on the same queue.
     """
-    return get_store(using).retry(job_id)
+    return get_store(using).retry(_job_id(job_id))
 
 
 def backoff_for(job_type: str, attempt: int, rng: random.Random | None = None) -> float:

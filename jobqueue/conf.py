@@ -81,12 +81,15 @@ class JobQueueSettings:
     queues: tuple[str, ...] = DEFAULT_QUEUES
 
 
-def _number(key: str, value: Any, *, minimum: float = 0.0, strict: bool = True) -> float:
+def _number(
+    key: str, value: Any, *, minimum: float = 0.0, strict: bool = True, where: str = "JOBQUEUE"
+) -> float:
+    name = f"{where}[{key!r}]"
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise JobQueueConfigurationError(f"JOBQUEUE[{key!r}] must be a number, got {value!r}")
+        raise JobQueueConfigurationError(f"{name} must be a number, got {value!r}")
     if (value <= minimum) if strict else (value < minimum):
         op = ">" if strict else ">="
-        raise JobQueueConfigurationError(f"JOBQUEUE[{key!r}] must be {op} {minimum}, got {value!r}")
+        raise JobQueueConfigurationError(f"{name} must be {op} {minimum}, got {value!r}")
     return float(value)
 
 
@@ -125,8 +128,8 @@ def parse_backoff(value: Any, where: str = "JOBQUEUE['BACKOFF']") -> Backoff:
             f"{where}['policy'] must be one of {', '.join(BACKOFF_POLICIES)}, "
             f"got {merged['policy']!r}"
         )
-    base = _number("BACKOFF.base_seconds", merged["base_seconds"])
-    cap = _number("BACKOFF.cap_seconds", merged["cap_seconds"])
+    base = _number("base_seconds", merged["base_seconds"], where=where)
+    cap = _number("cap_seconds", merged["cap_seconds"], where=where)
     if cap > MAX_DELAY_SECONDS:
         raise JobQueueConfigurationError(
             f"{where}: cap_seconds ({cap}) must be at most {MAX_DELAY_SECONDS} (ten years)"

@@ -7,6 +7,7 @@ the ones that carry context (a job id, a JSON path) format it into the message.
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -132,11 +133,13 @@ class RetryAfter(Exception):
     The attempt still counts against ``max_attempts``, because attempts count claims.
 
     Args:
-        seconds: delay before the next attempt, in seconds (>= 0).
+        seconds: delay before the next attempt, in seconds (>= 0), or a ``timedelta``.
         message: optional text recorded in the job's error history.
     """
 
-    def __init__(self, seconds: float, message: str = "") -> None:
+    def __init__(self, seconds: float | timedelta, message: str = "") -> None:
+        if isinstance(seconds, timedelta):
+            seconds = seconds.total_seconds()
         # NaN and infinity would reach the nack as a delay PostgreSQL refuses ("interval out of
         # range"): the failure could not be recorded and the job would sit leased until reaped.
         if (

@@ -13,6 +13,9 @@ from typing import Any
 
 from .errors import InvalidPayload
 
+MAX_DEPTH = 100
+"""Deepest nesting of lists and dicts accepted in a payload or result."""
+
 
 def _describe(value: Any) -> str:
     kind = type(value)
@@ -52,6 +55,10 @@ def _check(value: Any, path: str, containing: set[int] | None = None) -> None:
         containing = set() if containing is None else containing
         if id(value) in containing:
             raise InvalidPayload(path, "refers back to a list or dict that contains it (a cycle)")
+        # `containing` holds the ancestors, so its size is the depth. Deeper JSON would end in a
+        # RecursionError here or in json.dumps, not an error naming the path.
+        if len(containing) >= MAX_DEPTH:
+            raise InvalidPayload(path, f"nested deeper than {MAX_DEPTH} lists or dicts")
         containing.add(id(value))
         try:
             _check_container(value, path, containing)
@@ -103,7 +110,7 @@ def to_json(value: Any, *, root: str = "payload", max_bytes: int | None = None) 
     Raises:
         InvalidPayload: a value JSON cannot hold (naming its path), a NUL character, a lone
             surrogate, NaN or infinity, two keys that JSON would merge (``1`` and ``"1"``), a
-            cycle, or a size over ``max_bytes``.
+            cycle, nesting deeper than ``MAX_DEPTH``, or a size over ``max_bytes``.
     """
     _check(value, root)
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))

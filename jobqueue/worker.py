@@ -25,7 +25,6 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -39,6 +38,12 @@ from .jobs import JobContext
 from .store import ClaimedJob, ExpiredLease, ReapDecision, get_store
 
 logger = logging.getLogger("jobqueue.worker")
+
+#: A worker row not refreshed for this long (seconds) belongs to a process that died without
+#: exiting cleanly; any worker deletes it. Until then the admin shows it as not alive.
+WORKER_ROW_RETENTION_S = 3600.0
+#: How often each worker looks for such rows, seconds.
+WORKER_PRUNE_INTERVAL_S = 60.0
 
 #: Longest pause between attempts to reach a database that is down, seconds.
 MAX_RECONNECT_DELAY_S = 10.0
@@ -166,7 +171,6 @@ class Worker:
         self._stopping = threading.Event()
         self._force = threading.Event()
         self._heartbeat_stop = threading.Event()
-        self._pool: ThreadPoolExecutor | None = None
         # Lease tokens of runs failed for passing timeout_s whose handler has not returned yet.
         self._overrun: set[uuid.UUID] = set()
         self._db_failures = 0
@@ -222,10 +226,6 @@ class Worker:
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
-        # Twice the slots: a handler that ran past its timeout keeps its thread (threads cannot
-        # be killed) while its slot goes to the next job, so up to `concurrency` overrunning
-        # handlers cost no capacity.
-        self._pool = ThreadPoolExecutor(2 * self.concurrency, thread_name_prefix="jobqueue-job")
         self._register()
         heartbeat = threading.Thread(
             target=self._heartbeat_loop, name="jobqueue-heartbeat", daemon=True
@@ -283,10 +283,7 @@ class Worker:
                     return
                 self._wait(min(0.2, max(deadline - time.monotonic(), 0.0)))
                 continue
-            free = min(
-                self.concurrency - len(self._running),
-                2 * self.concurrency - len(self._running) - len(self._overrun),
-            )
+            free = self.concurrency - len(self._running)
             claimed: list[ClaimedJob] = []
             if free > 0:
                 try:
@@ -372,12 +369,24 @@ class Worker:
         )
         with self._lock:
             self._running[job.id] = _Running(claimed=job, context=context)
-        assert self._pool is not None
-        self._pool.submit(self._run_job, job, context)
+        # A thread per run, not a pool: a handler that overran its timeout keeps its thread
+        # (Python cannot kill threads) and must not take a slot's capacity with it.
+        threading.Thread(
+            target=self._run_job,
+            args=(job, context),
+            name=f"jobqueue-job-{job.id}",
+            daemon=True,
+        ).start()
 
     def _run_job(self, job: ClaimedJob, context: JobContext) -> None:
         try:
             outcome = execute(job, context)
+        except BaseException as exc:
+            # execute() turns handler errors into outcomes; this is a failure of that machinery
+            # itself (an exception whose str() raises, say). Without an outcome the slot would
+            # be lost and the job would sit leased until it timed out.
+            logger.exception("job %s: could not turn its run into an outcome", job.id)
+            outcome = failure_outcome(job, exc, self.worker_id)
         finally:
             # Like the end of a request: roll back and close what the handler opened.
             close_old_connections()
@@ -518,6 +527,7 @@ class Worker:
         tick = min(self.heartbeat_interval_s, self.reaper_interval_s)
         next_beat = time.monotonic() + self.heartbeat_interval_s
         next_reap = time.monotonic()
+        next_prune = time.monotonic() + WORKER_PRUNE_INTERVAL_S
         outage = _OutageLog("heartbeat")
         try:
             while not self._heartbeat_stop.wait(tick):
@@ -534,6 +544,15 @@ class Worker:
                                 "reaper: %d expired lease(s) back to the queue, %d dead-lettered",
                                 retried,
                                 dead,
+                            )
+                    if now >= next_prune:
+                        next_prune = now + WORKER_PRUNE_INTERVAL_S
+                        gone = self.store.prune_workers(WORKER_ROW_RETENTION_S)
+                        if gone:
+                            logger.info(
+                                "removed %d worker row(s) silent for over %.0f s",
+                                gone,
+                                WORKER_ROW_RETENTION_S,
                             )
                     outage.ok()
                 except DatabaseError as exc:
@@ -624,6 +643,8 @@ class Worker:
         self._record_ready_outcomes()
         for job_id, running in list(self._running.items()):
             try:
+                # The handler (if it still runs) is told: its outcome will not be recorded.
+                running.context.mark_lease_lost()
                 state = self.store.release(job_id, running.claimed.lease_token)
                 if state == "cancelled":
                     self.stats["cancelled"] += 1
@@ -652,8 +673,6 @@ class Worker:
             self.store.deregister_worker(self.worker_id)
         except DatabaseError as exc:
             logger.error("could not deregister worker %s: %s", self.worker_id, exc)
-        assert self._pool is not None
-        self._pool.shutdown(wait=False, cancel_futures=True)
         connections.close_all()
         logger.info(
             "worker %s stopped: %s",

@@ -125,9 +125,9 @@ def test_bad_values_are_an_error_naming_the_key(key, value):
     [
         ({"policy": "linear"}, "'policy'] must be one of none, full, equal, decorrelated"),
         ({"policy": None}, "must be one of"),
-        ({"base_seconds": 0}, "BACKOFF.base_seconds"),
-        ({"cap_seconds": -1}, "BACKOFF.cap_seconds"),
-        ({"base_seconds": "1"}, "BACKOFF.base_seconds"),
+        ({"base_seconds": 0}, "JOBQUEUE['BACKOFF']['base_seconds'] must be > 0"),
+        ({"cap_seconds": -1}, "JOBQUEUE['BACKOFF']['cap_seconds'] must be > 0"),
+        ({"base_seconds": "1"}, "JOBQUEUE['BACKOFF']['base_seconds'] must be a number"),
         (
             {"base_seconds": 10, "cap_seconds": 5},
             "cap_seconds (5.0) must be >= base_seconds (10.0)",

@@ -12,7 +12,7 @@ import socket
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from django.utils import timezone
@@ -230,6 +230,18 @@ class WorkerRegistry:
         Worker.objects.using(self.alias).filter(worker_id=worker_id).update(
             last_seen_at=timezone.now(), running_jobs=running_jobs, status=status
         )
+
+    def prune_workers(self, silent_for_s: float) -> int:
+        """Delete the rows of workers not seen for ``silent_for_s`` seconds; return how many.
+
+        Those processes died without a clean exit (SIGKILL, a lost host). Their jobs were
+        recovered by lease expiry long before; the row is only history.
+        """
+        from ..models import Worker
+
+        cutoff = timezone.now() - timedelta(seconds=silent_for_s)
+        deleted, _ = Worker.objects.using(self.alias).filter(last_seen_at__lt=cutoff).delete()
+        return deleted
 
     def deregister_worker(self, worker_id: str) -> None:
         """Delete the worker's row at clean exit."""

@@ -373,4 +373,9 @@ class GenericStore(WorkerRegistry):
                 )
                 return bool(updated)
         except IntegrityError:
-            raise DuplicateJob(row["queue"], row["dedupe_key"] or "") from None
+            holder = (
+                self._jobs.filter(queue=row["queue"], dedupe_key=row["dedupe_key"], state__in=LIVE)
+                .values_list("id", flat=True)
+                .first()
+            )
+            raise DuplicateJob(row["queue"], row["dedupe_key"] or "", holder) from None

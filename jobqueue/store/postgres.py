@@ -237,9 +237,16 @@ class PostgresStore(WorkerRegistry):
                         return True
         except IntegrityError:
             from ..models import Job
+            from ..states import LIVE
 
             job = Job.objects.using(self.alias).get(id=job_id)
-            raise DuplicateJob(job.queue, job.dedupe_key or "") from None
+            holder = (
+                Job.objects.using(self.alias)
+                .filter(queue=job.queue, dedupe_key=job.dedupe_key, state__in=LIVE)
+                .values_list("id", flat=True)
+                .first()
+            )
+            raise DuplicateJob(job.queue, job.dedupe_key or "", holder) from None
         if not self._exists(job_id):
             raise JobNotFound(job_id)
         return False

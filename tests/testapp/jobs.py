@@ -121,3 +121,22 @@ def exit_process(context, path):
         f.write(f"{context.job_id} {context.attempt} {os.getpid()}\n")
         f.flush()
     os._exit(1)
+
+
+class UnprintableError(Exception):
+    """An exception whose str() itself raises (seen in third-party libraries)."""
+
+    def __str__(self):
+        raise RuntimeError("str failed")
+
+
+@job
+def raise_unprintable():
+    raise UnprintableError()
+
+
+@job(takes_context=True)
+def hang_forever(context):
+    """Never returns and ignores should_stop: a true runaway."""
+    while True:
+        time.sleep(0.2)

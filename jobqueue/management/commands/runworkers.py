@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from jobqueue.conf import get_settings, validate_queue_name
@@ -91,6 +91,31 @@ def worker_id_text(text: str) -> str:
     return text
 
 
+def _require_migrations(alias: str) -> None:
+    """Refuse to start on a database whose jobqueue tables are missing or out of date.
+
+    A worker there would fail every statement; its database retry loop is for outages, not for
+    a forgotten ``migrate``, so say so now. If the database cannot be reached at all, start
+    anyway: the worker waits for it.
+    """
+    from django.db import DatabaseError
+    from django.db.migrations.executor import MigrationExecutor
+
+    try:
+        executor = MigrationExecutor(connections[alias])
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except DatabaseError:
+        return
+    finally:
+        connections[alias].close()
+    pending = [migration.name for migration, _ in plan if migration.app_label == "jobqueue"]
+    if pending:
+        raise CommandError(
+            f"the jobqueue tables in database {alias!r} are not up to date (unapplied: "
+            f"{', '.join(pending)}); run `python manage.py migrate` first"
+        )
+
+
 class Command(BaseCommand):
     help = (
         "Run a jobqueue worker: claim jobs from the queues, run them on a thread pool, "
@@ -157,9 +182,8 @@ class Command(BaseCommand):
         self._configure_logging(options["verbosity"])
         conf = get_settings()
         if options["database"] not in connections:
-            from django.core.management.base import CommandError
-
             raise CommandError(f"--database {options['database']!r} is not in DATABASES")
+        _require_migrations(options["database"])
         settings = {
             "queues": options["queues"] or conf.queues,
             "concurrency": options["concurrency"],

@@ -102,6 +102,15 @@ class Command(BaseCommand):
             # The workers log to their files; this process would only repeat every enqueue.
             logging.getLogger("jobqueue").setLevel(logging.WARNING)
         call_command("migrate", verbosity=0, interactive=False)
+        from django.db import connection
+
+        db = connection.settings_dict
+        where = db["NAME"] if connection.vendor == "sqlite" else f"{db['HOST']}/{db['NAME']}"
+        self.stdout.write(
+            f"Database: {connection.vendor} ({where}); set DATABASE_URL to use another. "
+            "The stand-in payment partner fails on purpose (refusals, lost answers, declined "
+            "cards), so some jobs retry and a few end dead: that is the point of the demo."
+        )
 
         email_dir = Path(settings.SHOP_EMAIL_DIR)
         eml_before = eml_files(email_dir)
