@@ -586,6 +586,14 @@ class StoreContract:
         assert self.count() == 2
         assert store.enqueue(new_job(queue="other", dedupe_key="k")) == on_other
 
+    def test_enqueue_or_get_says_whether_a_row_was_inserted(self, store):
+        first, created = store.enqueue_or_get(new_job(dedupe_key="k"))
+        assert created is True
+        assert store.enqueue_or_get(new_job(dedupe_key="k")) == (first, False)
+        other, created = store.enqueue_or_get(new_job())
+        assert created is True and other != first
+        assert self.count() == 2
+
     def test_enqueue_without_dedupe_key_always_inserts(self, store):
         ids = {store.enqueue(new_job()) for _ in range(3)}
         assert len(ids) == 3

@@ -105,6 +105,14 @@ class Store(Protocol):
         trusted.
         """
 
+    def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
+        """Like :meth:`enqueue`, and say whether a row was inserted.
+
+        Returns:
+            ``(job_id, created)``: ``created`` is False when a live job held the dedupe key and
+            its id was returned instead.
+        """
+
     def claim(
         self,
         queues: Sequence[str],

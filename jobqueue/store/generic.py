@@ -45,6 +45,9 @@ class GenericStore(WorkerRegistry):
         return self._jobs.filter(id=job_id, lease_token=lease_token, state=JobState.LEASED)
 
     def enqueue(self, job: NewJob) -> int:
+        return self.enqueue_or_get(job)[0]
+
+    def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
         from ..models import Job
 
         now = timezone.now()
@@ -57,7 +60,7 @@ class GenericStore(WorkerRegistry):
                     .first()
                 )
                 if existing is not None:
-                    return existing
+                    return existing, False
             try:
                 with transaction.atomic(using=self.alias):
                     row = Job(
@@ -74,7 +77,7 @@ class GenericStore(WorkerRegistry):
                         created_at=now,
                     )
                     row.save(using=self.alias, force_insert=True)
-                    return row.id
+                    return row.id, True
             except IntegrityError:
                 if job.dedupe_key is None:
                     raise

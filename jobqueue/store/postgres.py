@@ -45,6 +45,9 @@ class PostgresStore(WorkerRegistry):
         return cursor
 
     def enqueue(self, job: NewJob) -> int:
+        return self.enqueue_or_get(job)[0]
+
+    def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
         params = {
             "queue": job.queue,
             "type": job.type,
@@ -63,11 +66,11 @@ class PostgresStore(WorkerRegistry):
             with self._execute("enqueue", params) as cursor:
                 row = cursor.fetchone()
             if row is not None:
-                return row[0]
+                return row[0], True
             with self._execute("find_live_dedupe", params) as cursor:
                 row = cursor.fetchone()
             if row is not None:
-                return row[0]
+                return row[0], False
         raise DuplicateJob(job.queue, job.dedupe_key or "")
 
     def claim(
