@@ -20,12 +20,13 @@ from django.conf import settings as django_settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
+from . import signals
 from .backoff import backoff_delay
 from .conf import get_settings, validate_queue_name
 from .errors import MAX_DELAY_SECONDS, InvalidJobOption, InvalidPayload, QueueUnavailable
 from .jobs import JobType
 from .payloads import sanitize_text, to_json
-from .states import DeadReason
+from .states import DeadReason, JobState
 from .store import ClaimedJob, NewJob, get_store
 
 __all__ = ["ack", "cancel", "claim", "enqueue", "heartbeat", "nack", "retry"]
@@ -223,6 +224,40 @@ def enqueue(
         django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
             the caller's transaction; retry the transaction.
     """
+    return enqueue_or_get(
+        queue,
+        job_type,
+        payload,
+        run_at=run_at,
+        delay=delay,
+        priority=priority,
+        dedupe_key=dedupe_key,
+        max_attempts=max_attempts,
+        timeout_s=timeout_s,
+        tenant_id=tenant_id,
+        using=using,
+    )[0]
+
+
+def enqueue_or_get(
+    queue: str,
+    job_type: str | JobType,
+    payload: dict[str, Any] | None = None,
+    *,
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    priority: int | None = None,
+    dedupe_key: str | None = None,
+    max_attempts: int | None = None,
+    timeout_s: float | None = None,
+    tenant_id: str = "",
+    using: str | None = None,
+) -> tuple[int, bool]:
+    """Internal: :func:`enqueue`, returning ``(job_id, created)``.
+
+    ``created`` is False when a live job held ``dedupe_key`` and its id was returned. Sends
+    ``job_enqueued`` for a new row only.
+    """
     conf = get_settings()
     type_defaults = job_type if isinstance(job_type, JobType) else None
     type_name = job_type.name if isinstance(job_type, JobType) else job_type
@@ -266,7 +301,7 @@ def enqueue(
         dedupe_key=dedupe_key,
     )
     try:
-        return get_store(using).enqueue(new_job)
+        job_id, created = get_store(using).enqueue_or_get(new_job)
     except (OperationalError, InterfaceError) as exc:
         # SQLSTATE class 40 (serialization failure, deadlock) is not an outage: the database
         # asks the caller to retry its transaction, and retry wrappers look for that very error
@@ -274,6 +309,21 @@ def enqueue(
         if (getattr(exc.__cause__, "sqlstate", None) or "").startswith("40"):
             raise
         raise _unavailable(exc, using) from exc
+
+    if created:
+        from .models import Job
+
+        signals.job_enqueued.send(
+            sender=Job,
+            job_id=job_id,
+            job_type=type_name,
+            queue=queue,
+            priority=priority,
+            run_at=when,
+            tenant_id=tenant_id,
+            using=using or "default",
+        )
+    return job_id, created
 
 
 def claim(
@@ -436,7 +486,15 @@ def cancel(job_id: int, *, using: str | None = None) -> bool:
     Raises:
         JobNotFound: no job has this id.
     """
-    return get_store(using).cancel(_job_id(job_id))
+    job_id = _job_id(job_id)
+    state = get_store(using).cancel_or_request(job_id)
+    if state == JobState.CANCELLED:
+        # A running job's cancel is only requested here; its worker sends the signal when the
+        # job ends cancelled.
+        from .models import Job
+
+        signals.job_cancelled.send(sender=Job, job_id=job_id, using=using or "default")
+    return state is not None
 
 
 def retry(job_id: int, *, using: str | None = None) -> bool:

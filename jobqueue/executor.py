@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from . import signals
 from .client import backoff_for, error_entry
 from .errors import InvalidPayload, JobTimeout, PermanentError, RetryAfter, UnknownJobType
 from .jobs import JobContext, resolve
@@ -89,6 +91,26 @@ def failure_outcome(
     )
 
 
+def _send_started(claimed: ClaimedJob, context: JobContext) -> None:
+    from .models import Job
+
+    responses = signals.job_started.send_robust(
+        sender=Job,
+        job_id=claimed.id,
+        job_type=claimed.job_type,
+        queue=claimed.queue,
+        attempt=claimed.attempt,
+        max_attempts=claimed.max_attempts,
+        worker_id=context.worker_id,
+        context=context,
+    )
+    for receiver, response in responses:
+        if isinstance(response, Exception):
+            logger.error(
+                "job %s: job_started receiver %r failed", claimed.id, receiver, exc_info=response
+            )
+
+
 def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None = None) -> Outcome:
     """Run the handler of ``claimed`` with its payload and return the outcome.
 
@@ -105,6 +127,7 @@ def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None 
     started = time.monotonic()
     try:
         job_type = resolve(claimed.job_type)
+        _send_started(claimed, context)
         args = (context,) if job_type.takes_context else ()
         if inspect.iscoroutinefunction(job_type.func):
             result = asyncio.run(job_type.func(*args, **claimed.payload))
@@ -123,3 +146,52 @@ def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None 
     return Outcome(
         job_id=claimed.id, status="succeeded", result_json=result_json, duration_s=duration
     )
+
+
+def send_outcome_signal(
+    claimed: ClaimedJob, outcome: Outcome, state: str, worker_id: str, using: str
+) -> None:
+    """Internal: send the signal for an outcome the worker just recorded (or lost).
+
+    ``state`` is the job's state after the recording: ``succeeded`` (``job_succeeded``),
+    ``scheduled`` (``job_retrying``), ``dead`` (``job_dead``), ``cancelled`` (``job_cancelled``:
+    its cancel was requested while it ran), or ``"lost"`` (``job_lease_lost``: the outcome was
+    discarded). Receivers' exceptions are logged, never raised: the outcome is already recorded.
+    """
+    from .models import Job
+
+    common = {
+        "sender": Job,
+        "job_id": claimed.id,
+        "job_type": claimed.job_type,
+        "queue": claimed.queue,
+        "attempt": claimed.attempt,
+        "max_attempts": claimed.max_attempts,
+        "worker_id": worker_id,
+    }
+    if state == "lost":
+        signal, extra = signals.job_lease_lost, {"status": outcome.status}
+    elif state == "cancelled":
+        signal, extra = signals.job_cancelled, {"using": using, "status": outcome.status}
+    elif state == "succeeded":
+        signal = signals.job_succeeded
+        extra = {"result": json.loads(outcome.result_json), "duration_s": outcome.duration_s}
+    elif state == "scheduled":
+        signal = signals.job_retrying
+        extra = {
+            "error": outcome.error,
+            "delay_s": outcome.delay_s,
+            "duration_s": outcome.duration_s,
+        }
+    else:
+        signal = signals.job_dead
+        extra = {
+            "error": outcome.error,
+            "reason": outcome.dead_reason,
+            "duration_s": outcome.duration_s,
+        }
+    for receiver, response in signal.send_robust(**common, **extra):
+        if isinstance(response, Exception):
+            logger.error(
+                "job %s: signal receiver %r failed", claimed.id, receiver, exc_info=response
+            )

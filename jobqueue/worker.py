@@ -33,7 +33,7 @@ from django.db import DatabaseError, close_old_connections, connections
 from .client import backoff_for
 from .conf import get_settings
 from .errors import JobTimeout, LeaseLost
-from .executor import Outcome, execute, failure_outcome
+from .executor import Outcome, execute, failure_outcome, send_outcome_signal
 from .jobs import JobContext
 from .store import ClaimedJob, ExpiredLease, ReapDecision, get_store
 
@@ -469,6 +469,7 @@ class Worker:
                 outcome.status,
                 self._took(running),
             )
+            self._send_outcome_signal(running, "lost")
         except DatabaseError as exc:
             # Keep the job (and its heartbeat) and try again on the next pass: the outcome is
             # recorded when the database is back, or the job runs again once its lease expires.
@@ -520,6 +521,12 @@ class Worker:
             )
         with self._lock:
             self._running.pop(job_id, None)
+        self._send_outcome_signal(running, state)
+
+    def _send_outcome_signal(self, running: _Running, state: str) -> None:
+        """Send the signal of a recorded outcome: the job's new ``state``, or "lost"."""
+        assert running.outcome is not None
+        send_outcome_signal(running.claimed, running.outcome, state, self.worker_id, self.using)
 
     # -- heartbeat and reaper --------------------------------------------------------------
 

@@ -486,6 +486,17 @@ class StoreContract:
         assert store.retry(job.id) is True
         assert self.row(job.id)["cancel_requested_at"] is None
 
+    def test_cancel_or_request_says_what_happened(self, store):
+        self.make()
+        [running] = store.claim(["q"], "w1", 1, 30.0)
+        waiting = self.make().id
+        assert store.cancel_or_request(waiting) == JobState.CANCELLED
+        assert store.cancel_or_request(waiting) is None
+        assert store.cancel_or_request(running.id) == JobState.LEASED  # requested
+        assert store.cancel_or_request(running.id) is None
+        with pytest.raises(JobNotFound):
+            store.cancel_or_request(987654321)
+
     def test_cancel_of_a_cancelled_job_is_a_no_op(self, store):
         job_id = self.make(JobState.DEAD).id
         assert store.cancel(job_id) is True

@@ -199,6 +199,14 @@ class Store(Protocol):
         Raises JobNotFound.
         """
 
+    def cancel_or_request(self, job_id: int) -> str | None:
+        """Like :meth:`cancel`, and say what happened.
+
+        Returns:
+            ``"cancelled"`` (cancelled now), ``"leased"`` (running: its cancel was requested), or
+            None (already finished, or a cancel already requested). Raises JobNotFound.
+        """
+
     def retry(self, job_id: int) -> bool:
         """Send a dead or cancelled job back to ``ready`` with a fresh attempt budget.
 

@@ -328,20 +328,23 @@ class GenericStore(WorkerRegistry):
         return retried, dead
 
     def cancel(self, job_id: int) -> bool:
+        return self.cancel_or_request(job_id) is not None
+
+    def cancel_or_request(self, job_id: int) -> str | None:
         now = timezone.now()
         with transaction.atomic(using=self.alias):
             if self._jobs.filter(id=job_id, state__in=CANCELLABLE - {JobState.LEASED}).update(
                 state=JobState.CANCELLED, finished_at=now
             ):
-                return True
+                return JobState.CANCELLED
             # A running job is asked to stop; its worker ends it cancelled.
             if self._jobs.filter(
                 id=job_id, state=JobState.LEASED, cancel_requested_at__isnull=True
             ).update(cancel_requested_at=now):
-                return True
+                return JobState.LEASED
         if not self._jobs.filter(id=job_id).exists():
             raise JobNotFound(job_id)
-        return False
+        return None
 
     def retry(self, job_id: int) -> bool:
         now = timezone.now()

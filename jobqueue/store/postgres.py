@@ -224,12 +224,16 @@ class PostgresStore(WorkerRegistry):
             return cursor.fetchone() is not None
 
     def cancel(self, job_id: int) -> bool:
+        return self.cancel_or_request(job_id) is not None
+
+    def cancel_or_request(self, job_id: int) -> str | None:
         with self._execute("cancel", {"id": job_id}) as cursor:
-            if cursor.fetchone() is not None:
-                return True
+            row = cursor.fetchone()
+        if row is not None:
+            return row[0]
         if not self._exists(job_id):
             raise JobNotFound(job_id)
-        return False
+        return None
 
     def retry(self, job_id: int) -> bool:
         try:

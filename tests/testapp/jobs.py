@@ -6,6 +6,7 @@ import time
 
 from jobqueue import job
 from jobqueue.errors import PermanentError, RetryAfter
+from tests.testapp import receivers  # noqa: F401  (connects the signal receivers)
 
 
 @job
