@@ -406,16 +406,20 @@ def error_entry(
 
     Never raises: recording a failure must not fail. The message keeps its first
     ``ERROR_MESSAGE_CHARS`` characters and the traceback its last ``TRACEBACK_TAIL_CHARS``.
+    ``type`` is the exception's qualified name and ``exception_class_path`` its importable path
+    (``module.qualname``; empty for a plain message), which the ``django.tasks`` backend reports
+    as ``TaskError.exception_class_path``.
     """
     if isinstance(error, BaseException):
         error_type = type(error).__qualname__
+        error_path = f"{type(error).__module__}.{type(error).__qualname__}"
         message = _safe_str(error)
         try:
             tb = "".join(traceback_module.format_exception(error))
         except Exception:  # noqa: BLE001 - a broken __str__ can break formatting too
             tb = f"{error_type}: {message}"
     else:
-        error_type, message, tb = "Error", _safe_str(error), ""
+        error_type, error_path, message, tb = "Error", "", _safe_str(error), ""
     if len(message) > ERROR_MESSAGE_CHARS:
         message = f"{message[:ERROR_MESSAGE_CHARS]}... ({len(message)} characters)"
     tb = tb[-TRACEBACK_TAIL_CHARS:]
@@ -424,6 +428,7 @@ def error_entry(
         "attempt": attempt,
         "worker": sanitize_text(worker_id),
         "type": sanitize_text(error_type),
+        "exception_class_path": sanitize_text(error_path),
         "message": sanitize_text(message),
         "traceback": sanitize_text(tb),
     }

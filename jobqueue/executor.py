@@ -18,7 +18,7 @@ from typing import Any
 from . import signals
 from .client import backoff_for, error_entry
 from .errors import InvalidPayload, JobTimeout, PermanentError, RetryAfter, UnknownJobType
-from .jobs import JobContext, resolve
+from .jobs import JobContext, JobType, resolve
 from .payloads import to_json
 from .states import DeadReason
 from .store import ClaimedJob
@@ -91,6 +91,22 @@ def failure_outcome(
     )
 
 
+def resolve_handler(type_name: str) -> JobType:
+    """Internal: return the handler of ``type_name``: a registered type, else a django.tasks task.
+
+    Raises:
+        UnknownJobType: neither.
+    """
+    try:
+        return resolve(type_name)
+    except UnknownJobType as unknown:
+        try:
+            from .backends import task_job_type
+        except ImportError:  # no django.tasks (Django 5.2): it cannot be a task
+            raise unknown from None
+        return task_job_type(type_name)
+
+
 def _send_started(claimed: ClaimedJob, context: JobContext) -> None:
     from .models import Job
 
@@ -126,7 +142,7 @@ def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None 
     """
     started = time.monotonic()
     try:
-        job_type = resolve(claimed.job_type)
+        job_type = resolve_handler(claimed.job_type)
         _send_started(claimed, context)
         args = (context,) if job_type.takes_context else ()
         if inspect.iscoroutinefunction(job_type.func):

@@ -272,6 +272,16 @@ def job(
     return register(func) if func is not None else register
 
 
+def register(job_type: JobType) -> JobType:
+    """Internal: add ``job_type`` to the registry unless its name is taken; return the holder.
+
+    The ``django.tasks`` backend registers each task it validates this way, so workers resolve
+    and back off tasks like ``@job`` types; a ``@job`` of the same name keeps the name.
+    """
+    with _lock:
+        return _registry.setdefault(job_type.name, job_type)
+
+
 def _qualified(f: Callable[..., Any]) -> str:
     return f"{f.__module__}.{f.__qualname__}"
 

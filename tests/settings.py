@@ -4,6 +4,9 @@
 lets the generic store's contract tests run in the same session.
 """
 
+import importlib.util
+
+import django
 import environ
 
 env = environ.Env()
@@ -35,12 +38,30 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 JOBQUEUE = env.json("JOBQUEUE_SETTINGS", default={})
+if importlib.util.find_spec("django.tasks") is not None:  # Django 6.0+
+    # The tasks of tests/testapp/tasks.py run on jobqueue; "immediate" is Django's own backend,
+    # for a task declared elsewhere and moved onto jobqueue with .using(backend="default").
+    TASKS = {
+        "default": {
+            "BACKEND": "jobqueue.backends.JobQueueBackend",
+            "QUEUES": ["default", "tasks", "emails"],
+        },
+        "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
+    }
+# Worker subprocesses send real mail in the documented example; keep it in memory.
+if django.VERSION >= (6, 1):
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"stderr": {"class": "logging.StreamHandler"}},
     "loggers": {
-        "jobqueue": {"handlers": ["stderr"], "level": env("JOBQUEUE_LOG_LEVEL", default="INFO")}
+        "jobqueue": {"handlers": ["stderr"], "level": env("JOBQUEUE_LOG_LEVEL", default="INFO")},
+        # Django's tasks framework logs each task's start and end (with the traceback of a
+        # failure) on this logger; the process tests read it from the worker's output.
+        "django.tasks": {"handlers": ["stderr"], "level": "INFO"},
     },
 }
 MIDDLEWARE = [

@@ -1,0 +1,437 @@
+"""The ``django.tasks`` backend in this process: enqueue, results, validation, and running a task
+through the executor the way a worker does. The end-to-end runs through real ``runworkers``
+processes are in ``test_process_backends.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+import pytest
+
+pytest.importorskip("django.tasks")
+
+from asgiref.sync import async_to_sync
+from django.db import connection, transaction
+from django.tasks import TaskResultStatus, default_task_backend, task, task_backends
+from django.tasks.exceptions import (
+    InvalidTask,
+    InvalidTaskBackend,
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+)
+from django.tasks.signals import task_enqueued, task_finished, task_started
+from django.test import override_settings
+from django.utils import timezone
+
+import jobqueue
+from jobqueue import jobs as jobs_module
+from jobqueue.backends import (
+    JobQueueBackend,
+    JobQueueTask,
+    to_task_result_status,
+)
+from jobqueue.executor import execute
+from jobqueue.jobs import JobContext
+from jobqueue.models import Job
+from jobqueue.states import JobState
+from jobqueue.store import get_store
+from tests.testapp import tasks
+
+pytestmark = pytest.mark.django_db
+
+TASKS_SETTING = {
+    "default": {
+        "BACKEND": "jobqueue.backends.JobQueueBackend",
+        "QUEUES": ["default", "tasks", "emails"],
+    },
+    "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
+}
+
+
+def with_tasks(**default_entry):
+    """Override ``TASKS["default"]`` (keeping the other aliases)."""
+    return override_settings(
+        TASKS={**TASKS_SETTING, "default": {**TASKS_SETTING["default"], **default_entry}}
+    )
+
+
+class Recorder:
+    """Connect to signals for one test and keep (signal name, sender, task_result snapshot)."""
+
+    def __init__(self, *signals):
+        self.seen: list[dict] = []
+        self.signals = signals
+
+    def __enter__(self):
+        for signal in self.signals:
+            signal.connect(self.receive, weak=False)
+        return self
+
+    def __exit__(self, *exc):
+        for signal in self.signals:
+            signal.disconnect(self.receive)
+
+    def receive(self, signal, sender, task_result, **kwargs):
+        import sys
+
+        name = {task_enqueued: "enqueued", task_started: "started", task_finished: "finished"}
+        self.seen.append(
+            {
+                "signal": name[signal],
+                "sender": sender,
+                "id": task_result.id,
+                "status": task_result.status,
+                "attempts": task_result.attempts,
+                "errors": [e.exception_class_path for e in task_result.errors],
+                "in_handler": sys.exc_info()[0] is not None,
+            }
+        )
+
+
+def run_one(queue: str = "default", worker_id: str = "w1", now: datetime | None = None):
+    """Claim one job, run it, record the outcome: what a worker does for one job."""
+    [claimed] = get_store().claim([queue], worker_id, 1, 30.0, now=now)
+    context = JobContext(
+        job_id=claimed.id,
+        job_type=claimed.job_type,
+        queue=claimed.queue,
+        attempt=claimed.attempt,
+        max_attempts=claimed.max_attempts,
+        worker_id=worker_id,
+    )
+    outcome = execute(claimed, context)
+    store = get_store()
+    if outcome.status == "succeeded":
+        store.ack(claimed.id, claimed.lease_token, outcome.result_json)
+    elif outcome.status == "retry":
+        store.nack(claimed.id, claimed.lease_token, outcome.error, dead_reason=None, delay_s=0.0)
+    else:
+        store.nack(claimed.id, claimed.lease_token, outcome.error, dead_reason=outcome.dead_reason)
+    return outcome
+
+
+# -- the backend and enqueue ---------------------------------------------------------------
+
+
+def test_the_backend_supports_everything_django_asks_about():
+    backend = task_backends["default"]
+    assert isinstance(backend, JobQueueBackend)
+    assert (
+        backend.supports_defer,
+        backend.supports_priority,
+        backend.supports_get_result,
+        backend.supports_async_task,
+    ) == (True, True, True, True)
+    assert backend.task_class is JobQueueTask
+    assert isinstance(tasks.add, JobQueueTask)
+
+
+def test_enqueue_returns_a_ready_result_whose_id_is_the_job_id():
+    result = tasks.add.enqueue(2, b=3)
+    assert result.status == TaskResultStatus.READY
+    assert (result.args, result.kwargs, result.backend) == ([2], {"b": 3}, "default")
+    assert result.task == tasks.add
+    assert (result.errors, result.worker_ids, result.attempts) == ([], [], 0)
+    assert result.enqueued_at is not None and result.finished_at is None
+    job = Job.objects.get(id=int(result.id))
+    assert (job.type, job.queue, job.priority, job.state) == (
+        "tests.testapp.tasks.add",
+        "default",
+        0,
+        JobState.READY,
+    )
+    assert job.payload == {"args": [2], "kwargs": {"b": 3}, "backend": "default", "run_after": None}
+    with pytest.raises(ValueError, match="not finished"):
+        _ = result.return_value
+
+
+def test_enqueue_joins_the_callers_transaction():
+    class Rollback(Exception):
+        pass
+
+    with pytest.raises(Rollback):
+        with transaction.atomic():
+            result = tasks.add.enqueue(1, 1)
+            assert Job.objects.filter(id=int(result.id)).exists()
+            raise Rollback
+    assert not Job.objects.filter(id=int(result.id)).exists()
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(result.id)
+
+
+def test_enqueue_is_one_statement_on_postgresql(django_assert_num_queries):
+    if connection.vendor != "postgresql":
+        pytest.skip("the ORM store takes a few statements")
+    with django_assert_num_queries(1):
+        tasks.add.enqueue(1, 2)
+
+
+def test_run_after_defers_and_priority_is_stored():
+    when = timezone.now() + timedelta(hours=1)
+    result = tasks.add.using(run_after=when, priority=40, queue_name="tasks").enqueue(1, 2)
+    job = Job.objects.get(id=int(result.id))
+    assert (job.state, job.run_at, job.priority, job.queue) == (
+        JobState.SCHEDULED,
+        when,
+        40,
+        "tasks",
+    )
+    fetched = default_task_backend.get_result(result.id)
+    assert fetched.task.run_after == when
+    assert (fetched.task.priority, fetched.task.queue_name) == (40, "tasks")
+    assert fetched.status == TaskResultStatus.READY
+    assert not get_store().claim(["tasks"], "w1", 1, 30.0)  # not due yet
+
+
+def test_the_jobqueue_extras_of_the_task_class():
+    first = tasks.charge.enqueue(order_id=7)
+    job = Job.objects.get(id=int(first.id))
+    assert (job.dedupe_key, job.tenant_id) == ("order:7", "acme")
+    with Recorder(task_enqueued) as recorder:
+        again = tasks.charge.enqueue(order_id=7)
+    assert again.id == first.id
+    assert recorder.seen == []  # nothing new was enqueued
+    assert Job.objects.count() == 1
+
+    flaky = Job.objects.get(id=int(tasks.flaky.enqueue(path="/dev/null", fail_until=0).id))
+    assert flaky.max_attempts == 3
+    quick = tasks.add.using(max_attempts=5, timeout=timedelta(seconds=90), tenant="t1")
+    assert isinstance(quick, JobQueueTask) and quick.timeout_s == 90.0
+    job = Job.objects.get(id=int(quick.enqueue(1, 2).id))
+    assert (job.max_attempts, job.timeout_s, job.tenant_id) == (5, 90.0, "t1")
+
+
+def test_options_give_defaults_and_settings_the_rest():
+    with with_tasks(OPTIONS={"max_attempts": 4, "timeout_s": 12}):
+        job = Job.objects.get(id=int(tasks.add.enqueue(1, 2).id))
+        assert (job.max_attempts, job.timeout_s) == (4, 12.0)
+        job = Job.objects.get(id=int(tasks.flaky.enqueue(path="x", fail_until=0).id))
+        assert job.max_attempts == 3  # the task's own wins
+    with override_settings(JOBQUEUE={"MAX_ATTEMPTS": 6, "TIMEOUT_SECONDS": 7}):
+        job = Job.objects.get(id=int(tasks.add.enqueue(1, 2).id))
+        assert (job.max_attempts, job.timeout_s) == (6, 7.0)
+
+
+def test_a_bad_tasks_entry_is_reported_at_enqueue():
+    with with_tasks(OPTIONS={"max_attemps": 4}):
+        with pytest.raises(InvalidTaskBackend, match="unknown keys: max_attemps"):
+            tasks.add.enqueue(1, 2)
+        with pytest.raises(InvalidTaskBackend):
+            default_task_backend.get_result("1")
+
+
+def test_aenqueue_and_aget_result():
+    result = async_to_sync(tasks.add.aenqueue)(4, 5)
+    assert result.status == TaskResultStatus.READY
+    fetched = async_to_sync(tasks.add.aget_result)(result.id)
+    assert (fetched.id, fetched.args) == (result.id, [4, 5])
+    async_to_sync(result.arefresh)()
+    assert result.status == TaskResultStatus.READY
+
+
+# -- validation, as Django's own backends do it --------------------------------------------
+
+
+def local_function_task():
+    def inner():
+        pass
+
+    return inner
+
+
+def module_level(x):
+    return x
+
+
+async def module_level_async(x):
+    return x
+
+
+def no_context(x):
+    return x
+
+
+def test_a_function_that_is_not_module_level_is_refused():
+    with pytest.raises(InvalidTask, match="module level"):
+        task(local_function_task())
+    with pytest.raises(InvalidTask, match="module level"):
+        task(lambda: None)
+
+
+def test_a_priority_out_of_range_is_refused():
+    for bad in (101, -101):
+        with pytest.raises(InvalidTask, match="priority"):
+            tasks.add.using(priority=bad)
+        with pytest.raises(InvalidTask, match="priority"):
+            task(priority=bad)(module_level)
+
+
+def test_a_queue_not_in_queues_is_refused():
+    with pytest.raises(InvalidTask, match="Queue 'elsewhere' is not valid"):
+        tasks.add.using(queue_name="elsewhere")
+    with pytest.raises(InvalidTask, match="Queue 'elsewhere' is not valid"):
+        task(queue_name="elsewhere")(module_level)
+
+
+def test_with_no_queues_listed_any_valid_queue_name_is_allowed():
+    with with_tasks(QUEUES=[]):
+        assert tasks.add.using(queue_name="anything").queue_name == "anything"
+        with pytest.raises(InvalidTask, match="queue name"):
+            tasks.add.using(queue_name="not a queue")
+
+
+def test_a_naive_run_after_is_refused():
+    with pytest.raises(InvalidTask, match="aware"):
+        tasks.add.using(run_after=datetime(2030, 1, 1))
+
+
+def test_takes_context_needs_a_context_parameter():
+    with pytest.raises(InvalidTask, match="context"):
+        task(takes_context=True)(no_context)
+
+
+def test_async_functions_are_accepted():
+    async_task = task(module_level_async)
+    assert async_task.enqueue(1).status == TaskResultStatus.READY
+
+
+def test_bad_extras_are_refused():
+    with pytest.raises(InvalidTask, match="max_attempts"):
+        task(max_attempts=0)(module_level)
+    with pytest.raises(InvalidTask, match="timeout"):
+        task(timeout=-1)(module_level)
+    with pytest.raises(InvalidTask, match="dedupe_key"):
+        task(dedupe_key=5)(module_level)
+
+
+# -- results -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad_id", ["", "abc", "0", "-1", "1.0", " 1", "\u0661", "9" * 20, "01"])
+def test_unknown_or_malformed_ids_do_not_exist(bad_id):
+    with pytest.raises(TaskResultDoesNotExist):
+        default_task_backend.get_result(bad_id)
+
+
+def test_an_unknown_id_does_not_exist():
+    result = tasks.add.enqueue(1, 2)
+    with pytest.raises(TaskResultDoesNotExist):
+        default_task_backend.get_result(str(int(result.id) + 1000))
+
+
+def test_a_native_job_is_not_a_task_result():
+    job_id = jobqueue.enqueue("default", "tests.testapp.jobs.add", {"a": 1, "b": 2})
+    with pytest.raises(TaskResultDoesNotExist):
+        default_task_backend.get_result(str(job_id))
+
+
+def test_get_result_of_another_task_is_a_mismatch():
+    result = tasks.add.enqueue(1, 2)
+    with pytest.raises(TaskResultMismatch):
+        tasks.charge.get_result(result.id)
+
+
+def test_the_one_status_mapping():
+    assert {state: to_task_result_status(state) for state in JobState} == {
+        JobState.READY: TaskResultStatus.READY,
+        JobState.SCHEDULED: TaskResultStatus.READY,
+        JobState.LEASED: TaskResultStatus.RUNNING,
+        JobState.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
+        JobState.DEAD: TaskResultStatus.FAILED,
+        JobState.CANCELLED: TaskResultStatus.FAILED,
+    }
+
+
+def test_a_cancelled_task_is_failed():
+    result = tasks.add.enqueue(1, 2)
+    jobqueue.cancel(int(result.id))
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert result.errors == []
+
+
+# -- running, as a worker does -------------------------------------------------------------
+
+
+def test_a_task_runs_and_its_result_reads_back_successful():
+    result = tasks.add.enqueue(2, 3)
+    with Recorder(task_started, task_finished) as recorder:
+        outcome = run_one()
+    assert outcome.status == "succeeded" and outcome.result_json == "5"
+    assert [(s["signal"], s["status"], s["attempts"]) for s in recorder.seen] == [
+        ("started", TaskResultStatus.RUNNING, 1),
+        ("finished", TaskResultStatus.SUCCESSFUL, 1),
+    ]
+    assert all(s["sender"] is JobQueueBackend for s in recorder.seen)
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == 5
+    assert result.worker_ids == ["w1"]
+    assert result.started_at is not None and result.finished_at is not None
+    assert result.last_attempted_at == result.started_at
+
+
+def test_an_async_task_runs_to_completion():
+    result = tasks.async_add.enqueue(20, 22)
+    assert run_one().result_json == "42"
+    assert default_task_backend.get_result(result.id).return_value == 42
+
+
+def test_takes_context_sees_the_attempt_and_failures_retry_then_fail(tmp_path, caplog):
+    path = tmp_path / "flaky.jsonl"
+    result = tasks.flaky.enqueue(path=str(path), fail_until=99)  # max_attempts=3: never passes
+    later = timezone.now() + timedelta(days=1)  # stands in for the database clock: retry due
+    with Recorder(task_started, task_finished) as recorder:
+        with caplog.at_level(logging.INFO, logger="django.tasks"):
+            statuses = [run_one(worker_id=f"w{n}", now=later).status for n in (1, 2, 3)]
+    assert statuses == ["retry", "retry", "dead"]
+    import json
+
+    seen = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(s["attempt"], s["errors"], s["worker_ids"]) for s in seen] == [
+        (1, 0, ["w1"]),
+        (2, 1, ["w1", "w2"]),
+        (3, 2, ["w1", "w2", "w3"]),
+    ]
+    assert {s["id"] for s in seen} == {result.id}
+    finished = [s for s in recorder.seen if s["signal"] == "finished"]
+    assert [(s["status"], len(s["errors"]), s["in_handler"]) for s in finished] == [
+        (TaskResultStatus.READY, 1, True),
+        (TaskResultStatus.READY, 2, True),
+        (TaskResultStatus.FAILED, 3, True),
+    ]
+    # Django's log receiver got the traceback: it is sent inside the exception handler.
+    [failed_record] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert "state=FAILED" in failed_record.getMessage()
+    assert failed_record.exc_info and failed_record.exc_info[0] is ConnectionError
+
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert [e.exception_class_path for e in result.errors] == ["builtins.ConnectionError"] * 3
+    assert result.errors[0].exception_class is ConnectionError
+    assert "ConnectionError: attempt 3 failed" in result.errors[-1].traceback
+    assert result.worker_ids == ["w1", "w2", "w3"] and result.attempts == 3
+    with pytest.raises(ValueError, match="failed"):
+        _ = result.return_value
+
+
+def test_a_task_moved_onto_jobqueue_from_another_backend_runs(monkeypatch):
+    moved = tasks.declared_elsewhere.using(backend="default")
+    assert moved.get_backend() is task_backends["default"]
+    result = moved.enqueue(21)
+    # A worker process has not seen .using(): only the module's task, declared for "immediate".
+    monkeypatch.delitem(jobs_module._registry, "tests.testapp.tasks.declared_elsewhere")
+    assert run_one().result_json == "42"
+    fetched = default_task_backend.get_result(result.id)
+    assert (fetched.return_value, fetched.backend) == (42, "default")
+
+
+def test_a_dedupe_hit_returns_the_live_jobs_current_result():
+    first = tasks.charge.enqueue(order_id=8)
+    [claimed] = get_store().claim(["default"], "w1", 1, 30.0)
+    again = tasks.charge.enqueue(order_id=8)
+    assert again.id == first.id == str(claimed.id)
+    assert again.status == TaskResultStatus.RUNNING
+    assert again.worker_ids == ["w1"]
