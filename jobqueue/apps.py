@@ -1,4 +1,4 @@
-"""App config: the app label, checks, and discovery of ``jobs`` modules."""
+"""App config: the app label, checks, and discovery of ``jobs`` and ``tasks`` modules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from django.apps import AppConfig
 
 
 class JobQueueConfig(AppConfig):
-    """jobqueue's AppConfig. ``ready`` imports every installed app's ``jobs`` module."""
+    """jobqueue's AppConfig. ``ready`` imports every installed app's job and task modules."""
 
     name = "jobqueue"
     label = "jobqueue"
@@ -14,9 +14,21 @@ class JobQueueConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Register the system checks and import every installed app's ``jobs`` module."""
+        """Register the system checks and import the discovered modules of installed apps.
+
+        The modules are ``JOBQUEUE["DISCOVER_MODULES"]`` (default ``jobs`` and ``tasks``), so
+        ``runworkers`` knows every ``@job`` and ``@task`` without further settings. An invalid
+        ``JOBQUEUE`` setting falls back to the default here, so that ``manage.py check`` can
+        report it (jobqueue.E001) instead of the app failing to load.
+        """
         from django.utils.module_loading import autodiscover_modules
 
         from . import checks  # noqa: F401  (registers the system checks)
+        from .conf import DEFAULT_DISCOVER_MODULES, get_settings
+        from .errors import JobQueueConfigurationError
 
-        autodiscover_modules("jobs")
+        try:
+            modules = get_settings().discover_modules
+        except JobQueueConfigurationError:
+            modules = DEFAULT_DISCOVER_MODULES
+        autodiscover_modules(*modules)

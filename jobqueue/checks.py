@@ -1,14 +1,27 @@
-"""System checks: the JOBQUEUE setting is valid, and the queue database suits several workers."""
+"""System checks (``manage.py check``), each with an id and a hint.
+
+* ``jobqueue.E001`` — the ``JOBQUEUE`` setting is invalid (unknown keys, wrong types).
+* ``jobqueue.W001`` — the default database is not PostgreSQL.
+* ``jobqueue.W002`` — SQLite without ``transaction_mode = "IMMEDIATE"``.
+* ``jobqueue.E002`` — a ``TASKS`` entry using ``JobQueueBackend`` is invalid (``QUEUES``,
+  ``OPTIONS``).
+* ``jobqueue.E003`` — a ``TASKS`` entry names ``JobQueueBackend`` but this Django has no
+  ``django.tasks`` (Django 5.2).
+* ``jobqueue.E004`` — a job type named in the settings cannot be resolved.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.core import checks
 from django.db import connections
 
 from .conf import build_settings
-from .errors import JobQueueConfigurationError
+from .errors import JobQueueConfigurationError, UnknownJobType
+
+BACKEND_PATH = "jobqueue.backends.JobQueueBackend"
 
 
 @checks.register()
@@ -19,7 +32,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     try:
         build_settings(getattr(settings, "JOBQUEUE", None))
     except JobQueueConfigurationError as exc:
-        return [checks.Error(str(exc), id="jobqueue.E001")]
+        return [
+            checks.Error(
+                str(exc),
+                hint="Fix the key in settings.JOBQUEUE; the README lists every key and its type.",
+                id="jobqueue.E001",
+            )
+        ]
     return []
 
 
@@ -51,4 +70,97 @@ def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any
                 id="jobqueue.W002",
             )
         )
+    return messages
+
+
+def _is_ours(backend_path: Any) -> bool | None:
+    """Return whether ``TASKS[...]["BACKEND"]`` is JobQueueBackend (or a subclass).
+
+    None when it names ours but ``django.tasks`` cannot be imported.
+    """
+    from django.utils.module_loading import import_string
+
+    if not isinstance(backend_path, str):
+        return False
+    try:
+        from .backends import JobQueueBackend
+    except ImportError:
+        return None if backend_path.startswith("jobqueue.") else False
+    try:
+        backend_class = import_string(backend_path)
+    except ImportError:
+        return False  # not ours to report: Django's own TASKS handling names it
+    return isinstance(backend_class, type) and issubclass(backend_class, JobQueueBackend)
+
+
+@checks.register()
+def check_tasks_setting(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Check every ``TASKS`` entry that uses ``JobQueueBackend`` (jobqueue.E002, E003)."""
+    from django.conf import settings
+
+    tasks = getattr(settings, "TASKS", None)
+    if not isinstance(tasks, dict):
+        return []
+    messages: list[checks.CheckMessage] = []
+    for alias, params in tasks.items():
+        if not isinstance(params, dict):
+            continue
+        ours = _is_ours(params.get("BACKEND"))
+        if ours is None:
+            messages.append(
+                checks.Error(
+                    f"TASKS[{alias!r}] uses {params.get('BACKEND')}, but this Django has no "
+                    "django.tasks (it arrived in Django 6.0).",
+                    hint="Upgrade to Django 6.0 or later, or remove the entry and use jobqueue's "
+                    "own API (@job, jobqueue.enqueue).",
+                    id="jobqueue.E003",
+                )
+            )
+        elif ours:
+            from django.tasks.exceptions import InvalidTaskBackend
+
+            from .backends import parse_backend_params
+
+            try:
+                parse_backend_params(alias, params)
+            except InvalidTaskBackend as exc:
+                messages.append(
+                    checks.Error(
+                        str(exc),
+                        hint="QUEUES is a list of queue names ([A-Za-z0-9_.:-]{1,100}); OPTIONS "
+                        "takes database, max_attempts, timeout_s and backoff.",
+                        id="jobqueue.E002",
+                    )
+                )
+    return messages
+
+
+def job_types_named_in_settings() -> Iterable[tuple[str, str]]:
+    """Return ``(where, job type)`` for every job type that the settings name.
+
+    No setting names a job type yet; cron entries (``JOBQUEUE["CRON"]``) will, and then add
+    theirs here so that :func:`check_job_types` covers them.
+    """
+    return []
+
+
+@checks.register()
+def check_job_types(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Report each job type named in the settings that workers could not resolve (E004)."""
+    from .executor import resolve_handler
+
+    messages: list[checks.CheckMessage] = []
+    for where, type_name in job_types_named_in_settings():
+        try:
+            resolve_handler(type_name)
+        except UnknownJobType:
+            messages.append(
+                checks.Error(
+                    f"{where} names job type {type_name!r}, which no @job or @task defines.",
+                    hint="Use the dotted path of a @job or @task function, and define it in a "
+                    "module of an installed app that jobqueue imports (jobs.py or tasks.py, "
+                    "see JOBQUEUE['DISCOVER_MODULES']).",
+                    id="jobqueue.E004",
+                )
+            )
     return messages

@@ -47,6 +47,9 @@ DEFAULT_CONCURRENCY = 10
 DEFAULT_QUEUES = ("default",)
 """Queues a worker serves when none are named."""
 
+DEFAULT_DISCOVER_MODULES = ("jobs", "tasks")
+"""Modules imported from every installed app at startup, so workers know every job type and task."""
+
 BACKOFF_POLICIES = ("none", "full", "equal", "decorrelated")
 
 
@@ -79,6 +82,7 @@ class JobQueueSettings:
     reaper_interval_seconds: float = DEFAULT_REAPER_INTERVAL_SECONDS
     concurrency: int = DEFAULT_CONCURRENCY
     queues: tuple[str, ...] = DEFAULT_QUEUES
+    discover_modules: tuple[str, ...] = DEFAULT_DISCOVER_MODULES
 
 
 def _number(
@@ -164,6 +168,7 @@ _KEYS = {
     "REAPER_INTERVAL_SECONDS",
     "CONCURRENCY",
     "QUEUES",
+    "DISCOVER_MODULES",
 }
 
 
@@ -216,7 +221,32 @@ def build_settings(raw: Any) -> JobQueueSettings:
             values["queues"] = tuple(validate_queue_name(q) for q in queues)
         except ValueError as exc:
             raise JobQueueConfigurationError(f"JOBQUEUE['QUEUES']: {exc}") from None
+    if "DISCOVER_MODULES" in raw:
+        values["discover_modules"] = parse_discover_modules(raw["DISCOVER_MODULES"])
     return JobQueueSettings(**values)
+
+
+def parse_discover_modules(value: Any) -> tuple[str, ...]:
+    """Validate ``JOBQUEUE["DISCOVER_MODULES"]``: a list of dotted module names, maybe empty.
+
+    Each name is imported relative to every installed app (``"jobs"`` imports ``shop.jobs``);
+    an empty list turns discovery off.
+
+    Raises:
+        JobQueueConfigurationError: not a list or tuple, or a name that is not a dotted Python
+            identifier.
+    """
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE['DISCOVER_MODULES'] must be a list of module names, got {value!r}"
+        )
+    for name in value:
+        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+            raise JobQueueConfigurationError(
+                "JOBQUEUE['DISCOVER_MODULES'] entries must be dotted module names like 'jobs', "
+                f"got {name!r}"
+            )
+    return tuple(dict.fromkeys(value))
 
 
 @functools.cache

@@ -1,0 +1,181 @@
+"""System checks: each fires on a bad configuration, with its id and a hint, and is silent on a
+good one. Also job discovery (``DISCOVER_MODULES``), which ``ready()`` reads.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.db import connection
+from django.test import override_settings
+
+from jobqueue import checks
+from jobqueue.conf import build_settings
+from jobqueue.errors import JobQueueConfigurationError
+
+BACKEND = "jobqueue.backends.JobQueueBackend"
+
+# `manage.py check` runs Django's own checks too, and some of them read the database.
+pytestmark = pytest.mark.django_db
+
+
+def ids(messages) -> list[str]:
+    assert all(m.hint for m in messages), "every jobqueue check message has a hint"
+    return [m.id for m in messages]
+
+
+def test_the_test_settings_pass_manage_py_check():
+    call_command("check", databases=["default"])  # warnings (W001 on SQLite) do not raise
+
+
+# -- E001: JOBQUEUE ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"LEASE_SECOND": 30},
+        {"MAX_ATTEMPTS": 0},
+        {"BACKOFF": {"policy": "sometimes"}},
+        {"DISCOVER_MODULES": "jobs"},
+        {"DISCOVER_MODULES": ["jobs", "not a module"]},
+    ],
+)
+def test_an_invalid_jobqueue_setting_is_e001(bad):
+    with override_settings(JOBQUEUE=bad):
+        [message] = checks.check_settings()
+        assert ids([message]) == ["jobqueue.E001"]
+        with pytest.raises(SystemCheckError, match=r"jobqueue\.E001"):
+            call_command("check", databases=["default"])
+
+
+def test_a_valid_jobqueue_setting_is_silent():
+    good = {"MAX_ATTEMPTS": 3, "DISCOVER_MODULES": ["jobs", "background.handlers"]}
+    with override_settings(JOBQUEUE=good):
+        assert checks.check_settings() == []
+
+
+# -- W001: the database --------------------------------------------------------------------
+
+
+def test_a_database_that_is_not_postgresql_is_w001():
+    messages = checks.check_database(databases=["default"])
+    if connection.vendor == "postgresql":
+        assert messages == []
+    else:
+        assert ids(messages) == ["jobqueue.W001"]
+        assert "fine for development" in messages[0].msg
+    assert checks.check_database(databases=None) == []
+
+
+# -- E002 / E003: TASKS --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({"QUEUES": "default"}, "must be a list of queue names"),
+        ({"QUEUES": ["default", "no spaces"]}, "queue name must match"),
+        ({"OPTIONS": {"retries": 3}}, "unknown keys: retries"),
+        ({"OPTIONS": {"max_attempts": 0}}, "max_attempts"),
+        ({"OPTIONS": {"timeout_s": "soon"}}, "timeout_s"),
+        ({"OPTIONS": {"backoff": {"policy": "never"}}}, "policy"),
+        ({"OPTIONS": {"database": "elsewhere"}}, "not in DATABASES"),
+        ({"OPTIONS": []}, "must be a dict"),
+    ],
+)
+def test_an_invalid_tasks_entry_is_e002(entry, says):
+    pytest.importorskip("django.tasks")
+    with override_settings(TASKS={"default": {"BACKEND": BACKEND, **entry}}):
+        [message] = checks.check_tasks_setting()
+        assert ids([message]) == ["jobqueue.E002"]
+        assert says in message.msg and "TASKS['default']" in message.msg
+        with pytest.raises(SystemCheckError, match=r"jobqueue\.E002"):
+            call_command("check", databases=["default"])
+
+
+def test_a_valid_tasks_entry_is_silent():
+    pytest.importorskip("django.tasks")
+    good = {
+        "default": {
+            "BACKEND": BACKEND,
+            "QUEUES": ["default", "emails"],
+            "OPTIONS": {
+                "database": "default",
+                "max_attempts": 3,
+                "timeout_s": 60,
+                "backoff": {"policy": "equal", "base_seconds": 2},
+            },
+        },
+        "other": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
+    }
+    with override_settings(TASKS=good):
+        assert checks.check_tasks_setting() == []
+
+
+def test_the_backend_on_a_django_without_tasks_is_e003(monkeypatch):
+    # What Django 5.2 looks like to the check: jobqueue.backends cannot be imported.
+    monkeypatch.setitem(sys.modules, "jobqueue.backends", None)
+    with override_settings(TASKS={"default": {"BACKEND": BACKEND}}):
+        [message] = checks.check_tasks_setting()
+        assert ids([message]) == ["jobqueue.E003"]
+        assert "Django 6.0" in message.msg
+    with override_settings(
+        TASKS={"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
+    ):
+        assert checks.check_tasks_setting() == []
+
+
+# -- E004: job types named in settings -----------------------------------------------------
+
+
+def test_a_job_type_named_in_settings_that_nothing_defines_is_e004(monkeypatch):
+    named = [
+        ("JOBQUEUE['CRON']['nightly']", "tests.testapp.jobs.add"),
+        ("JOBQUEUE['CRON']['typo']", "tests.testapp.jobs.no_such_job"),
+        ("JOBQUEUE['CRON']['missing']", "no_such_module.job"),
+    ]
+    if "django.tasks" in sys.modules:
+        named.append(("JOBQUEUE['CRON']['task']", "tests.testapp.tasks.add"))
+    monkeypatch.setattr(checks, "job_types_named_in_settings", lambda: named)
+    messages = checks.check_job_types()
+    assert ids(messages) == ["jobqueue.E004", "jobqueue.E004"]
+    assert "tests.testapp.jobs.no_such_job" in messages[0].msg
+    assert "'typo'" in messages[0].msg
+    assert "no_such_module.job" in messages[1].msg
+
+
+def test_job_types_check_is_silent_when_all_resolve():
+    assert checks.check_job_types() == []
+
+
+# -- discovery -----------------------------------------------------------------------------
+
+
+def test_discovery_defaults_to_jobs_and_tasks():
+    assert build_settings({}).discover_modules == ("jobs", "tasks")
+    assert "tests.testapp.jobs" in sys.modules
+    assert "tests.testapp.tasks" in sys.modules
+
+
+def test_discovery_imports_the_configured_modules(monkeypatch):
+    monkeypatch.delitem(sys.modules, "tests.testapp.discovery_probe", raising=False)
+    config = apps.get_app_config("jobqueue")
+    with override_settings(JOBQUEUE={"DISCOVER_MODULES": []}):
+        config.ready()
+        assert "tests.testapp.discovery_probe" not in sys.modules
+    with override_settings(JOBQUEUE={"DISCOVER_MODULES": ["discovery_probe"]}):
+        config.ready()
+        assert "tests.testapp.discovery_probe" in sys.modules
+
+
+def test_an_invalid_setting_does_not_stop_the_app_loading():
+    # ready() falls back to the default modules so that `check` can report E001.
+    with override_settings(JOBQUEUE={"DISCOVER_MODULES": "jobs"}):
+        with pytest.raises(JobQueueConfigurationError):
+            build_settings({"DISCOVER_MODULES": "jobs"})
+        apps.get_app_config("jobqueue").ready()

@@ -1,0 +1,1 @@
+"""Imported only when a test names it in JOBQUEUE["DISCOVER_MODULES"]."""
