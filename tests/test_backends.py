@@ -435,3 +435,14 @@ def test_a_dedupe_hit_returns_the_live_jobs_current_result():
     assert again.id == first.id == str(claimed.id)
     assert again.status == TaskResultStatus.RUNNING
     assert again.worker_ids == ["w1"]
+
+
+def test_a_permanent_error_fails_the_task_at_once():
+    result = tasks.refuse.enqueue("card declined")
+    with Recorder(task_finished) as recorder:
+        outcome = run_one()
+    assert (outcome.status, outcome.dead_reason) == ("dead", "permanent_error")
+    assert [s["status"] for s in recorder.seen] == [TaskResultStatus.FAILED]
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED and result.attempts == 1
+    assert [e.exception_class_path for e in result.errors] == ["jobqueue.errors.PermanentError"]

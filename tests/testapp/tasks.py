@@ -10,6 +10,7 @@ import json
 from django.core.mail import send_mail
 from django.dispatch import receiver
 
+from jobqueue.errors import PermanentError
 from tests.testapp.receivers import log
 
 try:
@@ -65,6 +66,10 @@ if task is not None:
     @task(max_attempts=2)
     def always_fails(message):
         raise ValueError(message)
+
+    @task
+    def refuse(reason):
+        raise PermanentError(reason)
 
     @task(dedupe_key=lambda order_id: f"order:{order_id}", tenant=lambda order_id: "acme")
     def charge(order_id):
