@@ -291,6 +291,8 @@ def resolve(type_name: str) -> JobType:
 
     Raises:
         UnknownJobType: nothing registers that name (a skewed deploy, or a typo).
+        ImportError: the handler's module exists but fails to import; that is a bug in it, and
+            the job records this error instead of a misleading "unknown type".
     """
     found = _registry.get(type_name)
     if found is not None:
@@ -299,7 +301,11 @@ def resolve(type_name: str) -> JobType:
     while module_name:
         try:
             importlib.import_module(module_name)
-        except ImportError:
+        except ModuleNotFoundError as exc:
+            # Only a missing module on the path we are walking means "try the parent"
+            # (e.g. "app.jobs.Class.method"); a module that imports something missing is broken.
+            if exc.name is None or not module_name.startswith(exc.name):
+                raise
             module_name = module_name.rpartition(".")[0]
             continue
         break

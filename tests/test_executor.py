@@ -284,3 +284,35 @@ def test_retry_after_refuses_bad_seconds(seconds):
 def test_retry_after_keeps_integer_seconds_exact():
     assert RetryAfter(3).seconds == 3.0
     assert RetryAfter(0).seconds == 0.0
+
+
+def test_a_handler_module_that_fails_to_import_records_the_import_error():
+    """resolve() must not turn a broken handler module into "unknown job type"."""
+    import uuid as _uuid
+    from datetime import UTC, datetime
+
+    from jobqueue.executor import execute
+    from jobqueue.jobs import JobContext
+    from jobqueue.store import ClaimedJob
+
+    claimed = ClaimedJob(
+        id=1,
+        job_type="tests.testapp.broken_handlers.run",
+        payload={},
+        attempt=1,
+        max_attempts=1,
+        timeout_s=30.0,
+        lease_token=_uuid.uuid4(),
+        lease_until=datetime.now(UTC),
+        queue="q",
+        priority=0,
+        tenant_id="",
+    )
+    context = JobContext(
+        job_id=1, job_type=claimed.job_type, queue="q", attempt=1, max_attempts=1, worker_id="w"
+    )
+    outcome = execute(claimed, context)
+    assert outcome.status == "dead"
+    assert outcome.dead_reason == "attempts_exhausted"
+    assert outcome.error["type"] == "ModuleNotFoundError"
+    assert "a_module_that_does_not_exist" in outcome.error["message"]
