@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",
     "jobqueue",
     "tests.testapp",
 ]
@@ -64,3 +65,4 @@ TEMPLATES = [
     }
 ]
 ROOT_URLCONF = "tests.urls"
+STATIC_URL = "static/"
