@@ -192,6 +192,12 @@ def test_dead_letter_page_lists_only_dead_jobs_with_reason_and_dead_at(admin):
     assert "permanent error" in page
     assert "attempts exhausted (lease expired)" in page
     assert timezone.localtime(dead.finished_at).strftime("%Y-%m-%d %H:%M") in page
+    # Filter choices include the types and queues that have dead letters, registered or not.
+    make_job(JobState.DEAD, type="retired.jobs.old_thing", queue="legacy")
+    assert "?type=retired.jobs.old_thing" in page or "?type=retired.jobs.old_thing" in text(
+        admin.get(DEAD)
+    )
+    assert "?queue=legacy" in text(admin.get(DEAD))
     only_permanent = text(admin.get(DEAD, {"reason": "permanent_error"}))
     assert detail(dead.id, "deadletter") in only_permanent
     assert detail(expired.id, "deadletter") not in only_permanent

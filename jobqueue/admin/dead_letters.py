@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from ..models import DeadLetter, Job
 from .base import JobAdminBase
 from .display import compact_time
-from .filters import DeadReasonFilter, JobTypeFilter, QueueFilter, TenantFilter
+from .filters import DeadLetterQueueFilter, DeadLetterTypeFilter, DeadReasonFilter, TenantFilter
 
 
 class DeadAtFilter(admin.DateFieldListFilter):
@@ -38,8 +38,8 @@ class DeadLetterAdmin(JobAdminBase):
     list_display_links = ("id", "type")
     list_filter = (
         DeadReasonFilter,
-        QueueFilter,
-        JobTypeFilter,
+        DeadLetterQueueFilter,
+        DeadLetterTypeFilter,
         TenantFilter,
         ("finished_at", DeadAtFilter),
     )
