@@ -95,6 +95,13 @@ class Job(models.Model):
                 name="jobqueue_job_finished",
                 condition=Q(state__in=sorted(FINISHED)),
             ),
+            # Dead letters by job type and queue: the dashboard's counts, the dead-letter page's
+            # filters, and a bulk retry of one type. Only dead rows, so it stays small.
+            models.Index(
+                fields=["type", "queue"],
+                name="jobqueue_job_dead",
+                condition=Q(state=JobState.DEAD),
+            ),
         ]
         constraints = [
             models.UniqueConstraint(

@@ -246,6 +246,18 @@ def test_filters_state_retrying_queue_type_tenant_and_date(admin):
     assert old not in ids_on(response) and delayed in ids_on(response)
 
 
+def test_a_scheduled_job_whose_run_at_has_come_counts_as_ready(admin):
+    """DESIGN's lifecycle: scheduled -> ready when run_at is due (storage skips the step)."""
+    due = make_job(JobState.SCHEDULED, run_at=timezone.now() - timedelta(seconds=5)).id
+    ready = make_job(JobState.READY).id
+    waiting = make_job(JobState.SCHEDULED).id
+    assert ids_on(admin.get(JOBS, {"state": "ready"})) == {due, ready}
+    assert ids_on(admin.get(JOBS, {"state": "scheduled"})) == {waiting}
+    page = text(admin.get(DASHBOARD))
+    assert (cell(page, "default", "ready"), cell(page, "default", "scheduled")) == ("2", "1")
+    assert "scheduled (due)" in text(admin.get(detail(due)))
+
+
 def test_filter_choices_never_scan_the_jobs_table(admin):
     make_jobs(5, JobState.READY, queue="emails")
     Worker.objects.create(worker_id="w", host="h", pid=1, concurrency=1, queues=["reports"])

@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 
@@ -137,7 +138,9 @@ class JobAdminBase(admin.ModelAdmin):
     def state_label(self, job: Job) -> str:
         """Show the state as a coloured badge; a retry waiting its turn says so."""
         label = job.state
-        if job.state == JobState.SCHEDULED and job.attempts:
+        if job.state == JobState.SCHEDULED and job.run_at and job.run_at <= timezone.now():
+            label = "scheduled (due)"
+        elif job.state == JobState.SCHEDULED and job.attempts:
             label = "scheduled (retry)"
         elif job.state == JobState.LEASED and job.cancel_requested_at:
             label = "leased (cancel requested)"

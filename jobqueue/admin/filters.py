@@ -12,16 +12,22 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from ..conf import get_settings
 from ..models import Worker
-from ..states import DeadReason, JobState
+from ..states import CLAIMABLE, DeadReason, JobState
 
 RETRYING = "retrying"
 
 
 class StateFilter(admin.SimpleListFilter):
-    """Filter by state; "retrying" is a scheduled job that has failed at least once."""
+    """Filter by state, with "ready" and "scheduled" split by run_at as the dashboard counts them.
+
+    A scheduled job whose run_at has come is claimable now, so it is listed under "ready" (the
+    claim takes it directly; decisions.md); "scheduled" lists the jobs still waiting. "Retrying"
+    is a scheduled job that has failed at least once (attempts > 0), due or not.
+    """
 
     title = "state"
     parameter_name = "state"
@@ -29,12 +35,19 @@ class StateFilter(admin.SimpleListFilter):
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
         """Return the six states and "retrying"."""
         choices = [(state.value, state.label) for state in JobState]
+        choices[0] = (JobState.READY.value, "ready (claimable now)")
+        choices[1] = (JobState.SCHEDULED.value, "scheduled (waiting for run_at)")
         choices.insert(2, (RETRYING, "scheduled: retrying after a failure"))
         return choices
 
     def queryset(self, request: Any, queryset: QuerySet) -> QuerySet | None:
-        """Filter on the state (attempts > 0 tells a retry from a delayed job)."""
+        """Filter on the state (and run_at for ready and scheduled)."""
         value = self.value()
+        claimable = sorted(CLAIMABLE)
+        if value == JobState.READY:
+            return queryset.filter(state__in=claimable, run_at__lte=timezone.now())
+        if value == JobState.SCHEDULED:
+            return queryset.filter(state__in=claimable, run_at__gt=timezone.now())
         if value == RETRYING:
             return queryset.filter(state=JobState.SCHEDULED, attempts__gt=0)
         if value in JobState.values:

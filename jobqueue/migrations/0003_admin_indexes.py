@@ -40,4 +40,8 @@ class Migration(migrations.Migration):
             model_name='job',
             index=models.Index(condition=models.Q(('state__in', ['cancelled', 'dead', 'succeeded'])), fields=['state', 'finished_at'], name='jobqueue_job_finished'),
         ),
+        AddIndexWithoutBlockingWrites(
+            model_name='job',
+            index=models.Index(condition=models.Q(('state', 'dead')), fields=['type', 'queue'], name='jobqueue_job_dead'),
+        ),
     ]
