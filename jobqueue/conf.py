@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -92,8 +94,8 @@ class JobQueueSettings:
     reaper_interval_seconds: float = DEFAULT_REAPER_INTERVAL_SECONDS
     concurrency: int = DEFAULT_CONCURRENCY
     queues: tuple[str, ...] = DEFAULT_QUEUES
-    retention_seconds: dict[str, float | None] = field(
-        default_factory=lambda: dict(DEFAULT_RETENTION_SECONDS)
+    retention_seconds: Mapping[str, float | None] = field(
+        default_factory=lambda: MappingProxyType(dict(DEFAULT_RETENTION_SECONDS))
     )
     admin_masked_keys: tuple[str, ...] = DEFAULT_ADMIN_MASKED_KEYS
 
@@ -239,7 +241,7 @@ def build_settings(raw: Any) -> JobQueueSettings:
     return JobQueueSettings(**values)
 
 
-def parse_retention(value: Any) -> dict[str, float | None]:
+def parse_retention(value: Any) -> Mapping[str, float | None]:
     """Validate ``RETENTION``: finished state -> seconds to keep (number or timedelta), or None.
 
     ``None`` keeps that state's jobs forever; a state left out keeps its default
@@ -272,7 +274,8 @@ def parse_retention(value: Any) -> dict[str, float | None]:
                 f"seconds (ten years; None keeps jobs forever), got {seconds!r}"
             )
         merged[state] = seconds
-    return merged
+    # Read-only, like the rest of the frozen settings.
+    return MappingProxyType(merged)
 
 
 def parse_masked_keys(value: Any) -> tuple[str, ...]:
