@@ -627,3 +627,32 @@ def test_rendered_json_is_valid_for_unicode_and_nesting(admin):
     assert "Zoë" in page and "… 50 more items" in page
     url = reverse("admin:jobqueue_job_json", args=[job.id, "payload"])
     assert json.loads(admin.get(url).content)["list"] == list(range(150))
+
+
+def test_field_case_24_retry_from_the_admin_grants_a_fresh_budget(admin):
+    """FIELD-CASES 24 through the dead-letter page: a retried job that fails once more is
+    retried automatically (not straight back to dead), then succeeds with attempts == 2."""
+    job_id = jobqueue.enqueue("q24", "tests.testapp.jobs.noop", max_attempts=3)
+    for _ in range(3):
+        [claimed] = jobqueue.claim("q24", "w", 1)
+        past = timezone.now() - timedelta(minutes=5)  # due on either store's clock
+        jobqueue.nack(claimed.id, claimed.lease_token, "boom", retry_at=past)
+    assert state(job_id) == JobState.DEAD
+    assert act(admin, DEAD, "retry_jobs", [job_id]).status_code == 200  # confirmation page
+    assert messages_of(confirm(admin, DEAD, "retry_jobs", [job_id])) == ["Retried 1 job."]
+    row = Job.objects.get(id=job_id)
+    assert (row.state, row.attempts, row.finished_at, row.lease_token) == ("ready", 0, None, None)
+    assert [e["kind"] for e in row.errors] == ["error"] * 3 + ["operator_retry"]
+    [claimed] = jobqueue.claim("q24", "w", 1)
+    assert jobqueue.nack(claimed.id, claimed.lease_token, "once more") == JobState.SCHEDULED
+    Job.objects.filter(id=job_id).update(run_at=timezone.now() - timedelta(minutes=5))
+    [claimed] = jobqueue.claim("q24", "w", 1)
+    jobqueue.ack(claimed.id, claimed.lease_token, "ok")
+    row = Job.objects.get(id=job_id)
+    assert (row.state, row.attempts, row.result) == (JobState.SUCCEEDED, 2, "ok")
+    assert row.finished_at is not None
+    # A second retry of the now succeeded job is refused and reported.
+    response = confirm(admin, JOBS, "retry_jobs", [job_id])
+    assert messages_of(response)[-1] == (
+        f"Skipped 1 job that is not dead or cancelled (now: #{job_id} is succeeded)."
+    )

@@ -246,7 +246,8 @@ def run_bulk_action(
     ids = sorted(eligible.values_list("id", flat=True))
     outcome = action.apply(ids, using) if ids else Outcome()
     if not select_across:
-        selected = {int(pk) for pk in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)}
+        posted = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        selected = {int(pk) for pk in posted if pk.isdigit()}
         not_eligible = selected - set(ids)
         now = _states(not_eligible, using)
         outcome.changed.update(now)
