@@ -20,6 +20,8 @@ __all__ = [
     "job",
     "nack",
     "retry",
+    "retry_many",
+    "run_now",
 ]
 
 _LAZY = {
@@ -30,6 +32,8 @@ _LAZY = {
     "nack": "jobqueue.client",
     "cancel": "jobqueue.client",
     "retry": "jobqueue.client",
+    "retry_many": "jobqueue.client",
+    "run_now": "jobqueue.client",
     "job": "jobqueue.jobs",
     "JobContext": "jobqueue.jobs",
 }

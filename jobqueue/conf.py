@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -49,8 +52,19 @@ DEFAULT_QUEUES = ("default",)
 
 DEFAULT_DISCOVER_MODULES = ("jobs", "tasks")
 """Modules imported from every installed app at startup, so workers know every job type and task."""
+DEFAULT_RETENTION_SECONDS = {
+    "succeeded": 7 * 86400.0,
+    "cancelled": 7 * 86400.0,
+    "dead": 30 * 86400.0,
+}
+"""How long finished jobs are kept before the pruner deletes them, seconds, per finished state."""
+
+DEFAULT_ADMIN_MASKED_KEYS = ("password", "token", "secret", "card", "authorization")
+"""Payload and result keys the admin masks, at any depth: a key containing one of these
+(case-insensitive) has its whole value shown as ``********``."""
 
 BACKOFF_POLICIES = ("none", "full", "equal", "decorrelated")
+RETENTION_STATES = ("succeeded", "cancelled", "dead")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +97,10 @@ class JobQueueSettings:
     concurrency: int = DEFAULT_CONCURRENCY
     queues: tuple[str, ...] = DEFAULT_QUEUES
     discover_modules: tuple[str, ...] = DEFAULT_DISCOVER_MODULES
+    retention_seconds: Mapping[str, float | None] = field(
+        default_factory=lambda: MappingProxyType(dict(DEFAULT_RETENTION_SECONDS))
+    )
+    admin_masked_keys: tuple[str, ...] = DEFAULT_ADMIN_MASKED_KEYS
 
 
 def _number(
@@ -169,6 +187,8 @@ _KEYS = {
     "CONCURRENCY",
     "QUEUES",
     "DISCOVER_MODULES",
+    "RETENTION",
+    "ADMIN_MASKED_KEYS",
 }
 
 
@@ -223,6 +243,10 @@ def build_settings(raw: Any) -> JobQueueSettings:
             raise JobQueueConfigurationError(f"JOBQUEUE['QUEUES']: {exc}") from None
     if "DISCOVER_MODULES" in raw:
         values["discover_modules"] = parse_discover_modules(raw["DISCOVER_MODULES"])
+    if "RETENTION" in raw:
+        values["retention_seconds"] = parse_retention(raw["RETENTION"])
+    if "ADMIN_MASKED_KEYS" in raw:
+        values["admin_masked_keys"] = parse_masked_keys(raw["ADMIN_MASKED_KEYS"])
     return JobQueueSettings(**values)
 
 
@@ -247,6 +271,62 @@ def parse_discover_modules(value: Any) -> tuple[str, ...]:
                 f"got {name!r}"
             )
     return tuple(dict.fromkeys(value))
+
+
+def parse_retention(value: Any) -> Mapping[str, float | None]:
+    """Validate ``RETENTION``: finished state -> seconds to keep (number or timedelta), or None.
+
+    ``None`` keeps that state's jobs forever; a state left out keeps its default
+    (:data:`DEFAULT_RETENTION_SECONDS`).
+
+    Raises:
+        JobQueueConfigurationError: not a dict, a state that is not finished, or a bad duration.
+    """
+    if not isinstance(value, dict):
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE['RETENTION'] must be a dict like {{'succeeded': 604800}}, got {value!r}"
+        )
+    unknown = sorted(map(str, set(value) - set(RETENTION_STATES)))
+    if unknown:
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE['RETENTION'] has unknown states: {', '.join(unknown)} "
+            f"(known: {', '.join(RETENTION_STATES)}; live jobs are never pruned)"
+        )
+    merged: dict[str, float | None] = dict(DEFAULT_RETENTION_SECONDS)
+    for state, seconds in value.items():
+        if seconds is None:
+            merged[state] = None
+            continue
+        if isinstance(seconds, timedelta):
+            seconds = seconds.total_seconds()
+        seconds = _number(f"RETENTION.{state}", seconds, strict=False)
+        if seconds > MAX_DELAY_SECONDS:
+            raise JobQueueConfigurationError(
+                f"JOBQUEUE['RETENTION']['{state}'] must be at most {MAX_DELAY_SECONDS:.0f} "
+                f"seconds (ten years; None keeps jobs forever), got {seconds!r}"
+            )
+        merged[state] = seconds
+    # Read-only, like the rest of the frozen settings.
+    return MappingProxyType(merged)
+
+
+def parse_masked_keys(value: Any) -> tuple[str, ...]:
+    """Validate ``ADMIN_MASKED_KEYS``: a list or tuple of non-empty strings, lower-cased.
+
+    Raises:
+        JobQueueConfigurationError: a bare string (a common slip), or an item that is not a
+            non-empty string.
+    """
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE['ADMIN_MASKED_KEYS'] must be a list of key names, got {value!r}"
+        )
+    for item in value:
+        if not isinstance(item, str) or not item.strip():
+            raise JobQueueConfigurationError(
+                f"JOBQUEUE['ADMIN_MASKED_KEYS'] items must be non-empty strings, got {item!r}"
+            )
+    return tuple(item.strip().lower() for item in value)
 
 
 @functools.cache

@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from .states import CLAIMABLE, LIVE, DeadReason, JobState
+from .states import CLAIMABLE, FINISHED, LIVE, DeadReason, JobState
 
 _claimable = Q(state__in=sorted(CLAIMABLE))
 _live = Q(state__in=sorted(LIVE))
@@ -87,6 +87,20 @@ class Job(models.Model):
                 fields=["lease_until"],
                 name="jobqueue_job_lease",
                 condition=Q(state=JobState.LEASED),
+            ),
+            # Finished jobs by state and finish time: the pruner's range, the dead letters newest
+            # first, and the admin dashboard's recent and dead counts. Live rows are not in it.
+            models.Index(
+                fields=["state", "finished_at"],
+                name="jobqueue_job_finished",
+                condition=Q(state__in=sorted(FINISHED)),
+            ),
+            # Dead letters by job type and queue: the dashboard's counts, the dead-letter page's
+            # filters, and a bulk retry of one type. Only dead rows, so it stays small.
+            models.Index(
+                fields=["type", "queue"],
+                name="jobqueue_job_dead",
+                condition=Q(state=JobState.DEAD),
             ),
         ]
         constraints = [

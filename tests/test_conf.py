@@ -141,6 +141,54 @@ def test_bad_backoff_is_an_error(backoff, words):
     assert words in str(excinfo.value)
 
 
+def test_retention_and_masked_keys_have_named_defaults():
+    s = JobQueueSettings()
+    assert s.retention_seconds == {"succeeded": 604800.0, "cancelled": 604800.0, "dead": 2592000.0}
+    assert conf.DEFAULT_RETENTION_SECONDS == s.retention_seconds
+    assert s.admin_masked_keys == ("password", "token", "secret", "card", "authorization")
+    assert conf.DEFAULT_ADMIN_MASKED_KEYS == s.admin_masked_keys
+
+
+def test_retention_accepts_seconds_timedeltas_and_none_and_keeps_defaults():
+    from datetime import timedelta
+
+    s = build_settings({"RETENTION": {"succeeded": 0, "dead": timedelta(days=90)}})
+    assert s.retention_seconds == {"succeeded": 0.0, "cancelled": 604800.0, "dead": 7776000.0}
+    s = build_settings({"RETENTION": {"cancelled": None}})
+    assert s.retention_seconds["cancelled"] is None
+    assert s.retention_seconds["succeeded"] == 604800.0
+
+
+@pytest.mark.parametrize(
+    ("retention", "words"),
+    [
+        ("7d", "must be a dict"),
+        ({"ready": 10}, "unknown states: ready"),
+        ({"leased": 10, "zombie": 1}, "unknown states: leased, zombie"),
+        ({"succeeded": -1}, "RETENTION.succeeded"),
+        ({"succeeded": "7d"}, "RETENTION.succeeded"),
+        ({"dead": math.inf}, "RETENTION.dead"),
+        ({"dead": 10**12}, "at most"),
+    ],
+)
+def test_bad_retention_is_an_error_naming_it(retention, words):
+    with pytest.raises(JobQueueConfigurationError) as excinfo:
+        build_settings({"RETENTION": retention})
+    assert words in str(excinfo.value)
+
+
+def test_masked_keys_are_lower_cased():
+    s = build_settings({"ADMIN_MASKED_KEYS": ["Password", " IBAN "]})
+    assert s.admin_masked_keys == ("password", "iban")
+    assert build_settings({"ADMIN_MASKED_KEYS": []}).admin_masked_keys == ()
+
+
+@pytest.mark.parametrize("value", ["password", None, ["ok", ""], ["ok", 3], {"password": 1}])
+def test_bad_masked_keys_are_an_error(value):
+    with pytest.raises(JobQueueConfigurationError, match="ADMIN_MASKED_KEYS"):
+        build_settings({"ADMIN_MASKED_KEYS": value})
+
+
 def test_the_setting_itself_must_be_a_dict():
     with pytest.raises(JobQueueConfigurationError, match="JOBQUEUE must be a dict, got list"):
         build_settings([("LEASE_SECONDS", 3)])

@@ -566,6 +566,130 @@ class StoreContract:
         # The caller's transaction is still usable.
         assert self.count() == 2
 
+    # -- bulk operator retry -----------------------------------------------------------------
+
+    def test_retry_many_retries_each_dead_or_cancelled_job_as_retry_does(self, store):
+        dead = self.make(JobState.DEAD, max_attempts=3)
+        cancelled = self.make(JobState.CANCELLED)
+        others = {s: self.make(s).id for s in (JobState.READY, JobState.LEASED, JobState.SUCCEEDED)}
+        snapshots = {job_id: self.row(job_id) for job_id in others.values()}
+        old_errors = self.row(dead.id)["errors"]
+        before = self.now()
+        retried = store.retry_many([cancelled.id, dead.id, *others.values(), 987654321])
+        after = self.now()
+        assert retried == {dead.id, cancelled.id}
+        for job_id, previous in ((dead.id, JobState.DEAD), (cancelled.id, JobState.CANCELLED)):
+            row = self.row(job_id)
+            assert row["state"] == JobState.READY
+            assert (row["attempts"], row["finished_at"], row["dead_reason"]) == (0, None, "")
+            assert (row["lease_token"], row["lease_until"], row["result"]) == (None, None, None)
+            assert before <= row["run_at"] <= after
+            entry = row["errors"][-1]
+            assert (entry["kind"], entry["previous_state"], entry["message"]) == (
+                "operator_retry",
+                previous,
+                "retried by operator",
+            )
+        assert self.row(dead.id)["errors"][:-1] == old_errors
+        for job_id, snapshot in snapshots.items():
+            assert self.row(job_id) == snapshot
+        # A second call finds nothing left to retry.
+        assert store.retry_many([dead.id, cancelled.id]) == set()
+        assert store.retry_many([]) == set()
+
+    def test_retry_many_leaves_a_job_whose_dedupe_key_a_live_job_holds(self, store):
+        held = self.make(JobState.DEAD, dedupe_key="order:1").id
+        free = self.make(JobState.DEAD, dedupe_key="order:2").id
+        plain = self.make(JobState.DEAD).id
+        live = store.enqueue(new_job(dedupe_key="order:1"))
+        snapshot = self.row(held)
+        assert store.retry_many([held, free, plain]) == {free, plain}
+        assert self.row(held) == snapshot
+        assert self.row(live)["state"] == JobState.READY
+        assert self.row(free)["state"] == JobState.READY
+        # The same key on another queue is another key.
+        elsewhere = self.make(JobState.DEAD, queue="other", dedupe_key="order:1").id
+        assert store.retry_many([elsewhere]) == {elsewhere}
+
+    def test_retry_many_retries_one_of_several_jobs_sharing_a_dedupe_key(self, store):
+        first = self.make(JobState.DEAD, dedupe_key="k").id
+        second = self.make(JobState.CANCELLED, dedupe_key="k").id
+        assert store.retry_many([second, first]) == {first}
+        assert self.row(first)["state"] == JobState.READY
+        assert self.row(second)["state"] == JobState.CANCELLED
+
+    # -- run now -----------------------------------------------------------------------------
+
+    def test_run_now_makes_a_scheduled_job_ready_and_keeps_its_attempts(self, store):
+        job = self.make(JobState.SCHEDULED, attempts=2, errors=[{"kind": "error", "attempt": 2}])
+        before = self.now()
+        assert store.run_now(job.id) is True
+        after = self.now()
+        row = self.row(job.id)
+        assert row["state"] == JobState.READY
+        assert before <= row["run_at"] <= after
+        assert row["attempts"] == 2
+        assert row["errors"] == [{"kind": "error", "attempt": 2}]
+        [claimed] = store.claim(["q"], "w1", 1, 30.0, now=after + timedelta(seconds=1))
+        assert (claimed.id, claimed.attempt) == (job.id, 3)
+
+    @pytest.mark.parametrize(
+        "state",
+        [JobState.READY, JobState.LEASED, JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED],
+    )
+    def test_run_now_of_a_job_that_is_not_scheduled_is_refused(self, store, state):
+        job_id = self.make(state).id
+        snapshot = self.row(job_id)
+        assert store.run_now(job_id) is False
+        assert self.row(job_id) == snapshot
+
+    def test_run_now_of_an_unknown_job_raises(self, store):
+        with pytest.raises(JobNotFound):
+            store.run_now(987654321)
+
+    # -- prune -------------------------------------------------------------------------------
+
+    def make_finished(self, state: str, age: timedelta, **overrides: Any) -> int:
+        return self.make(state, finished_at=self.now() - age, **overrides).id
+
+    def test_prune_deletes_the_given_finished_states_past_the_age_only(self, store):
+        day = timedelta(days=1)
+        old_ok = self.make_finished(JobState.SUCCEEDED, 8 * day)
+        old_cancelled = self.make_finished(JobState.CANCELLED, 8 * day)
+        young_ok = self.make_finished(JobState.SUCCEEDED, 6 * day)
+        old_dead = self.make_finished(JobState.DEAD, 8 * day)
+        live = [self.make(s).id for s in (JobState.READY, JobState.SCHEDULED, JobState.LEASED)]
+        week = 7 * 86400.0
+        assert store.count_prunable([JobState.SUCCEEDED, JobState.CANCELLED], week) == 2
+        assert store.prune([JobState.SUCCEEDED, JobState.CANCELLED], week, 100) == 2
+        remaining = set(Job.objects.using(self.alias).values_list("id", flat=True))
+        assert remaining == {young_ok, old_dead, *live}
+        assert old_ok not in remaining and old_cancelled not in remaining
+        assert store.prune([JobState.SUCCEEDED, JobState.CANCELLED], week, 100) == 0
+        # Time is the store's clock, injectable: two days on, the young job is old too.
+        later = self.now() + 2 * day
+        assert store.prune([JobState.SUCCEEDED], week, 100, now=later) == 1
+        assert store.prune([JobState.DEAD], 30 * 86400.0, 100) == 0
+        assert store.prune([JobState.DEAD], week, 100) == 1
+
+    def test_prune_never_deletes_live_jobs_whatever_states_it_is_given(self, store):
+        for state in (JobState.READY, JobState.SCHEDULED, JobState.LEASED):
+            self.make(state, finished_at=self.now() - timedelta(days=30))
+        live_states = [JobState.READY, JobState.SCHEDULED, JobState.LEASED]
+        assert store.count_prunable(live_states, 0.0) == 0
+        assert store.prune(live_states, 0.0, 100) == 0
+        assert self.count() == 3
+
+    def test_prune_deletes_at_most_limit_rows_per_call(self, store):
+        for _ in range(5):
+            self.make_finished(JobState.SUCCEEDED, timedelta(hours=2))
+        assert store.count_prunable([JobState.SUCCEEDED], 3600.0) == 5
+        assert store.prune([JobState.SUCCEEDED], 3600.0, 2) == 2
+        assert store.prune([JobState.SUCCEEDED], 3600.0, 2) == 2
+        assert store.prune([JobState.SUCCEEDED], 3600.0, 2) == 1
+        assert store.prune([JobState.SUCCEEDED], 3600.0, 2) == 0
+        assert self.count() == 0
+
     # -- dedupe ------------------------------------------------------------------------------
 
     def test_dedupe_returns_the_live_job_and_writes_nothing(self, store):

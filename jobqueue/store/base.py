@@ -213,6 +213,50 @@ class Store(Protocol):
         Returns False when the job is in another state. Raises JobNotFound, DuplicateJob.
         """
 
+    def retry_many(self, job_ids: Sequence[int]) -> set[int]:
+        """Retry each dead or cancelled job of ``job_ids`` exactly as :meth:`retry` would.
+
+        A row in another state, a missing id, and a row whose dedupe key a live job holds are
+        left alone. When several of ``job_ids`` share one (queue, dedupe key), only the lowest
+        id is retried. Never raises DuplicateJob.
+
+        Returns:
+            The ids retried.
+        """
+
+    def run_now(self, job_id: int) -> bool:
+        """Make a ``scheduled`` job ``ready`` now (``run_at = now()``); attempts and history kept.
+
+        Returns False when the job is in another state. Raises JobNotFound.
+        """
+
+    def prune(
+        self,
+        states: Sequence[str],
+        older_than_s: float,
+        limit: int,
+        now: datetime | None = None,
+    ) -> int:
+        """Delete up to ``limit`` jobs in ``states`` that finished more than ``older_than_s`` ago.
+
+        Args:
+            states: finished states only (``succeeded``, ``cancelled``, ``dead``); other states
+                never match.
+            older_than_s: seconds before now (database clock) a job must have finished.
+            limit: most rows deleted by this call (one bounded statement).
+            now: stands in for the database clock (tests only).
+
+        Rows another pruner is deleting are skipped, not waited on.
+
+        Returns:
+            How many jobs were deleted.
+        """
+
+    def count_prunable(
+        self, states: Sequence[str], older_than_s: float, now: datetime | None = None
+    ) -> int:
+        """Return how many jobs :meth:`prune` would delete with no limit (for a dry run)."""
+
 
 class WorkerRegistry:
     """Worker rows: written rarely, so plain ORM is enough for every backend."""

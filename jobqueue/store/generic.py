@@ -21,7 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
-from ..states import CANCELLABLE, CLAIMABLE, LIVE, RETRYABLE, JobState
+from ..states import CANCELLABLE, CLAIMABLE, FINISHED, LIVE, RETRYABLE, JobState
 from .base import ClaimedJob, ExpiredLease, HeldLease, NewJob, ReapDecision, WorkerRegistry
 
 
@@ -385,3 +385,51 @@ class GenericStore(WorkerRegistry):
                 .first()
             )
             raise DuplicateJob(row["queue"], row["dedupe_key"] or "", holder) from None
+
+    def retry_many(self, job_ids: Sequence[int]) -> set[int]:
+        retried: set[int] = set()
+        # One transaction (SQLite: one commit); each retry() is its own savepoint inside it.
+        with transaction.atomic(using=self.alias):
+            for job_id in sorted(set(job_ids)):
+                try:
+                    if self.retry(job_id):
+                        retried.add(job_id)
+                except (DuplicateJob, JobNotFound):
+                    continue
+        return retried
+
+    def run_now(self, job_id: int) -> bool:
+        updated = self._jobs.filter(id=job_id, state=JobState.SCHEDULED).update(
+            state=JobState.READY, run_at=timezone.now()
+        )
+        if updated:
+            return True
+        if not self._jobs.filter(id=job_id).exists():
+            raise JobNotFound(job_id)
+        return False
+
+    def _prunable(self, states: Sequence[str], older_than_s: float, now: datetime | None):
+        cutoff = _now(now) - timedelta(seconds=older_than_s)
+        finished = [state for state in states if state in FINISHED]
+        return self._jobs.filter(state__in=finished, finished_at__lt=cutoff)
+
+    def prune(
+        self,
+        states: Sequence[str],
+        older_than_s: float,
+        limit: int,
+        now: datetime | None = None,
+    ) -> int:
+        with transaction.atomic(using=self.alias):
+            prunable = self._prunable(states, older_than_s, now)
+            ids = list(prunable.values_list("id", flat=True)[:limit])
+            if not ids:
+                return 0
+            # Re-check the condition in the DELETE: a row retried meanwhile is not deleted.
+            deleted, _ = prunable.filter(id__in=ids).delete()
+            return deleted
+
+    def count_prunable(
+        self, states: Sequence[str], older_than_s: float, now: datetime | None = None
+    ) -> int:
+        return self._prunable(states, older_than_s, now).count()

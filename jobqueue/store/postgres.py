@@ -257,3 +257,54 @@ class PostgresStore(WorkerRegistry):
         if not self._exists(job_id):
             raise JobNotFound(job_id)
         return False
+
+    def retry_many(self, job_ids: Sequence[int]) -> set[int]:
+        ids = sorted(set(job_ids))
+        if not ids:
+            return set()
+        try:
+            # A savepoint: a dedupe key taken by a concurrent enqueue between the check and the
+            # update aborts only this statement; then each row goes through retry() on its own.
+            with transaction.atomic(using=self.alias):
+                with self._execute("retry_many", {"ids": ids}) as cursor:
+                    return {row[0] for row in cursor.fetchall()}
+        except IntegrityError:
+            retried: set[int] = set()
+            for job_id in ids:
+                try:
+                    if self.retry(job_id):
+                        retried.add(job_id)
+                except (DuplicateJob, JobNotFound):
+                    continue
+            return retried
+
+    def run_now(self, job_id: int) -> bool:
+        with self._execute("run_now", {"id": job_id}) as cursor:
+            if cursor.fetchone() is not None:
+                return True
+        if not self._exists(job_id):
+            raise JobNotFound(job_id)
+        return False
+
+    def prune(
+        self,
+        states: Sequence[str],
+        older_than_s: float,
+        limit: int,
+        now: datetime | None = None,
+    ) -> int:
+        params = {
+            "states": list(states),
+            "older_than_s": older_than_s,
+            "limit": limit,
+            "now": now,
+        }
+        with self._execute("prune", params) as cursor:
+            return cursor.rowcount
+
+    def count_prunable(
+        self, states: Sequence[str], older_than_s: float, now: datetime | None = None
+    ) -> int:
+        params = {"states": list(states), "older_than_s": older_than_s, "now": now}
+        with self._execute("count_prunable", params) as cursor:
+            return cursor.fetchone()[0]

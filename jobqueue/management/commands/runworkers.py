@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from jobqueue.conf import get_settings, validate_queue_name
+from jobqueue.pruning import Pruner
 from jobqueue.supervisor import Supervisor
 from jobqueue.worker import Worker
 
@@ -192,6 +193,8 @@ class Command(BaseCommand):
             "grace_s": options["grace"],
             "burst": options["burst"],
             "using": options["database"],
+            # Every worker prunes in small SKIP LOCKED batches: safe to run in many at once.
+            "services": [] if options["burst"] else [Pruner(using=options["database"])],
         }
         processes = options["processes"]
         if processes is None:

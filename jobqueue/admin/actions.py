@@ -1,0 +1,296 @@
+"""Internal: the operator actions, thin over the client API, and how they report.
+
+Every action takes the ids of the selected jobs in an eligible state and hands each one to the
+client function the API offers (``cancel``, ``retry_many``, ``run_now``); none writes job rows
+itself. A job that changed state since the page loaded is left alone by that function's fence
+and reported as skipped, with its state now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.admin import helpers
+from django.db import transaction
+from django.db.models import Count, QuerySet
+from django.template.response import TemplateResponse
+from django.utils.translation import ngettext
+
+from .. import client
+from ..errors import JobNotFound
+from ..models import Job
+from ..states import CANCELLABLE, RETRYABLE, JobState
+
+#: Rows handled per transaction by the per-row actions: one commit per chunk, not per row, and
+#: no lock held for long.
+CHUNK_SIZE = 500
+#: Job ids named in a message before "and N more".
+MAX_IDS_NAMED = 10
+
+
+@dataclass
+class Outcome:
+    """What one bulk action did, job by job."""
+
+    done: list[int] = field(default_factory=list)
+    #: Done, but not yet final: a running job asked to cancel.
+    requested: list[int] = field(default_factory=list)
+    #: id -> the state it is in now, for jobs no longer eligible.
+    changed: dict[int, str] = field(default_factory=dict)
+    duplicate: list[int] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BulkAction:
+    """One operator action: which states it applies to and the client call that does it."""
+
+    name: str
+    verb: str  # "cancel", "retry", "run now"
+    past: str  # "Cancelled", "Retried", "Made ready"
+    eligible: frozenset[str]
+    apply: Callable[[Sequence[int], str], Outcome]
+    confirm: bool
+    explain: str
+    #: Completes "Skipped 2 jobs that are ...".
+    not_eligible_text: str
+
+
+def _ids(ids: Iterable[int]) -> str:
+    ids = list(ids)
+    named = ", ".join(f"#{i}" for i in ids[:MAX_IDS_NAMED])
+    if len(ids) > MAX_IDS_NAMED:
+        named += f" and {len(ids) - MAX_IDS_NAMED} more"
+    return named
+
+
+def _chunks(ids: Sequence[int], size: int = CHUNK_SIZE) -> Iterable[Sequence[int]]:
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
+
+
+def _states(ids: Iterable[int], using: str) -> dict[int, str]:
+    return dict(Job.objects.using(using).filter(id__in=list(ids)).values_list("id", "state"))
+
+
+def _per_row(
+    ids: Sequence[int], using: str, call: Callable[[int], bool], outcome: Outcome
+) -> list[int]:
+    """Call ``call(id)`` for each id, a transaction per chunk; return the ids it refused."""
+    refused: list[int] = []
+    for chunk in _chunks(ids):
+        with transaction.atomic(using=using):
+            for job_id in chunk:
+                try:
+                    if call(job_id):
+                        outcome.done.append(job_id)
+                    else:
+                        refused.append(job_id)
+                except JobNotFound:
+                    outcome.missing.append(job_id)
+    return refused
+
+
+def cancel_jobs(ids: Sequence[int], using: str) -> Outcome:
+    """Cancel each job with ``client.cancel``; a running job may end up "cancel requested"."""
+    outcome = Outcome()
+    refused = _per_row(ids, using, lambda i: client.cancel(i, using=using), outcome)
+    outcome.changed.update(_states(refused, using))
+    outcome.missing.extend(set(refused) - set(outcome.changed))
+    # Whether a running job is cancelled at once or asked to stop is the client's business; say
+    # which happened by what the row shows now.
+    still_running = {
+        job_id for job_id, state in _states(outcome.done, using).items() if state == JobState.LEASED
+    }
+    outcome.requested = [i for i in outcome.done if i in still_running]
+    outcome.done = [i for i in outcome.done if i not in still_running]
+    return outcome
+
+
+def retry_jobs(ids: Sequence[int], using: str) -> Outcome:
+    """Retry the jobs with ``client.retry_many`` (per row what ``client.retry`` does)."""
+    result = client.retry_many(ids, using=using)
+    return Outcome(
+        done=list(result.retried),
+        changed=dict(result.not_retryable),
+        duplicate=list(result.duplicate),
+        missing=list(result.missing),
+    )
+
+
+def run_jobs_now(ids: Sequence[int], using: str) -> Outcome:
+    """Make each scheduled job ready now with ``client.run_now``."""
+    outcome = Outcome()
+    refused = _per_row(ids, using, lambda i: client.run_now(i, using=using), outcome)
+    outcome.changed.update(_states(refused, using))
+    outcome.missing.extend(set(refused) - set(outcome.changed))
+    return outcome
+
+
+CANCEL = BulkAction(
+    name="cancel_jobs",
+    verb="cancel",
+    past="Cancelled",
+    eligible=frozenset(CANCELLABLE),
+    apply=cancel_jobs,
+    confirm=True,
+    explain="Cancelled jobs never run again (a running job is told to stop). "
+    "A cancelled job can be retried later.",
+    not_eligible_text="already finished",
+)
+RETRY = BulkAction(
+    name="retry_jobs",
+    verb="retry",
+    past="Retried",
+    eligible=frozenset(RETRYABLE),
+    apply=retry_jobs,
+    confirm=True,
+    explain="Each job goes back to ready now with a fresh attempt budget; its error history is "
+    "kept, with a “retried by operator” entry. Its handler runs again.",
+    not_eligible_text="not dead or cancelled",
+)
+RUN_NOW = BulkAction(
+    name="run_jobs_now",
+    verb="run now",
+    past="Made ready",
+    eligible=frozenset({JobState.SCHEDULED}),
+    apply=run_jobs_now,
+    confirm=False,
+    explain="Scheduled jobs become ready now; attempts and history are kept.",
+    not_eligible_text="not scheduled",
+)
+
+
+def report(modeladmin: Any, request: Any, action: BulkAction, outcome: Outcome) -> None:
+    """Tell the operator what the action did and what it skipped, and why."""
+    done = len(outcome.done)
+    if done or not (outcome.requested or outcome.changed or outcome.duplicate or outcome.missing):
+        modeladmin.message_user(
+            request,
+            ngettext("%(past)s %(count)d job.", "%(past)s %(count)d jobs.", done)
+            % {"past": action.past, "count": done},
+            messages.SUCCESS if done else messages.WARNING,
+        )
+    if outcome.requested:
+        n = len(outcome.requested)
+        modeladmin.message_user(
+            request,
+            ngettext(
+                "Asked %(count)d running job to cancel (%(ids)s): it ends cancelled when its "
+                "worker next checks in.",
+                "Asked %(count)d running jobs to cancel (%(ids)s): they end cancelled when their "
+                "workers next check in.",
+                n,
+            )
+            % {"count": n, "ids": _ids(outcome.requested)},
+            messages.SUCCESS,
+        )
+    if outcome.changed:
+        n = len(outcome.changed)
+        named = list(outcome.changed.items())[:MAX_IDS_NAMED]
+        detail = ", ".join(f"#{job_id} is {state}" for job_id, state in named)
+        if n > MAX_IDS_NAMED:
+            detail += f" and {n - MAX_IDS_NAMED} more"
+        modeladmin.message_user(
+            request,
+            ngettext(
+                "Skipped %(count)d job that is %(why)s (now: %(detail)s).",
+                "Skipped %(count)d jobs that are %(why)s (now: %(detail)s).",
+                n,
+            )
+            % {"count": n, "why": action.not_eligible_text, "detail": detail},
+            messages.WARNING,
+        )
+    if outcome.duplicate:
+        n = len(outcome.duplicate)
+        modeladmin.message_user(
+            request,
+            ngettext(
+                "Skipped %(count)d job whose dedupe key a live job holds (%(ids)s).",
+                "Skipped %(count)d jobs whose dedupe key a live job holds (%(ids)s).",
+                n,
+            )
+            % {"count": n, "ids": _ids(outcome.duplicate)},
+            messages.WARNING,
+        )
+    if outcome.missing:
+        n = len(outcome.missing)
+        modeladmin.message_user(
+            request,
+            ngettext(
+                "Skipped %(count)d job that no longer exists (%(ids)s).",
+                "Skipped %(count)d jobs that no longer exist (%(ids)s).",
+                n,
+            )
+            % {"count": n, "ids": _ids(sorted(outcome.missing))},
+            messages.WARNING,
+        )
+
+
+def run_bulk_action(
+    modeladmin: Any, request: Any, queryset: QuerySet, action: BulkAction
+) -> TemplateResponse | None:
+    """Run ``action`` on the selected jobs, after a confirmation page if the action asks for one.
+
+    Jobs selected on the page but no longer eligible (or gone) are skipped and reported. With
+    "select all", the jobs matching the filters in an eligible state are acted on.
+    """
+    using = queryset.db
+    select_across = request.POST.get("select_across") == "1"
+    eligible = queryset.filter(state__in=sorted(action.eligible))
+    if action.confirm and request.POST.get("post") != "yes":
+        return confirmation_page(modeladmin, request, queryset, eligible, action, select_across)
+    ids = sorted(eligible.values_list("id", flat=True))
+    outcome = action.apply(ids, using) if ids else Outcome()
+    if not select_across:
+        posted = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        selected = {int(pk) for pk in posted if pk.isdigit()}
+        not_eligible = selected - set(ids)
+        now = _states(not_eligible, using)
+        outcome.changed.update(now)
+        outcome.missing.extend(sorted(not_eligible - set(now)))
+    report(modeladmin, request, action, outcome)
+    return None
+
+
+def confirmation_page(
+    modeladmin: Any,
+    request: Any,
+    queryset: QuerySet,
+    eligible: QuerySet,
+    action: BulkAction,
+    select_across: bool,
+) -> TemplateResponse:
+    """Render "are you sure?" with what the action would change, like ``delete_selected``."""
+    opts = modeladmin.model._meta
+    by_type = list(eligible.values("type").annotate(n=Count("id")).order_by("-n", "type")[:20])
+    total = sum(row["n"] for row in by_type)
+    if len(by_type) == 20:
+        total = eligible.count()
+    selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": f"Are you sure you want to {action.verb} these jobs?",
+        "opts": opts,
+        "action": action,
+        "count": total,
+        "by_type": by_type,
+        "selected": selected,
+        "not_eligible": 0 if select_across else max(len(selected) - total, 0),
+        "select_across": select_across,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "changelist_url": request.get_full_path(),
+        "media": modeladmin.media,
+    }
+    request.current_app = modeladmin.admin_site.name
+    return TemplateResponse(
+        request,
+        [
+            f"admin/{opts.app_label}/{opts.model_name}/bulk_action_confirmation.html",
+            "admin/jobqueue/bulk_action_confirmation.html",
+        ],
+        context,
+    )

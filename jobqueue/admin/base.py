@@ -1,0 +1,287 @@
+"""Internal: what the job and dead-letter pages share: read-only rows, columns, detail, actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from ..models import Job
+from ..states import JobState
+from . import actions as bulk
+from .display import (
+    compact_time,
+    error_history_table,
+    json_block,
+    mask,
+    short_error,
+    state_badge,
+)
+from .paginator import EstimatedCountPaginator
+
+DETAIL_FIELDSETS = (
+    (
+        None,
+        {
+            "fields": (
+                ("id", "state_label"),
+                ("type", "queue"),
+                ("tenant_id", "priority"),
+                ("attempts_label", "timeout_s"),
+                ("dedupe_key", "reason_label"),
+                "cancel_requested_at",
+            )
+        },
+    ),
+    ("Payload", {"fields": ("payload_block",)}),
+    ("Error history", {"fields": ("error_history",)}),
+    ("Lease", {"fields": (("leased_by", "lease_until"), "lease_token")}),
+    ("Result", {"fields": ("result_block",)}),
+    ("Timestamps", {"fields": (("created_at", "run_at"), ("started_at", "finished_at"))}),
+)
+
+
+class JobAdminBase(admin.ModelAdmin):
+    """Read-only job rows with the operator actions; subclasses choose columns and filters."""
+
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    list_per_page = 50
+    list_max_show_all = 200
+    search_help_text = (
+        "A number finds that job id; other text finds job types containing it, "
+        "or an exact dedupe key."
+    )
+    search_fields = ("type",)  # the search box; the lookup itself is get_search_results
+    fieldsets = DETAIL_FIELDSETS
+    readonly_fields = (
+        "id",
+        "state_label",
+        "type",
+        "queue",
+        "tenant_id",
+        "priority",
+        "attempts_label",
+        "timeout_s",
+        "dedupe_key",
+        "reason_label",
+        "cancel_requested_at",
+        "payload_block",
+        "error_history",
+        "leased_by",
+        "lease_until",
+        "lease_token",
+        "result_block",
+        "created_at",
+        "run_at",
+        "started_at",
+        "finished_at",
+    )
+    actions = ("cancel_jobs", "retry_jobs", "run_jobs_now")
+
+    class Media:
+        css = {"all": ("jobqueue/admin.css",)}
+
+    # -- permissions: rows change only through the actions ---------------------------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        """Refuse: jobs are enqueued by code, not typed in."""
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Refuse: a job changes state only through cancel, retry and run now."""
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Refuse: finished jobs are pruned (``manage.py prunejobs``), live ones cancelled."""
+        return False
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        """Return True if the user may retry jobs and run scheduled jobs now."""
+        return request.user.has_perm("jobqueue.retry_job")
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        """Return True if the user may cancel jobs."""
+        return request.user.has_perm("jobqueue.cancel_job")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        """Leave the payload and result (up to 1 MiB each) out of the list's query."""
+        return super().get_queryset(request).defer("payload", "result")
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        """Search a job id (a number, optionally ``#123``), else a type fragment or dedupe key."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        number = term.removeprefix("#")
+        if number.isdigit():
+            return queryset.filter(id=int(number)), False
+        from django.db.models import Q
+
+        return queryset.filter(Q(type__icontains=term) | Q(dedupe_key=term)), False
+
+    # -- columns and detail ----------------------------------------------------------------
+
+    @admin.display(description="state", ordering="state")
+    def state_label(self, job: Job) -> str:
+        """Show the state as a coloured badge; a retry waiting its turn says so."""
+        label = job.state
+        if job.state == JobState.SCHEDULED and job.run_at and job.run_at <= timezone.now():
+            label = "scheduled (due)"
+        elif job.state == JobState.SCHEDULED and job.attempts:
+            label = "scheduled (retry)"
+        elif job.state == JobState.LEASED and job.cancel_requested_at:
+            label = "leased (cancel requested)"
+        return state_badge(job.state, label)
+
+    @admin.display(description="attempts")
+    def attempts_label(self, job: Job) -> str:
+        """Show ``attempts/max_attempts``."""
+        return f"{job.attempts}/{job.max_attempts}"
+
+    @admin.display(description="run at")
+    def run_at_short(self, job: Job) -> str:
+        """Show ``run_at`` compactly."""
+        return compact_time(job.run_at)
+
+    @admin.display(description="created")
+    def created_short(self, job: Job) -> str:
+        """Show ``created_at`` compactly."""
+        return compact_time(job.created_at)
+
+    @admin.display(description="finished")
+    def finished_short(self, job: Job) -> str:
+        """Show ``finished_at`` compactly."""
+        return compact_time(job.finished_at)
+
+    @admin.display(description="last error")
+    def last_error_short(self, job: Job) -> str:
+        """Show the newest failure, cut to fit; the whole message is in the tooltip."""
+        entry = job.last_error
+        if not entry:
+            return ""
+        return format_html(
+            '<span title="{}">{}</span>',
+            f"{entry.get('type', '')}: {entry.get('message', '')}",
+            short_error(entry),
+        )
+
+    @admin.display(description="reason")
+    def reason_label(self, job: Job) -> str:
+        """Show why a job died; an expired last lease is named as such."""
+        if not job.dead_reason:
+            return ""
+        label = job.get_dead_reason_display()
+        last = (job.errors or [])[-1:] or [{}]
+        if last[0].get("kind") == "lease_expired":
+            label = f"{label} (lease expired)"
+        return label
+
+    def _json_url(self, job: Job, field: str) -> str:
+        opts = self.model._meta
+        return reverse(
+            f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_json",
+            args=[job.pk, field],
+        )
+
+    @admin.display(description="payload")
+    def payload_block(self, job: Job) -> str:
+        """Show the payload as pretty JSON, masked, long values cut (with a link to all of it)."""
+        return json_block(job.payload, whole_url=self._json_url(job, "payload"))
+
+    @admin.display(description="result")
+    def result_block(self, job: Job) -> str:
+        """Show the result like the payload."""
+        if job.result is None:
+            return "-"
+        return json_block(job.result, whole_url=self._json_url(job, "result"))
+
+    @admin.display(description="errors")
+    def error_history(self, job: Job) -> str:
+        """Show every history entry: attempt, time, worker, exception, message, traceback."""
+        return error_history_table(job.errors)
+
+    # -- extra views -----------------------------------------------------------------------
+
+    def get_urls(self) -> list:
+        """Add ``<id>/json/<payload|result>/``: the whole masked value as JSON."""
+        opts = self.model._meta
+        extra = [
+            path(
+                "<int:object_id>/json/<str:field>/",
+                self.admin_site.admin_view(self.json_view),
+                name=f"{opts.app_label}_{opts.model_name}_json",
+            ),
+        ]
+        return extra + super().get_urls()
+
+    def json_view(self, request: HttpRequest, object_id: int, field: str) -> JsonResponse:
+        """Return a job's whole payload or result, masked, as JSON (view permission needed)."""
+        from django.core.exceptions import PermissionDenied
+        from django.http import Http404
+
+        if field not in ("payload", "result"):
+            raise Http404("no such field")
+        job = get_object_or_404(self.get_queryset(request), pk=object_id)
+        if not self.has_view_permission(request, job):
+            raise PermissionDenied
+        return JsonResponse(mask(getattr(job, field)), safe=False, json_dumps_params={"indent": 2})
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None
+    ):
+        """Add buttons for the actions this user may take on this job in its state."""
+        extra_context = dict(extra_context or {})
+        job = self.get_object(request, object_id)
+        if job is not None:
+            available = self.get_actions(request)
+            buttons = []
+            for action in (bulk.RETRY, bulk.RUN_NOW, bulk.CANCEL):
+                if action.name in available and job.state in action.eligible:
+                    buttons.append(action)
+            opts = self.model._meta
+            extra_context["job_actions"] = buttons
+            extra_context["job_actions_url"] = reverse(
+                f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_changelist"
+            )
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def _run(self, request: HttpRequest, queryset: QuerySet, action: bulk.BulkAction):
+        response = bulk.run_bulk_action(self, request, queryset, action)
+        if response is not None:
+            return response
+        back = request.POST.get("next")
+        if back and url_has_allowed_host_and_scheme(
+            back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        ):
+            return HttpResponseRedirect(back)
+        return None
+
+    @admin.action(description="Cancel selected jobs", permissions=["cancel"])
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet):
+        """Cancel ready, scheduled, running (a cancel request) and dead jobs."""
+        return self._run(request, queryset, bulk.CANCEL)
+
+    @admin.action(description="Retry selected jobs now (dead or cancelled)", permissions=["retry"])
+    def retry_jobs(self, request: HttpRequest, queryset: QuerySet):
+        """Send dead and cancelled jobs back to ready with a fresh attempt budget."""
+        return self._run(request, queryset, bulk.RETRY)
+
+    @admin.action(description="Run selected scheduled jobs now", permissions=["retry"])
+    def run_jobs_now(self, request: HttpRequest, queryset: QuerySet):
+        """Make scheduled jobs ready now."""
+        return self._run(request, queryset, bulk.RUN_NOW)

@@ -1,0 +1,240 @@
+"""Internal: the queue dashboard: per-queue counts, lag, recent throughput, dead letters, workers.
+
+Every figure comes from a small aggregate that an index serves: live jobs through the claim and
+lease partial indexes, finished ones through ``jobqueue_job_finished`` (state, finished_at) and
+dead letters through ``jobqueue_job_dead`` (type, queue), index-only where the columns allow.
+"Ready" counts the jobs claimable now (ready, or scheduled with run_at come) and "scheduled" those
+waiting for their run_at, which the claim index answers alone. The succeeded and cancelled
+totals, which grow without bound until pruned, are the planner's estimate on PostgreSQL once a
+state holds 10,000 rows or more (marked "≈"); everything else is exact.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Min, Q
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils import timezone
+
+from ..models import Job, Worker
+from ..states import CLAIMABLE, JobState
+from .filters import known_queues
+from .paginator import EXACT_COUNT_BELOW, planner_rows
+
+#: Seconds between the page's automatic reloads (``?refresh=0`` turns it off).
+REFRESH_SECONDS = 5
+#: Most rows in "dead letters by type".
+DEAD_BY_TYPE_ROWS = 50
+STATES = [state.value for state in JobState]
+
+
+@dataclass
+class QueueStats:
+    """One queue's row on the dashboard."""
+
+    name: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATES, 0))
+    #: States whose count is the planner's estimate.
+    estimated: set[str] = field(default_factory=set)
+    #: Ready, or scheduled and due: claimable now (the "ready" count).
+    due: int = 0
+    oldest_due: datetime | None = None
+    lag_s: float | None = None
+    succeeded_5m: int = 0
+    succeeded_1h: int = 0
+    dead_5m: int = 0
+    dead_1h: int = 0
+
+    @property
+    def lag(self) -> str:
+        """Return the age of the oldest due job, for people."""
+        return humanize_seconds(self.lag_s)
+
+    @property
+    def live(self) -> int:
+        """Return how many jobs are ready, scheduled or leased."""
+        return sum(self.counts[s] for s in (JobState.READY, JobState.SCHEDULED, JobState.LEASED))
+
+    def cells(self) -> list[tuple[str, int, bool]]:
+        """Return ``(state, count, estimated)`` in lifecycle order, for the template."""
+        return [(s, self.counts[s], s in self.estimated) for s in STATES]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CronRow:
+    """One cron entry as the dashboard shows it."""
+
+    name: str
+    cron_expr: str
+    timezone: str
+    queue: str
+    job_type: str
+    enabled: bool
+    next_fire_at: datetime | None
+    last_fired_at: datetime | None
+    url: str | None = None
+
+
+def cron_entries(using: str = "default") -> list[CronRow]:
+    """Return the cron entries with their next fire time, soonest first.
+
+    Empty until the cron entries land (``CronEntry`` and its admin live in another change); this
+    is the one function to fill in then.
+    """
+    return []
+
+
+def queue_stats(
+    using: str = "default",
+    now: datetime | None = None,
+    dead_by_queue_and_type: list[dict[str, Any]] | None = None,
+) -> list[QueueStats]:
+    """Return one :class:`QueueStats` per queue that has jobs or is known to this site.
+
+    Args:
+        using: database alias of the queue.
+        now: the time lag and "last 5 minutes" are measured from (default: now).
+        dead_by_queue_and_type: :func:`dead_letters` output, if the caller already has it.
+    """
+    now = now or timezone.now()
+    if dead_by_queue_and_type is None:
+        dead_by_queue_and_type = dead_letters(using)
+    jobs = Job.objects.using(using)
+    queues: dict[str, QueueStats] = {}
+
+    def row(name: str) -> QueueStats:
+        if name not in queues:
+            queues[name] = QueueStats(name=name)
+        return queues[name]
+
+    # Ready and scheduled, split by run_at as DESIGN's lifecycle does (a scheduled job whose
+    # run_at has come is ready; storage skips that promotion, decisions.md): every column read
+    # here is in the claim index, so this is an index-only scan of the live rows. Splitting by
+    # the stored state instead would visit the heap row of every live job.
+    due = Q(run_at__lte=now)
+    for r in (
+        jobs.filter(state__in=sorted(CLAIMABLE))
+        .values("queue")
+        .annotate(n=Count("id"), due=Count("id", filter=due), oldest=Min("run_at", filter=due))
+        .order_by()
+    ):
+        stats = row(r["queue"])
+        stats.counts[JobState.READY] = r["due"]
+        stats.counts[JobState.SCHEDULED] = r["n"] - r["due"]
+        stats.due = r["due"]
+        stats.oldest_due = r["oldest"]
+    # Leased: the lease index's predicate.
+    for r in jobs.filter(state=JobState.LEASED).values("queue").annotate(n=Count("id")).order_by():
+        row(r["queue"]).counts[JobState.LEASED] = r["n"]
+    # Finished in the last hour: a range of the finished index per state.
+    hour, five = now - timedelta(hours=1), now - timedelta(minutes=5)
+    for r in (
+        jobs.filter(state__in=[JobState.SUCCEEDED, JobState.DEAD], finished_at__gte=hour)
+        .values("queue", "state")
+        .annotate(h1=Count("id"), m5=Count("id", filter=Q(finished_at__gte=five)))
+        .order_by()
+    ):
+        stats = row(r["queue"])
+        if r["state"] == JobState.SUCCEEDED:
+            stats.succeeded_1h, stats.succeeded_5m = r["h1"], r["m5"]
+        else:
+            stats.dead_1h, stats.dead_5m = r["h1"], r["m5"]
+    # Dead: exact (operators act on these), from the finished index, by queue and job type.
+    for r in dead_by_queue_and_type:
+        row(r["queue"]).counts[JobState.DEAD] += r["n"]
+    for name in known_queues(using):
+        row(name)
+    # Succeeded and cancelled grow until pruned: estimate them when they are big.
+    for state in (JobState.SUCCEEDED, JobState.CANCELLED):
+        in_state = jobs.filter(state=state)
+        estimate = planner_rows(in_state)
+        if estimate is not None and estimate >= EXACT_COUNT_BELOW:
+            for stats in queues.values():
+                stats.counts[state] = planner_rows(in_state.filter(queue=stats.name)) or 0
+                stats.estimated.add(state)
+        else:
+            for r in in_state.values("queue").annotate(n=Count("id")).order_by():
+                row(r["queue"]).counts[state] = r["n"]
+    for stats in queues.values():
+        if stats.oldest_due is not None:
+            stats.lag_s = max((now - stats.oldest_due).total_seconds(), 0.0)
+    return sorted(queues.values(), key=lambda s: s.name)
+
+
+def dead_letters(using: str = "default") -> list[dict[str, Any]]:
+    """Return ``{"type", "queue", "n"}`` per job type and queue with dead letters, most first."""
+    rows = list(
+        Job.objects.using(using)
+        .filter(state=JobState.DEAD)
+        .values("type", "queue")
+        .annotate(n=Count("*"))  # not Count("id"): id is not in the dead index
+        .order_by()
+    )
+    return sorted(rows, key=lambda r: (-r["n"], r["type"], r["queue"]))
+
+
+def workers(using: str = "default") -> list[Worker]:
+    """Return every worker row, with ``is_alive`` to tell the running from the vanished."""
+    return list(Worker.objects.using(using).order_by("host", "pid"))
+
+
+def humanize_seconds(seconds: float | None) -> str:
+    """Return ``"850 ms"``, ``"4.2 s"``, ``"12 min"`` or ``"3 h 5 min"``."""
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f} min"
+    if seconds < 86400:
+        return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:.0f} min"
+    return f"{seconds // 86400:.0f} d {seconds % 86400 // 3600:.0f} h"
+
+
+def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
+    """Render the dashboard for ``modeladmin`` (the jobs admin); needs the view permission."""
+    if not modeladmin.has_view_permission(request):
+        raise PermissionDenied
+    started = time.perf_counter()
+    using = "default"
+    now = timezone.now()
+    dead = dead_letters(using)
+    queues = queue_stats(using, now, dead)
+    totals = QueueStats(name="all queues")
+    for stats in queues:
+        for state in STATES:
+            totals.counts[state] += stats.counts[state]
+        totals.estimated |= stats.estimated
+        totals.due += stats.due
+        for name in ("succeeded_5m", "succeeded_1h", "dead_5m", "dead_1h"):
+            setattr(totals, name, getattr(totals, name) + getattr(stats, name))
+        if stats.lag_s is not None and (totals.lag_s is None or stats.lag_s > totals.lag_s):
+            totals.lag_s = stats.lag_s
+    worker_rows = workers(using)
+    refresh = REFRESH_SECONDS if request.GET.get("refresh") != "0" else 0
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": "Queue dashboard",
+        "opts": modeladmin.model._meta,
+        "states": STATES,
+        "queues": queues,
+        "totals": totals,
+        "dead_by_type": dead[:DEAD_BY_TYPE_ROWS],
+        "dead_by_type_more": max(len(dead) - DEAD_BY_TYPE_ROWS, 0),
+        "workers": worker_rows,
+        "alive_workers": sum(1 for w in worker_rows if w.is_alive),
+        "cron_entries": cron_entries(using),
+        "refresh_seconds": refresh,
+        "generated_at": now,
+        "elapsed_ms": (time.perf_counter() - started) * 1000,
+    }
+    request.current_app = modeladmin.admin_site.name
+    return TemplateResponse(request, "admin/jobqueue/dashboard.html", context)

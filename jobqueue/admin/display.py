@@ -1,0 +1,162 @@
+"""Internal: how the admin shows job data: masked and shortened JSON, state badges, errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from ..conf import get_settings
+
+#: What a masked value is shown as, whatever its type.
+MASK = "********"
+#: Longest string shown whole on a page; longer ones are cut (the JSON view has them whole).
+MAX_STRING_CHARS = 300
+#: Most list items or dict keys shown on a page.
+MAX_ITEMS = 100
+#: Longest "last error" message in a changelist cell.
+SHORT_ERROR_CHARS = 90
+
+STATE_COLORS = {
+    "ready": "#2b6cb0",
+    "scheduled": "#6b46c1",
+    "leased": "#b7791f",
+    "succeeded": "#2f855a",
+    "dead": "#c53030",
+    "cancelled": "#718096",
+}
+
+
+def is_masked_key(key: Any, masked_keys: Iterable[str]) -> bool:
+    """Return True if ``key`` contains any of ``masked_keys`` (case-insensitive)."""
+    text = str(key).lower()
+    return any(name in text for name in masked_keys)
+
+
+def mask(value: Any, masked_keys: Iterable[str] | None = None) -> Any:
+    """Return a copy of the JSON ``value`` with the values of masked keys replaced, at any depth.
+
+    Args:
+        value: a decoded JSON value (dicts, lists, scalars).
+        masked_keys: lower-case key fragments; default ``JOBQUEUE["ADMIN_MASKED_KEYS"]``.
+    """
+    keys = tuple(get_settings().admin_masked_keys if masked_keys is None else masked_keys)
+    if not keys:
+        return value
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: MASK if is_masked_key(k, keys) else walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        return node
+
+    return walk(value)
+
+
+def shorten(value: Any) -> tuple[Any, bool]:
+    """Return ``value`` with long strings and long lists or dicts cut, and whether anything was."""
+    cut = False
+
+    def walk(node: Any) -> Any:
+        nonlocal cut
+        if isinstance(node, str) and len(node) > MAX_STRING_CHARS:
+            cut = True
+            return f"{node[:MAX_STRING_CHARS]}… ({len(node) - MAX_STRING_CHARS} more characters)"
+        if isinstance(node, list):
+            shown = [walk(item) for item in node[:MAX_ITEMS]]
+            if len(node) > MAX_ITEMS:
+                cut = True
+                shown.append(f"… {len(node) - MAX_ITEMS} more items")
+            return shown
+        if isinstance(node, dict):
+            items = list(node.items())
+            shown_dict = {k: walk(v) for k, v in items[:MAX_ITEMS]}
+            if len(items) > MAX_ITEMS:
+                cut = True
+                shown_dict["…"] = f"{len(items) - MAX_ITEMS} more keys"
+            return shown_dict
+        return node
+
+    return walk(value), cut
+
+
+def pretty_json(value: Any) -> str:
+    """Return ``value`` as indented JSON text (non-ASCII kept readable)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def json_block(value: Any, *, whole_url: str | None = None) -> SafeString:
+    """Return masked, shortened, pretty JSON in a ``<pre>``; link to the whole value if cut."""
+    shown, cut = shorten(mask(value))
+    block = format_html('<pre class="jq-json">{}</pre>', pretty_json(shown))
+    if cut and whole_url:
+        block += format_html(
+            '<p class="jq-cut">Long values are cut here. <a href="{}">Show the whole value</a> '
+            "(masked keys stay masked).</p>",
+            whole_url,
+        )
+    return block
+
+
+def state_badge(state: str, label: str | None = None) -> SafeString:
+    """Return a coloured badge for a job state."""
+    return format_html(
+        '<span class="jq-state jq-state-{}" style="background:{}">{}</span>',
+        state,
+        STATE_COLORS.get(state, "#4a5568"),
+        label or state,
+    )
+
+
+def compact_time(value: datetime | None) -> str:
+    """Return an aware datetime as ``2026-01-31 14:05:09`` in the current time zone, or "-"."""
+    if value is None:
+        return "-"
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def short_error(entry: dict[str, Any] | None) -> str:
+    """Return ``Type: message`` of an error-history entry, cut to a changelist cell."""
+    if not entry:
+        return ""
+    text = ": ".join(part for part in (entry.get("type"), entry.get("message")) if part)
+    if len(text) > SHORT_ERROR_CHARS:
+        return text[: SHORT_ERROR_CHARS - 1] + "…"
+    return text
+
+
+def error_history_table(errors: list[dict[str, Any]] | None) -> SafeString:
+    """Return the whole error history as a table, tracebacks in ``<pre>``."""
+    if not errors:
+        return format_html("<p>{}</p>", "No errors recorded.")
+    rows = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        '<td><div class="jq-message">{}</div>{}</td></tr>',
+        (
+            (
+                entry.get("attempt", ""),
+                entry.get("at", ""),
+                entry.get("kind", "error"),
+                entry.get("worker", ""),
+                entry.get("type", ""),
+                entry.get("message", ""),
+                format_html('<pre class="jq-traceback">{}</pre>', entry["traceback"])
+                if entry.get("traceback")
+                else "",
+            )
+            for entry in errors
+        ),
+    )
+    return format_html(
+        '<table class="jq-errors"><thead><tr><th>attempt</th><th>time</th><th>kind</th>'
+        "<th>worker</th><th>exception</th><th>message and traceback</th></tr></thead>"
+        "<tbody>{}</tbody></table>",
+        rows,
+    )

@@ -1,0 +1,58 @@
+"""Internal: the jobs page (every job, read-only, with cancel, retry and run now) and its URLs."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.urls import path
+
+from ..models import Job
+from . import dashboard
+from .base import JobAdminBase
+from .filters import JobTypeFilter, QueueFilter, StateFilter, TenantFilter
+
+
+@admin.register(Job)
+class JobAdmin(JobAdminBase):
+    """Every job. The list reads one page by primary key; filters never scan for choices."""
+
+    list_display = (
+        "id",
+        "type",
+        "queue",
+        "state_label",
+        "tenant_id",
+        "priority",
+        "attempts_label",
+        "run_at_short",
+        "created_short",
+        "finished_short",
+        "last_error_short",
+    )
+    list_display_links = ("id", "type")
+    list_filter = (
+        StateFilter,
+        QueueFilter,
+        JobTypeFilter,
+        TenantFilter,
+        ("created_at", admin.DateFieldListFilter),
+        ("finished_at", admin.DateFieldListFilter),
+    )
+    # Only the primary key: sorting a million rows by another column is a full sort.
+    sortable_by = ("id",)
+    ordering = ("-id",)
+
+    def get_urls(self) -> list:
+        """Add the queue dashboard at ``jobqueue/job/dashboard/``."""
+        urls = [
+            path(
+                "dashboard/",
+                self.admin_site.admin_view(self.dashboard_view),
+                name="jobqueue_dashboard",
+            )
+        ]
+        return urls + super().get_urls()
+
+    def dashboard_view(self, request: HttpRequest):
+        """Render the queue dashboard (needs the view permission on jobs)."""
+        return dashboard.render(self, request)

@@ -1,0 +1,54 @@
+"""Internal: the workers page: one row per worker process, alive or not."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from ..models import Worker
+
+
+@admin.register(Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    """Worker processes as they last reported; read-only."""
+
+    list_display = (
+        "worker_id",
+        "host",
+        "pid",
+        "queue_names",
+        "concurrency",
+        "running_jobs",
+        "status",
+        "started_at",
+        "last_seen_at",
+        "alive",
+    )
+    list_filter = ("status", "host")
+    search_fields = ("worker_id", "host")
+    show_facets = admin.ShowFacets.NEVER
+
+    class Media:
+        css = {"all": ("jobqueue/admin.css",)}
+
+    @admin.display(description="queues")
+    def queue_names(self, worker: Worker) -> str:
+        """Show the queues as a comma-separated list."""
+        return ", ".join(worker.queues or [])
+
+    @admin.display(description="alive", boolean=True)
+    def alive(self, worker: Worker) -> bool:
+        """Show whether it heartbeated within three of its heartbeat intervals."""
+        return worker.is_alive
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        """Refuse: workers register themselves."""
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        """Refuse: a worker row is what the worker reported."""
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        """Refuse: a live worker would vanish from view while it runs."""
+        return False

@@ -1,0 +1,146 @@
+"""``manage.py prunejobs``: delete finished jobs older than a given age. Parsing and wiring only."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
+
+from jobqueue.conf import RETENTION_STATES, get_settings
+from jobqueue.errors import MAX_DELAY_SECONDS
+from jobqueue.pruning import DEFAULT_PRUNE_BATCH_SIZE, count_prunable, prune_jobs
+
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhdw])+")
+_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def duration(text: str) -> float:
+    """Parse ``7d``, ``12h``, ``30m``, ``90s``, ``2w`` or a sum like ``1d12h`` into seconds."""
+    value = text.strip().lower()
+    if not _DURATION.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"expected a duration like 7d, 12h, 30m, 90s or 1d12h, got {text!r}"
+        )
+    seconds = sum(float(n) * UNITS[unit] for n, unit in _PART.findall(value))
+    if seconds > MAX_DELAY_SECONDS:
+        raise argparse.ArgumentTypeError(f"expected at most ten years, got {text!r}")
+    return seconds
+
+
+def finished_states(text: str) -> list[str]:
+    """Parse ``succeeded,cancelled`` into finished states, refusing live ones."""
+    names = [part.strip() for part in text.split(",")]
+    if not text.strip() or any(not name for name in names):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated states like 'succeeded,cancelled', got {text!r}"
+        )
+    bad = [name for name in names if name not in RETENTION_STATES]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"can prune only {', '.join(RETENTION_STATES)} jobs, got {', '.join(map(repr, bad))}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def positive_int(text: str) -> int:
+    """Parse an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def describe(seconds: float) -> str:
+    """Return ``seconds`` the way --older-than takes it (``7d``, ``36h``, ``90s``)."""
+    for unit in ("w", "d", "h", "m"):
+        if seconds and seconds % UNITS[unit] == 0:
+            return f"{seconds / UNITS[unit]:.0f}{unit}"
+    return f"{seconds:g}s"
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete finished jobs that finished longer ago than --older-than (default: the "
+        "JOBQUEUE['RETENTION'] setting per state), in bounded batches. Live jobs are never "
+        "deleted."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--older-than",
+            type=duration,
+            default=None,
+            metavar="AGE",
+            help="age such as 7d, 12h, 30m or 1d12h (default: each state's RETENTION)",
+        )
+        parser.add_argument(
+            "--state",
+            type=finished_states,
+            default=None,
+            metavar="STATES",
+            help="comma-separated finished states: succeeded, cancelled, dead (default: "
+            "succeeded,cancelled with --older-than; every state with a retention without it)",
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=positive_int,
+            default=DEFAULT_PRUNE_BATCH_SIZE,
+            help=f"rows deleted per statement (default {DEFAULT_PRUNE_BATCH_SIZE})",
+        )
+        parser.add_argument(
+            "--database", default="default", help="database alias of the queue (default: 'default')"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        using = options["database"]
+        if using not in connections:
+            raise CommandError(f"--database {using!r} is not in DATABASES")
+        plan = self._plan(options["older_than"], options["state"])
+        if not plan:
+            self.stdout.write("Nothing to prune: no state has a retention (RETENTION is None).")
+            return
+        total = 0
+        for states, seconds in plan:
+            label = "/".join(states)
+            if options["dry_run"]:
+                n = count_prunable(states, seconds, using=using)
+                self.stdout.write(
+                    f"Would delete {n} {label} job(s) finished more than {describe(seconds)} ago."
+                )
+            else:
+                n = prune_jobs(
+                    states,
+                    seconds,
+                    batch_size=options["batch_size"],
+                    using=using,
+                    on_batch=self._progress if options["verbosity"] > 1 else None,
+                )
+                self.stdout.write(
+                    f"Deleted {n} {label} job(s) finished more than {describe(seconds)} ago."
+                )
+            total += n
+        if len(plan) > 1:
+            verb = "Would delete" if options["dry_run"] else "Deleted"
+            self.stdout.write(f"{verb} {total} job(s) in all.")
+
+    def _plan(
+        self, older_than: float | None, states: list[str] | None
+    ) -> list[tuple[list[str], float]]:
+        if older_than is not None:
+            return [(states or ["succeeded", "cancelled"], older_than)]
+        retention = get_settings().retention_seconds
+        chosen = states or list(RETENTION_STATES)
+        return [([s], retention[s]) for s in chosen if retention.get(s) is not None]
+
+    def _progress(self, deleted: int) -> None:
+        self.stdout.write(f"  batch: {deleted} deleted")
