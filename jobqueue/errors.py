@@ -11,6 +11,7 @@ import math
 from django.core.exceptions import ImproperlyConfigured
 
 __all__ = [
+    "CronConfigurationError",
     "DuplicateJob",
     "InvalidCronExpression",
     "InvalidJobOption",
@@ -120,6 +121,10 @@ class QueueUnavailable(JobQueueError):
 
 class JobQueueConfigurationError(ImproperlyConfigured):
     """The JOBQUEUE setting is invalid."""
+
+
+class CronConfigurationError(JobQueueConfigurationError):
+    """An entry of ``JOBQUEUE["CRON"]`` is invalid (reported by the check jobqueue.E002)."""
 
 
 class PermanentError(Exception):
