@@ -20,6 +20,7 @@ __all__ = [
     "job",
     "nack",
     "retry",
+    "schedule",
 ]
 
 _LAZY = {
@@ -30,6 +31,7 @@ _LAZY = {
     "nack": "jobqueue.client",
     "cancel": "jobqueue.client",
     "retry": "jobqueue.client",
+    "schedule": "jobqueue.cron",
     "job": "jobqueue.jobs",
     "JobContext": "jobqueue.jobs",
 }

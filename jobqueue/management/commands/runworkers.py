@@ -9,10 +9,11 @@ import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from jobqueue.conf import get_settings, validate_queue_name
-from jobqueue.worker import Worker
+from jobqueue.scheduler import Scheduler
+from jobqueue.worker import Worker, default_worker_id
 
 
 def positive_int(text: str) -> int:
@@ -93,8 +94,9 @@ def worker_id_text(text: str) -> str:
 class Command(BaseCommand):
     help = (
         "Run a jobqueue worker: claim jobs from the queues, run them on a thread pool, "
-        "heartbeat their leases. SIGTERM drains within --grace; SIGINT or a second SIGTERM "
-        "releases running jobs at once."
+        "heartbeat their leases, and fire cron entries while this process holds the leader "
+        "lease. SIGTERM drains within --grace; SIGINT or a second SIGTERM releases running "
+        "jobs at once."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -144,6 +146,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--database", default="default", help="database alias of the queue (default: 'default')"
         )
+        parser.add_argument(
+            "--no-scheduler",
+            action="store_true",
+            help="never fire cron entries here: do not run for the leader lease, and do not "
+            "reconcile JOBQUEUE['CRON']",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._configure_logging(options["verbosity"])
@@ -152,6 +160,10 @@ class Command(BaseCommand):
             from django.core.management.base import CommandError
 
             raise CommandError(f"--database {options['database']!r} is not in DATABASES")
+        worker_id = options["worker_id"] or default_worker_id()
+        scheduler = None
+        if not options["no_scheduler"] and not options["burst"]:
+            scheduler = Scheduler(holder=worker_id, using=options["database"])
         worker = Worker(
             queues=options["queues"] or conf.queues,
             concurrency=options["concurrency"],
@@ -159,10 +171,23 @@ class Command(BaseCommand):
             poll_interval_s=options["poll_interval"],
             grace_s=options["grace"],
             burst=options["burst"],
-            worker_id=options["worker_id"],
+            worker_id=worker_id,
             using=options["database"],
+            services=[scheduler] if scheduler else None,
         )
-        code = worker.run()
+        try:
+            code = worker.run()
+        finally:
+            if scheduler is not None:
+                # Let the leader lease lapse now, so another process fires the next time.
+                try:
+                    scheduler.stop()
+                except DatabaseError as exc:
+                    logging.getLogger("jobqueue.scheduler").error(
+                        "could not resign the leader lease (it lapses by itself): %s", exc
+                    )
+                finally:
+                    connections.close_all()
         if worker.abandoned_jobs:
             # Handler threads cannot be killed; their leases are released, so end the process
             # with them instead of waiting for them at interpreter exit.
