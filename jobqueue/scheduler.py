@@ -217,6 +217,7 @@ class Scheduler:
                     leader=lead,
                     now=lead.now,
                     injected_now=now,
+                    idle_timeout_s=self.lease_s,
                     using=self.using,
                 )
             except ValueError as exc:  # the payload outgrew MAX_PAYLOAD_BYTES, say

@@ -32,7 +32,10 @@ from tests.conftest import ROOT, requires_postgres, subprocess_env
 
 NOOP = "tests.testapp.jobs.noop"
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Most tests run in one transaction (the clock is injected, so now() pinned to the
+# transaction's start does not matter); those with threads or processes commit for real.
+pytestmark = pytest.mark.django_db
+committing = pytest.mark.django_db(transaction=True)
 
 
 def utc(*args: int) -> datetime:
@@ -83,6 +86,7 @@ class SplitBrain(Scheduler):
     lease_name = "split-brain"
 
 
+@committing
 @pytest.mark.parametrize("prune", [False, True], ids=["kept", "pruned"])
 def test_two_concurrent_schedulers_fire_each_of_30_fire_times_exactly_once(prune):
     start = utc(2030, 1, 1, 12, 0)
@@ -200,8 +204,6 @@ def test_four_days_of_downtime_on_a_daily_entry(missed, cap, expected):
 # -- FIELD-CASE 6 ------------------------------------------------------------------------------
 
 
-# In one transaction (the clock is injected anyway): 6,840 ticks, without a commit each.
-@pytest.mark.django_db(transaction=False)
 def test_field_case_6_cron_across_dst_with_two_contending_schedulers():
     ny = "America/New_York"
     for name, expr in (("noon", "0 12 * * *"), ("late", "30 1 * * *"), ("gap", "30 2 * * *")):
@@ -352,6 +354,7 @@ s.run_once(now=datetime(2030, 1, 1, 12, 0, tzinfo=UTC))
 
 
 @requires_postgres()
+@committing
 def test_field_case_9_the_scheduler_process_killed_mid_fire_then_restarted():
     entry("p", "* * * * *", start=utc(2030, 1, 1, 11, 59, 30))
     result = subprocess.run(

@@ -147,8 +147,17 @@ class CronStore(Protocol):
 
         Writes both or nothing: nothing when the fire time already fired (the unique
         constraint; never an error) or when ``fire.leader`` is no longer the lease's holder
-        and token. On PostgreSQL the lease row is share-locked until commit, so a takeover
-        waits for a fire in flight.
+        and token. The lease row is not locked: a takeover never waits for a fire in flight;
+        a stale leader's fire is undone by the fenced :meth:`advance_cron` in its transaction,
+        or is the one that counts (the new leader's insert then finds "already fired").
+        """
+
+    def limit_idle_transaction(self, seconds: float) -> None:
+        """Have the database abort the current transaction if its client idles ``seconds``.
+
+        A leader paused or cut off in the middle of a fire would otherwise hold its
+        uncommitted fire record, and so the next leader's fire of that time, until the
+        connection died. No-op where transactions cannot outlive their process (SQLite).
         """
 
     def advance_cron(self, advance: Advance) -> bool:

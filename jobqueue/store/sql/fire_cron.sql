@@ -1,11 +1,10 @@
 -- fire_cron: record one (cron entry, fire time) and insert its job, in one statement; nothing when it already fired or the leader token is stale.
--- The unique index jobqueue_cronfire_once (entry_id, fire_time) decides "already fired"; the leader row is share-locked, so a takeover waits for this fire's commit.
+-- The unique index jobqueue_cronfire_once (entry_id, fire_time) decides "already fired"; the leader row (unique name) fences a stale leader out.
 -- The job id is drawn first, so the fire record can name the job it commits with. The job columns match enqueue.sql.
 WITH leader AS (
     SELECT 1
     FROM jobqueue_leaderlease
     WHERE name = %(lease_name)s AND holder = %(holder)s AND fencing_token = %(token)s::bigint
-    FOR SHARE
 ),
 fire AS (
     INSERT INTO jobqueue_cronfire (entry_id, fire_time, job_id, fired_at, fired_by, manual)
