@@ -57,7 +57,8 @@ leader, fires what is due. Fires are enqueued up to one tick ahead, with run_at 
 
 DEFAULT_CRON_GRACE_SECONDS = 60.0
 """A fire time less than this late when the scheduler reaches it is fired, whatever the entry's
-missed-run policy (a leader failover is late, not missed); older ones are missed runs."""
+missed-run policy (a leader failover is late, not missed); older ones are missed runs. Never
+less than LEADER_LEASE_SECONDS + SCHEDULER_INTERVAL_SECONDS (the default grows to it)."""
 
 DEFAULT_CRON_FIRE_RETENTION_SECONDS = 30 * 24 * 3600.0
 """How long fire records (which make each fire time happen once) are kept: 30 days. The
@@ -331,7 +332,10 @@ def build_settings(raw: Any) -> JobQueueSettings:
         if key in raw:
             values[key.lower()] = _number(key, raw[key])
     built = JobQueueSettings(**values)
-    if built.cron_grace_seconds < built.leader_lease_seconds + built.scheduler_interval_seconds:
+    failover = built.leader_lease_seconds + built.scheduler_interval_seconds
+    if "CRON_GRACE_SECONDS" not in raw and built.cron_grace_seconds < failover:
+        built = replace(built, cron_grace_seconds=failover)
+    if built.cron_grace_seconds < failover:
         # Otherwise a leader failover would turn on-time fires into missed runs, which
         # missed="skip" drops.
         raise JobQueueConfigurationError(

@@ -236,6 +236,8 @@ def test_scheduler_settings_are_validated():
         build_settings({"LEADER_LEASE_SECONDS": 0})
     with pytest.raises(JobQueueConfigurationError, match="must be at least LEADER_LEASE_SECONDS"):
         build_settings({"LEADER_LEASE_SECONDS": 60, "CRON_GRACE_SECONDS": 30})
+    # Left at its default, the grace grows to cover a failover instead.
+    assert build_settings({"LEADER_LEASE_SECONDS": 120}).cron_grace_seconds == 121.0
     with pytest.raises(JobQueueConfigurationError, match="unknown keys: CRON_GRACE"):
         build_settings({"CRON_GRACE": 5})
 
