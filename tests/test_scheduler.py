@@ -522,6 +522,22 @@ def test_an_entry_disabled_or_edited_between_read_and_fire_is_left_alone():
     assert CronEntry.objects.get(pk=tick_entry.pk).next_fire_at is None
 
 
+@committing
+def test_an_entry_deleted_between_read_and_fire_is_skipped_quietly(caplog):
+    entry("tick", "* * * * *", start=utc(2030, 1, 1, 11, 59, 30))
+    a = scheduler("A")
+    stale = a.store.due_cron_entries(utc(2030, 1, 1, 12, 0))
+    CronEntry.objects.all().delete()  # an operator deletes it in the admin meanwhile
+    with (
+        mock.patch.object(a.store, "due_cron_entries", return_value=stale),
+        caplog.at_level(logging.INFO, logger="jobqueue"),
+    ):
+        tick = a.run_once(now=utc(2030, 1, 1, 12, 0))
+    assert (tick.leading, tick.fired) == (True, [])
+    assert (Job.objects.count(), CronFire.objects.count()) == (0, 0)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
 def test_fire_records_past_retention_are_pruned_but_each_entrys_latest(settings):
     settings.JOBQUEUE = {"CRON_FIRE_RETENTION_SECONDS": 3600}
     entry("tick", "*/20 * * * *", start=utc(2030, 1, 1, 9, 59))
