@@ -22,6 +22,7 @@ __all__ = [
     "retry",
     "retry_many",
     "run_now",
+    "schedule",
 ]
 
 _LAZY = {
@@ -34,6 +35,7 @@ _LAZY = {
     "retry": "jobqueue.client",
     "retry_many": "jobqueue.client",
     "run_now": "jobqueue.client",
+    "schedule": "jobqueue.cron",
     "job": "jobqueue.jobs",
     "JobContext": "jobqueue.jobs",
 }

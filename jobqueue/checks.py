@@ -8,6 +8,8 @@
 * ``jobqueue.E003`` — a ``TASKS`` entry names ``JobQueueBackend`` but this Django has no
   ``django.tasks`` (Django 5.2).
 * ``jobqueue.E004`` — a job type named in the settings cannot be resolved.
+* ``jobqueue.E005`` — an entry of ``JOBQUEUE["CRON"]`` is invalid.
+* ``jobqueue.W003`` — a cron entry's handler cannot take the ``fire_time`` keyword argument.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from django.core import checks
 from django.db import connections
 
 from .conf import build_settings
-from .errors import JobQueueConfigurationError, UnknownJobType
+from .errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
 
 BACKEND_PATH = "jobqueue.backends.JobQueueBackend"
 
@@ -31,6 +33,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 
     try:
         build_settings(getattr(settings, "JOBQUEUE", None))
+    except CronConfigurationError:
+        return []  # reported by check_cron_settings (jobqueue.E005)
     except JobQueueConfigurationError as exc:
         return [
             checks.Error(
@@ -40,6 +44,53 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         ]
     return []
+
+
+@checks.register()
+def check_cron_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Report each bad ``JOBQUEUE["CRON"]`` entry (jobqueue.E005).
+
+    Also warn about an entry whose handler is registered but cannot take the ``fire_time``
+    keyword argument every cron job gets (jobqueue.W003).
+    """
+    from django.conf import settings
+
+    from .conf import DEFAULT_MAX_PAYLOAD_BYTES, parse_cron_setting
+    from .cron import check_handler
+
+    setting = getattr(settings, "JOBQUEUE", None)
+    if not isinstance(setting, dict) or setting.get("CRON") is None:
+        return []
+    raw = setting["CRON"]
+    limit = setting.get("MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        limit = DEFAULT_MAX_PAYLOAD_BYTES  # reported by check_settings (E001)
+    if not isinstance(raw, dict):
+        try:
+            parse_cron_setting(raw, limit)
+        except CronConfigurationError as exc:
+            return [checks.Error(str(exc), id="jobqueue.E005")]
+    messages: list[checks.CheckMessage] = []
+    for name, entry in raw.items():
+        try:
+            [spec] = parse_cron_setting({name: entry}, limit)
+        except CronConfigurationError as exc:
+            messages.append(
+                checks.Error(
+                    str(exc),
+                    hint="Cron expressions have 5 fields, or 6 with leading seconds; time "
+                    "zones are zone database names such as 'Europe/Berlin'.",
+                    id="jobqueue.E005",
+                )
+            )
+            continue
+        try:
+            check_handler(spec.job_type)
+        except ValueError as exc:
+            messages.append(
+                checks.Warning(f"JOBQUEUE['CRON'][{name!r}]: {exc}", id="jobqueue.W003")
+            )
+    return messages
 
 
 @checks.register(checks.Tags.database)
@@ -138,10 +189,16 @@ def check_tasks_setting(app_configs: Any = None, **kwargs: Any) -> list[checks.C
 def job_types_named_in_settings() -> Iterable[tuple[str, str]]:
     """Return ``(where, job type)`` for every job type that the settings name.
 
-    No setting names a job type yet; cron entries (``JOBQUEUE["CRON"]``) will, and then add
-    theirs here so that :func:`check_job_types` covers them.
+    Today that is the job type of each ``JOBQUEUE["CRON"]`` entry. An invalid ``JOBQUEUE`` is
+    reported elsewhere (E001, E005) and yields nothing here.
     """
-    return []
+    from .conf import get_settings
+
+    try:
+        cron = get_settings().cron
+    except JobQueueConfigurationError:
+        return []
+    return [(f"JOBQUEUE['CRON'][{spec.name!r}]", spec.job_type) for spec in cron]
 
 
 @checks.register()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
@@ -18,7 +18,7 @@ from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from .errors import MAX_DELAY_SECONDS, JobQueueConfigurationError
+from .errors import MAX_DELAY_SECONDS, CronConfigurationError, JobQueueConfigurationError
 
 DEFAULT_LEASE_SECONDS = 30.0
 """How long a claim holds a job before another worker may take it; workers heartbeat every third."""
@@ -63,6 +63,26 @@ DEFAULT_ADMIN_MASKED_KEYS = ("password", "token", "secret", "card", "authorizati
 """Payload and result keys the admin masks, at any depth: a key containing one of these
 (case-insensitive) has its whole value shown as ``********``."""
 
+DEFAULT_LEADER_LEASE_SECONDS = 15.0
+"""How long the leader lease (the right to fire cron) lasts without renewal; a dead leader's
+lease is taken over within this long plus one scheduler tick."""
+
+DEFAULT_SCHEDULER_INTERVAL_SECONDS = 1.0
+"""How often each worker's scheduler ticks: renews or tries to take the leader lease, and, as
+leader, fires what is due. Fires are enqueued up to one tick ahead, with run_at = fire time."""
+
+DEFAULT_CRON_GRACE_SECONDS = 60.0
+"""A fire time less than this late when the scheduler reaches it is fired, whatever the entry's
+missed-run policy (a leader failover is late, not missed); older ones are missed runs. Never
+less than LEADER_LEASE_SECONDS + SCHEDULER_INTERVAL_SECONDS (the default grows to it)."""
+
+DEFAULT_CRON_FIRE_RETENTION_SECONDS = 30 * 24 * 3600.0
+"""How long fire records (which make each fire time happen once) are kept: 30 days. The
+latest record of each entry is always kept."""
+
+DEFAULT_CRON_MISSED_CAP = 10
+"""With ``missed="all"``, the most missed fire times one catch-up runs."""
+
 BACKOFF_POLICIES = ("none", "full", "equal", "decorrelated")
 RETENTION_STATES = ("succeeded", "cancelled", "dead")
 
@@ -80,6 +100,22 @@ class Backoff:
     policy: str = "full"
     base_seconds: float = 1.0
     cap_seconds: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CronSpec:
+    """One entry of ``JOBQUEUE["CRON"]``, validated (the arguments of ``jobqueue.schedule``)."""
+
+    name: str
+    cron_expr: str
+    job_type: str
+    queue: str = "default"
+    payload: dict[str, Any] = field(default_factory=dict)
+    timezone: str = "UTC"
+    priority: int = 0
+    missed: str = "once"
+    missed_cap: int = DEFAULT_CRON_MISSED_CAP
+    enabled: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +137,11 @@ class JobQueueSettings:
         default_factory=lambda: MappingProxyType(dict(DEFAULT_RETENTION_SECONDS))
     )
     admin_masked_keys: tuple[str, ...] = DEFAULT_ADMIN_MASKED_KEYS
+    cron: tuple[CronSpec, ...] = ()
+    leader_lease_seconds: float = DEFAULT_LEADER_LEASE_SECONDS
+    scheduler_interval_seconds: float = DEFAULT_SCHEDULER_INTERVAL_SECONDS
+    cron_grace_seconds: float = DEFAULT_CRON_GRACE_SECONDS
+    cron_fire_retention_seconds: float = DEFAULT_CRON_FIRE_RETENTION_SECONDS
 
 
 def _number(
@@ -189,7 +230,76 @@ _KEYS = {
     "DISCOVER_MODULES",
     "RETENTION",
     "ADMIN_MASKED_KEYS",
+    "CRON",
+    "LEADER_LEASE_SECONDS",
+    "SCHEDULER_INTERVAL_SECONDS",
+    "CRON_GRACE_SECONDS",
+    "CRON_FIRE_RETENTION_SECONDS",
 }
+
+#: Keys of one ``JOBQUEUE["CRON"]`` entry; the first two are required.
+CRON_ENTRY_KEYS = (
+    "cron_expr",
+    "job_type",
+    "queue",
+    "payload",
+    "timezone",
+    "priority",
+    "missed",
+    "missed_cap",
+    "enabled",
+)
+
+
+def parse_cron_setting(
+    raw: Any, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+) -> tuple[CronSpec, ...]:
+    """Validate ``JOBQUEUE["CRON"]``: a dict of entry name -> dict of ``schedule`` arguments.
+
+    Example::
+
+        "CRON": {
+            "nightly-report": {"cron_expr": "0 3 * * *", "job_type": "shop.jobs.report",
+                               "queue": "reports", "timezone": "Europe/Berlin"},
+        }
+
+    Args:
+        raw: the setting's value.
+        max_payload_bytes: the payload limit the entries' payloads must fit.
+
+    Returns:
+        The entries, sorted by name.
+
+    Raises:
+        CronConfigurationError: naming the entry and the bad or unknown key.
+    """
+    from .cron import validate_entry
+
+    if not isinstance(raw, dict):
+        raise CronConfigurationError(
+            f"JOBQUEUE['CRON'] must be a dict of entry name -> entry dict, got {raw!r}"
+        )
+    specs = []
+    for name in sorted(raw, key=str):
+        entry = raw[name]
+        where = f"JOBQUEUE['CRON'][{name!r}]"
+        if not isinstance(entry, dict):
+            raise CronConfigurationError(f"{where} must be a dict, got {entry!r}")
+        unknown = sorted(set(entry) - set(CRON_ENTRY_KEYS), key=str)
+        if unknown:
+            raise CronConfigurationError(
+                f"{where} has unknown keys: {', '.join(map(str, unknown))} "
+                f"(known: {', '.join(CRON_ENTRY_KEYS)})"
+            )
+        missing = [key for key in CRON_ENTRY_KEYS[:2] if key not in entry]
+        if missing:
+            raise CronConfigurationError(f"{where} needs {' and '.join(missing)}")
+        try:
+            values = validate_entry(name=name, **entry, max_payload_bytes=max_payload_bytes)
+        except ValueError as exc:
+            raise CronConfigurationError(f"{where}: {exc}") from None
+        specs.append(CronSpec(**values))
+    return tuple(specs)
 
 
 def build_settings(raw: Any) -> JobQueueSettings:
@@ -247,7 +357,31 @@ def build_settings(raw: Any) -> JobQueueSettings:
         values["retention_seconds"] = parse_retention(raw["RETENTION"])
     if "ADMIN_MASKED_KEYS" in raw:
         values["admin_masked_keys"] = parse_masked_keys(raw["ADMIN_MASKED_KEYS"])
-    return JobQueueSettings(**values)
+    for key in (
+        "LEADER_LEASE_SECONDS",
+        "SCHEDULER_INTERVAL_SECONDS",
+        "CRON_GRACE_SECONDS",
+        "CRON_FIRE_RETENTION_SECONDS",
+    ):
+        if key in raw:
+            values[key.lower()] = _number(key, raw[key])
+    built = JobQueueSettings(**values)
+    failover = built.leader_lease_seconds + built.scheduler_interval_seconds
+    if "CRON_GRACE_SECONDS" not in raw and built.cron_grace_seconds < failover:
+        built = replace(built, cron_grace_seconds=failover)
+    if built.cron_grace_seconds < failover:
+        # Otherwise a leader failover would turn on-time fires into missed runs, which
+        # missed="skip" drops.
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE['CRON_GRACE_SECONDS'] ({built.cron_grace_seconds:g}) must be at least "
+            f"LEADER_LEASE_SECONDS + SCHEDULER_INTERVAL_SECONDS "
+            f"({built.leader_lease_seconds + built.scheduler_interval_seconds:g}), so a leader "
+            "failover never makes a fire time a missed run"
+        )
+    if "CRON" in raw:
+        # Last: an entry's error is a CronConfigurationError (check jobqueue.E005).
+        built = replace(built, cron=parse_cron_setting(raw["CRON"], built.max_payload_bytes))
+    return built
 
 
 def parse_discover_modules(value: Any) -> tuple[str, ...]:

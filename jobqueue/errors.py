@@ -12,6 +12,7 @@ from datetime import timedelta
 from django.core.exceptions import ImproperlyConfigured
 
 __all__ = [
+    "CronConfigurationError",
     "DuplicateJob",
     "InvalidCronExpression",
     "InvalidJobOption",
@@ -121,6 +122,10 @@ class QueueUnavailable(JobQueueError):
 
 class JobQueueConfigurationError(ImproperlyConfigured):
     """The JOBQUEUE setting is invalid."""
+
+
+class CronConfigurationError(JobQueueConfigurationError):
+    """An entry of ``JOBQUEUE["CRON"]`` is invalid (reported by the check jobqueue.E005)."""
 
 
 class PermanentError(Exception):

@@ -157,6 +157,8 @@ class Worker:
         self.recycle_on_overrun = recycle_on_overrun
         self._recycle = False
         self._signalled = False
+        #: What :meth:`run` returned, once it has.
+        self.exit_code: int | None = None
         self.heartbeat_interval_s = self.lease_s / 3
         self.store = get_store(self.using)
         self._running: dict[int, _Running] = {}

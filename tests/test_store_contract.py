@@ -19,9 +19,10 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from jobqueue.errors import DuplicateJob, JobNotFound, LeaseLost
-from jobqueue.models import Job
+from jobqueue.models import CronEntry, CronFire, Job, LeaderLease
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import ExpiredLease, NewJob, ReapDecision
+from jobqueue.store.cron import Advance, Fire
 
 from .conftest import requires_postgres
 from .factories import make_job
@@ -743,6 +744,232 @@ class StoreContract:
                 store.enqueue(new_job())
                 raise Rollback
         assert self.count() == 0
+
+    # -- cron: leader lease ------------------------------------------------------------------
+
+    def test_db_now_is_the_store_clock(self, store):
+        assert abs((store.db_now() - self.now()).total_seconds()) < 5
+
+    def test_elect_leader_takes_a_free_lease_then_renews_it_keeping_the_token(self, store):
+        t0 = datetime(2030, 1, 1, tzinfo=UTC)
+        first = store.elect_leader("scheduler", "A", None, 5.0, now=t0)
+        assert (first.holder, first.token, first.now) == ("A", 1, t0)
+        assert first.expires_at == t0 + timedelta(seconds=5)
+        renewed = store.elect_leader("scheduler", "A", 1, 5.0, now=t0 + timedelta(seconds=3))
+        assert (renewed.token, renewed.expires_at) == (1, t0 + timedelta(seconds=8))
+        # Its holder renews even a lapsed lease nobody took, and keeps the token.
+        late = store.elect_leader("scheduler", "A", 1, 5.0, now=t0 + timedelta(seconds=60))
+        assert late.token == 1
+        row = LeaderLease.objects.using(self.alias).get(name="scheduler")
+        assert (row.holder, row.fencing_token, row.acquired_at) == ("A", 1, t0)
+
+    def test_elect_leader_refuses_a_held_lease_and_takes_a_lapsed_one_with_a_new_token(self, store):
+        t0 = datetime(2030, 1, 1, tzinfo=UTC)
+        store.elect_leader("scheduler", "A", None, 5.0, now=t0)
+        assert store.elect_leader("scheduler", "B", None, 5.0, now=t0) is None
+        assert (
+            store.elect_leader("scheduler", "B", None, 5.0, now=t0 + timedelta(seconds=4.9)) is None
+        )
+        # A forged token does not help another holder either.
+        assert store.elect_leader("scheduler", "B", 1, 5.0, now=t0 + timedelta(seconds=1)) is None
+        taken = store.elect_leader("scheduler", "B", None, 5.0, now=t0 + timedelta(seconds=5))
+        assert (taken.holder, taken.token) == ("B", 2)
+        # A, back from a pause, cannot renew with its old token; it is a candidate again.
+        assert store.elect_leader("scheduler", "A", 1, 5.0, now=t0 + timedelta(seconds=6)) is None
+        row = LeaderLease.objects.using(self.alias).get(name="scheduler")
+        assert (row.holder, row.fencing_token) == ("B", 2)
+        # Other lease names are independent.
+        assert store.elect_leader("pruner", "A", None, 5.0, now=t0).token == 1
+
+    def test_resign_leader_lets_the_next_candidate_take_over_at_once(self, store):
+        lead = store.elect_leader("scheduler", "A", None, 300.0)
+        assert store.resign_leader("scheduler", "B", lead.token) is False
+        assert store.resign_leader("scheduler", "A", lead.token + 1) is False
+        assert store.resign_leader("scheduler", "A", lead.token) is True
+        taken = store.elect_leader(
+            "scheduler", "B", None, 300.0, now=self.now() + timedelta(seconds=1)
+        )
+        assert (taken.holder, taken.token) == ("B", lead.token + 1)
+
+    # -- cron: fires -------------------------------------------------------------------------
+
+    def cron_entry(self, **overrides: Any) -> CronEntry:
+        fields: dict[str, Any] = {
+            "name": "tick",
+            "cron_expr": "* * * * *",
+            "queue": "q",
+            "job_type": NOOP,
+            "next_fire_at": datetime(2030, 1, 1, 12, 0, tzinfo=UTC),
+        }
+        fields.update(overrides)
+        return CronEntry.objects.using(self.alias).create(**fields)
+
+    def fire(self, entry: CronEntry, fire_time: datetime, **overrides: Any) -> Fire:
+        job = new_job(payload_json=json.dumps({"fire_time": fire_time.isoformat()}), priority=4)
+        fields: dict[str, Any] = {"entry_id": entry.id, "fire_time": fire_time, "job": job}
+        fields.update(overrides)
+        return Fire(**fields)
+
+    def test_fire_cron_records_the_fire_and_inserts_the_same_job_enqueue_would(self, store):
+        entry = self.cron_entry()
+        t = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+        lead = store.elect_leader("scheduler", "A", None, 300.0)
+        fired = store.fire_cron(self.fire(entry, t, fired_by="A", leader=lead))
+        assert fired.leading is True
+        record = CronFire.objects.using(self.alias).get()
+        assert (record.entry_id, record.fire_time, record.job_id) == (entry.id, t, fired.job_id)
+        assert (record.fired_by, record.manual) == ("A", False)
+        enqueued = store.enqueue(self.fire(entry, t).job)
+        differing = {"id", "created_at", "run_at"}
+        fired_row = {k: v for k, v in self.row(fired.job_id).items() if k not in differing}
+        enqueued_row = {k: v for k, v in self.row(enqueued).items() if k not in differing}
+        assert fired_row == enqueued_row
+        assert fired_row["state"] == JobState.READY
+        assert fired_row["payload"] == {"fire_time": "2030-01-01T12:00:00+00:00"}
+        assert fired_row["priority"] == 4
+        [claimed, _] = store.claim(["q"], "w", 2, 30.0)
+        assert claimed.id == fired.job_id
+
+    def test_fire_cron_for_a_fire_time_that_already_fired_writes_nothing(self, store):
+        entry = self.cron_entry()
+        t = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+        first = store.fire_cron(self.fire(entry, t))
+        again = store.fire_cron(self.fire(entry, t))
+        assert (again.leading, again.job_id) == (True, None)
+        assert self.count() == 1
+        # Nor once the job has finished and been deleted (pruned): the record outlives it.
+        Job.objects.using(self.alias).filter(id=first.job_id).delete()
+        assert store.fire_cron(self.fire(entry, t)).job_id is None
+        assert self.count() == 0
+        assert CronFire.objects.using(self.alias).count() == 1
+        # Another fire time of the entry, and the same time of another entry, do fire.
+        assert store.fire_cron(self.fire(entry, t + timedelta(minutes=1))).job_id is not None
+        other = self.cron_entry(name="other")
+        assert store.fire_cron(self.fire(other, t)).job_id is not None
+        assert self.count() == 2
+
+    def test_fire_cron_with_a_stale_leader_token_writes_nothing(self, store):
+        entry = self.cron_entry()
+        t0 = datetime(2030, 1, 1, tzinfo=UTC)
+        stale = store.elect_leader("scheduler", "A", None, 5.0, now=t0)
+        store.elect_leader("scheduler", "B", None, 5.0, now=t0 + timedelta(seconds=10))
+        fired = store.fire_cron(self.fire(entry, t0, leader=stale))
+        assert (fired.leading, fired.job_id) == (False, None)
+        assert self.count() == 0
+        assert CronFire.objects.using(self.alias).count() == 0
+
+    def test_fire_cron_commits_and_rolls_back_with_the_callers_transaction(self, store):
+        class Rollback(Exception):
+            pass
+
+        entry = self.cron_entry()
+        t = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+        with pytest.raises(Rollback):
+            with transaction.atomic(using=self.alias):
+                assert store.fire_cron(self.fire(entry, t)).job_id is not None
+                raise Rollback
+        assert self.count() == 0
+        assert CronFire.objects.using(self.alias).count() == 0
+        # Nothing of the rolled-back fire remains, so the fire time can still fire.
+        assert store.fire_cron(self.fire(entry, t)).job_id is not None
+
+    def test_fire_cron_ahead_of_its_time_is_scheduled_for_the_fire_time(self, store):
+        entry = self.cron_entry()
+        ahead = self.now() + timedelta(hours=1)
+        fire = self.fire(entry, ahead)
+        fire = Fire(
+            **{
+                **{f: getattr(fire, f) for f in ("entry_id", "fire_time", "fired_by")},
+                "job": new_job(run_at=ahead),
+                "manual": True,
+            }
+        )
+        job_id = store.fire_cron(fire).job_id
+        row = self.row(job_id)
+        assert (row["state"], row["run_at"]) == (JobState.SCHEDULED, ahead)
+        assert store.claim(["q"], "w", 1, 30.0) == []
+        assert CronFire.objects.using(self.alias).get().manual is True
+
+    # -- cron: due entries and advancing -----------------------------------------------------
+
+    def test_due_cron_entries_are_the_enabled_due_or_unset_ones_soonest_first(self, store):
+        t = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+        later = self.cron_entry(name="later", next_fire_at=t + timedelta(seconds=30))
+        due = self.cron_entry(name="due", next_fire_at=t, payload={"a": 1}, priority=-3)
+        unset = self.cron_entry(name="unset", next_fire_at=None, timezone="Europe/Berlin")
+        self.cron_entry(name="off", next_fire_at=t - timedelta(days=1), enabled=False)
+        self.cron_entry(name="future", next_fire_at=t + timedelta(seconds=31))
+        entries = store.due_cron_entries(t + timedelta(seconds=30))
+        assert [e.name for e in entries] == ["unset", "due", "later"]
+        got = entries[1]
+        assert (got.id, got.cron_expr, got.queue, got.job_type) == (due.id, "* * * * *", "q", NOOP)
+        assert (got.payload, got.priority, got.missed, got.missed_cap) == ({"a": 1}, -3, "once", 10)
+        assert (got.next_fire_at, got.last_fired_at) == (t, None)
+        assert entries[0].timezone == "Europe/Berlin" and entries[0].id == unset.id
+        assert entries[2].id == later.id
+        assert [e.name for e in store.due_cron_entries(t + timedelta(seconds=30), limit=1)] == [
+            "unset"
+        ]
+
+    def advance(self, entry: CronEntry, **overrides: Any) -> Advance:
+        fields: dict[str, Any] = {
+            "entry_id": entry.id,
+            "expected": entry.next_fire_at,
+            "cron_expr": entry.cron_expr,
+            "timezone": entry.timezone,
+        }
+        fields.update(overrides)
+        if "next_fire_at" not in fields:
+            fields["next_fire_at"] = entry.next_fire_at + timedelta(minutes=1)
+        return Advance(**fields)
+
+    def test_advance_cron_is_a_compare_and_set_on_the_planned_state(self, store):
+        entry = self.cron_entry()
+        t = entry.next_fire_at
+        assert store.advance_cron(self.advance(entry, last_fired_at=t, skipped=2)) is True
+        entry.refresh_from_db(using=self.alias)
+        assert (entry.next_fire_at, entry.last_fired_at, entry.skipped_fires) == (
+            t + timedelta(minutes=1),
+            t,
+            2,
+        )
+        # Planned from the old next_fire_at (another scheduler moved it): refused.
+        assert store.advance_cron(self.advance(entry, expected=t)) is False
+        # An older fire time never moves last_fired_at back.
+        assert store.advance_cron(
+            self.advance(entry, last_fired_at=t - timedelta(minutes=5), skipped=1)
+        )
+        entry.refresh_from_db(using=self.alias)
+        assert (entry.last_fired_at, entry.skipped_fires) == (t, 3)
+        # Edited (expression or zone) or disabled since it was read: refused.
+        assert store.advance_cron(self.advance(entry, cron_expr="*/5 * * * *")) is False
+        assert store.advance_cron(self.advance(entry, timezone="Europe/Berlin")) is False
+        CronEntry.objects.using(self.alias).filter(id=entry.id).update(enabled=False)
+        assert store.advance_cron(self.advance(entry)) is False
+
+    def test_advance_cron_from_unset_and_fenced_by_the_leader_lease(self, store):
+        entry = self.cron_entry(next_fire_at=None)
+        t = datetime(2030, 1, 1, tzinfo=UTC)
+        assert store.advance_cron(self.advance(entry, expected=None, next_fire_at=t)) is True
+        entry.refresh_from_db(using=self.alias)
+        stale = store.elect_leader("scheduler", "A", None, 5.0, now=t)
+        store.elect_leader("scheduler", "B", None, 5.0, now=t + timedelta(seconds=10))
+        assert store.advance_cron(self.advance(entry, leader=stale)) is False
+        current = store.elect_leader("scheduler", "B", 2, 5.0, now=t + timedelta(seconds=11))
+        assert store.advance_cron(self.advance(entry, leader=current)) is True
+
+    def test_prune_cron_fires_deletes_old_records_but_each_entrys_latest(self, store):
+        a, b = self.cron_entry(name="a"), self.cron_entry(name="b")
+        t = datetime(2030, 1, 1, tzinfo=UTC)
+        for minutes in (0, 1, 2, 60):
+            store.fire_cron(self.fire(a, t + timedelta(minutes=minutes)))
+        store.fire_cron(self.fire(b, t))
+        assert store.prune_cron_fires(t + timedelta(minutes=30)) == 3
+        left = sorted(CronFire.objects.using(self.alias).values_list("entry__name", "fire_time"))
+        assert left == [("a", t + timedelta(minutes=60)), ("b", t)]
+        assert store.prune_cron_fires(t + timedelta(days=1)) == 0
+        # Pruning records never touches jobs.
+        assert self.count() == 5
 
 
 @requires_postgres()

@@ -4,4 +4,4 @@ Each module registers one page; ``dashboard`` holds the dashboard's figures and 
 entries get their own module beside these.
 """
 
-from . import dead_letters, jobs, workers  # noqa: F401  (each registers its ModelAdmin)
+from . import cron, dead_letters, jobs, workers  # noqa: F401  (each registers its ModelAdmin)

@@ -82,12 +82,32 @@ class CronRow:
 
 
 def cron_entries(using: str = "default") -> list[CronRow]:
-    """Return the cron entries with their next fire time, soonest first.
+    """Return the cron entries with their next fire time, soonest first (disabled ones last)."""
+    from django.urls import NoReverseMatch, reverse
 
-    Empty until the cron entries land (``CronEntry`` and its admin live in another change); this
-    is the one function to fill in then.
-    """
-    return []
+    from ..models import CronEntry
+
+    rows = []
+    entries = CronEntry.objects.using(using).order_by("-enabled", "next_fire_at", "name")
+    for entry in entries[:100]:
+        try:
+            url = reverse("admin:jobqueue_cronentry_change", args=[entry.pk])
+        except NoReverseMatch:
+            url = None
+        rows.append(
+            CronRow(
+                name=entry.name,
+                cron_expr=entry.cron_expr,
+                timezone=entry.timezone,
+                queue=entry.queue,
+                job_type=entry.job_type,
+                enabled=entry.enabled,
+                next_fire_at=entry.next_fire_at,
+                last_fired_at=entry.last_fired_at,
+                url=url,
+            )
+        )
+    return rows
 
 
 def queue_stats(

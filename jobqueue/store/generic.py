@@ -23,13 +23,14 @@ from django.utils import timezone
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..states import CANCELLABLE, CLAIMABLE, FINISHED, LIVE, RETRYABLE, JobState
 from .base import ClaimedJob, ExpiredLease, HeldLease, NewJob, ReapDecision, WorkerRegistry
+from .generic_cron import GenericCronStore
 
 
 def _now(now: datetime | None) -> datetime:
     return now or timezone.now()
 
 
-class GenericStore(WorkerRegistry):
+class GenericStore(GenericCronStore, WorkerRegistry):
     """The queue on any Django database through the ORM."""
 
     def __init__(self, alias: str = "default") -> None:

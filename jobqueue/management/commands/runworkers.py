@@ -9,12 +9,13 @@ import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from jobqueue.conf import get_settings, validate_queue_name
 from jobqueue.pruning import Pruner
+from jobqueue.scheduler import Scheduler
 from jobqueue.supervisor import Supervisor
-from jobqueue.worker import Worker
+from jobqueue.worker import Worker, default_worker_id
 
 
 def positive_int(text: str) -> int:
@@ -120,8 +121,9 @@ def _require_migrations(alias: str) -> None:
 class Command(BaseCommand):
     help = (
         "Run a jobqueue worker: claim jobs from the queues, run them on a thread pool, "
-        "heartbeat their leases. SIGTERM drains within --grace; SIGINT or a second SIGTERM "
-        "releases running jobs at once."
+        "heartbeat their leases, and fire cron entries while this process holds the leader "
+        "lease. SIGTERM drains within --grace; SIGINT or a second SIGTERM releases running "
+        "jobs at once."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -178,6 +180,12 @@ class Command(BaseCommand):
             help="run N worker processes under a supervisor that restarts any that die and "
             "recycles one whose job overran its timeout (default: one worker, in this process)",
         )
+        parser.add_argument(
+            "--no-scheduler",
+            action="store_true",
+            help="never fire cron entries here: do not run for the leader lease, and do not "
+            "reconcile JOBQUEUE['CRON']",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._configure_logging(options["verbosity"])
@@ -185,6 +193,7 @@ class Command(BaseCommand):
         if options["database"] not in connections:
             raise CommandError(f"--database {options['database']!r} is not in DATABASES")
         _require_migrations(options["database"])
+        using = options["database"]
         settings = {
             "queues": options["queues"] or conf.queues,
             "concurrency": options["concurrency"],
@@ -192,14 +201,43 @@ class Command(BaseCommand):
             "poll_interval_s": options["poll_interval"],
             "grace_s": options["grace"],
             "burst": options["burst"],
-            "using": options["database"],
-            # Every worker prunes in small SKIP LOCKED batches: safe to run in many at once.
-            "services": [] if options["burst"] else [Pruner(using=options["database"])],
+            "using": using,
         }
+        with_scheduler = not options["no_scheduler"] and not options["burst"]
+
+        def run_worker(worker_id: str | None, *, recycle: bool) -> Worker:
+            # Built in the process that runs it: under --processes, after the fork.
+            worker_id = worker_id or default_worker_id()
+            services: list[Any] = []
+            scheduler = None
+            if with_scheduler:
+                scheduler = Scheduler(holder=worker_id, using=using)
+                services.append(scheduler)
+            if not options["burst"]:
+                # Every worker prunes in small SKIP LOCKED batches: safe to run in many at once.
+                services.append(Pruner(using=using))
+            worker = Worker(
+                worker_id=worker_id, services=services, recycle_on_overrun=recycle, **settings
+            )
+            try:
+                worker.exit_code = worker.run()
+            finally:
+                if scheduler is not None:
+                    # Let the leader lease lapse now, so another process fires the next time.
+                    try:
+                        scheduler.stop()
+                    except DatabaseError as exc:
+                        logging.getLogger("jobqueue.scheduler").error(
+                            "could not resign the leader lease (it lapses by itself): %s", exc
+                        )
+                    finally:
+                        connections.close_all()
+            return worker
+
         processes = options["processes"]
         if processes is None:
-            worker = Worker(worker_id=options["worker_id"], **settings)
-            code = worker.run()
+            worker = run_worker(options["worker_id"], recycle=False)
+            code = worker.exit_code
             if worker.abandoned_jobs:
                 # Handler threads cannot be killed; their leases are released, so end the
                 # process with them instead of waiting for them at interpreter exit.
@@ -211,14 +249,14 @@ class Command(BaseCommand):
                 sys.exit(code)
             return
 
-        def run_worker(slot: int) -> int:
+        def run_slot(slot: int) -> int:
             worker_id = options["worker_id"]
             if worker_id:
                 worker_id = f"{worker_id}-{slot}"[:MAX_WORKER_ID_LENGTH]
-            return Worker(worker_id=worker_id, recycle_on_overrun=True, **settings).run()
+            return run_worker(worker_id, recycle=True).exit_code
 
         grace = conf.grace_seconds if options["grace"] is None else options["grace"]
-        Supervisor(processes=processes, run_worker=run_worker, grace_s=grace).run()
+        Supervisor(processes=processes, run_worker=run_slot, grace_s=grace).run()
 
     def _configure_logging(self, verbosity: int) -> None:
         log = logging.getLogger("jobqueue")

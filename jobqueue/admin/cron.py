@@ -1,0 +1,293 @@
+"""Admin for cron entries: the schedule at a glance, enable / disable / run now, recent fires.
+
+Times are shown in each entry's own zone (the zone its cron fields are read in). Saving goes
+through the same validation as ``jobqueue.schedule``: a bad expression, an unknown zone or a
+reserved payload key is a form error and nothing is written. "Run now" enqueues through the
+firing path (a manual fire record), without moving the schedule.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone as django_timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.translation import ngettext
+
+from .. import cron
+from ..crontab import Schedule, zone
+from ..errors import InvalidCronExpression, InvalidJobOption, InvalidPayload
+from ..models import CronEntry, CronFire, CronSource, Job
+
+#: Fire records shown on an entry's change page.
+RECENT_FIRES = 20
+#: Upcoming fire times shown in the list.
+UPCOMING = 5
+#: Columns of the recent-fires table.
+FIRE_COLUMNS = ("fire time", "kind", "job", "job state", "fired at", "by")
+
+
+def local(value: datetime | None, timezone: str) -> str:
+    """Format an instant in ``timezone`` with its abbreviation: ``2027-03-28 03:00 CEST``."""
+    if value is None:
+        return "-"
+    try:
+        moment = value.astimezone(zone(timezone))
+    except ValueError:
+        moment = value
+    seconds = ":%S" if moment.second or moment.microsecond else ""
+    return moment.strftime(f"%Y-%m-%d %H:%M{seconds} %Z")
+
+
+#: The fields a person edits (the rest is the scheduler's).
+ENTRY_FIELDS = [
+    "name",
+    "cron_expr",
+    "timezone",
+    "queue",
+    "job_type",
+    "payload",
+    "priority",
+    "missed",
+    "missed_cap",
+    "enabled",
+]
+
+
+class CronEntryForm(forms.ModelForm):
+    """The entry form, validated like ``jobqueue.schedule`` (errors land on their fields)."""
+
+    class Meta:
+        model = CronEntry
+        fields = ENTRY_FIELDS
+
+    def clean(self) -> dict[str, Any]:
+        """Run :func:`jobqueue.cron.validate_entry` on the fields that passed their own checks."""
+        data = super().clean()
+        if self.errors:
+            return data
+        values = {
+            f: data.get(f) if f in self.fields else getattr(self.instance, f) for f in ENTRY_FIELDS
+        }
+        try:
+            cron.validate_entry(**values, handler=True)
+        except InvalidCronExpression as exc:
+            self.add_error("cron_expr", str(exc))
+        except InvalidPayload as exc:
+            self.add_error("payload", str(exc))
+        except InvalidJobOption as exc:
+            self.add_error(exc.option if exc.option in self.fields else None, str(exc))
+        return data
+
+
+@admin.register(CronEntry)
+class CronEntryAdmin(admin.ModelAdmin):
+    """Cron entries: list, edit, enable / disable / run now, and each entry's recent fires."""
+
+    form = CronEntryForm
+    list_display = (
+        "name",
+        "schedule",
+        "timezone",
+        "next_fire_times",
+        "last_fired",
+        "enabled",
+        "missed",
+        "source",
+    )
+    list_filter = ("enabled", "source", "missed", "queue")
+    search_fields = ("name", "job_type", "queue", "cron_expr")
+    actions = ["enable", "disable", "run_now"]
+    fieldsets = [
+        (None, {"fields": ["name", "cron_expr", "timezone", "enabled"]}),
+        ("Job", {"fields": ["queue", "job_type", "payload", "priority"]}),
+        ("Missed runs", {"fields": ["missed", "missed_cap", "skipped_fires"]}),
+        (
+            "State",
+            {"fields": ["source", "next_fire_times", "last_fired", "created_at", "updated_at"]},
+        ),
+        ("Recent fires", {"fields": ["recent_fires"]}),
+    ]
+    #: Fields no form writes: the scheduler and the code own them.
+    state_fields = (
+        "skipped_fires",
+        "source",
+        "next_fire_times",
+        "last_fired",
+        "created_at",
+        "updated_at",
+        "recent_fires",
+    )
+
+    def get_fieldsets(self, request: HttpRequest, obj: CronEntry | None = None):
+        """Leave out the state sections on the add page."""
+        if obj is None:
+            return [fs for fs in self.fieldsets if fs[0] not in ("State", "Recent fires")]
+        return self.fieldsets
+
+    def get_readonly_fields(self, request: HttpRequest, obj: CronEntry | None = None):
+        """Make an entry from ``JOBQUEUE["CRON"]`` read-only: runworkers would undo an edit."""
+        if obj is None:
+            return ("skipped_fires",)
+        if obj.source == CronSource.SETTINGS:
+            return (*ENTRY_FIELDS, *self.state_fields)
+        return self.state_fields
+
+    def has_run_permission(self, request: HttpRequest) -> bool:
+        """Return True if the user may enqueue an entry's job now."""
+        return request.user.has_perm("jobqueue.run_cronentry")
+
+    # -- columns ---------------------------------------------------------------------------
+
+    @admin.display(description="schedule", ordering="cron_expr")
+    def schedule(self, obj: CronEntry) -> str:
+        """Return the cron expression."""
+        return format_html("<code>{}</code>", obj.cron_expr)
+
+    @admin.display(description=f"next {UPCOMING} fire times")
+    def next_fire_times(self, obj: CronEntry) -> str:
+        """Return the next fire times in the entry's zone, from its pending one."""
+        if not obj.enabled:
+            return "disabled"
+        try:
+            schedule = Schedule(obj.cron_expr, obj.timezone)
+        except ValueError as exc:
+            return format_html("<span class='errornote'>{}</span>", exc)
+        if obj.next_fire_at is not None:
+            times = [obj.next_fire_at, *schedule.upcoming(obj.next_fire_at, UPCOMING - 1)]
+        else:
+            times = schedule.upcoming(django_timezone.now(), UPCOMING)
+        return format_html_join(
+            "",
+            "<div class='jobqueue-fire-time'>{}</div>",
+            ((local(t, obj.timezone),) for t in times),
+        )
+
+    @admin.display(description="last fired", ordering="last_fired_at")
+    def last_fired(self, obj: CronEntry) -> str:
+        """Return the latest fire time that enqueued a job, in the entry's zone."""
+        return local(obj.last_fired_at, obj.timezone)
+
+    @admin.display(description="recent fires")
+    def recent_fires(self, obj: CronEntry) -> str:
+        """Return a table of the entry's latest fires and the state of each one's job."""
+        fires = list(CronFire.objects.filter(entry=obj).order_by("-fire_time")[:RECENT_FIRES])
+        if not fires:
+            return "none yet"
+        states = dict(
+            Job.objects.filter(id__in=[f.job_id for f in fires if f.job_id]).values_list(
+                "id", "state"
+            )
+        )
+        rows = (
+            (
+                local(f.fire_time, obj.timezone),
+                "run now" if f.manual else "scheduled",
+                self._job_link(f.job_id),
+                states.get(f.job_id, "pruned") if f.job_id else "-",
+                local(f.fired_at, obj.timezone),
+                f.fired_by or "-",
+            )
+            for f in fires
+        )
+        head = format_html_join("", "<th>{}</th>", ((h,) for h in FIRE_COLUMNS))
+        body = format_html_join(
+            "",
+            "<tr class='jobqueue-fire'><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+            "<td>{}</td></tr>",
+            rows,
+        )
+        return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
+
+    @staticmethod
+    def _job_link(job_id: int | None) -> str:
+        if job_id is None:
+            return "-"
+        try:
+            url = reverse("admin:jobqueue_job_change", args=[job_id])
+        except NoReverseMatch:
+            return f"#{job_id}"
+        return format_html('<a href="{}">#{}</a>', url, job_id)
+
+    # -- saving ----------------------------------------------------------------------------
+
+    def save_model(self, request: HttpRequest, obj: CronEntry, form: Any, change: bool) -> None:
+        """Save, recomputing ``next_fire_at`` when the schedule or ``enabled`` changed."""
+        store = cron.cron_store()
+        with transaction.atomic():
+            now = store.db_now()
+            was = None
+            if change:
+                old = CronEntry.objects.select_for_update().get(pk=obj.pk)
+                was = {f: getattr(old, f) for f in ("cron_expr", "timezone", "enabled")}
+                obj.next_fire_at = old.next_fire_at
+            else:
+                obj.source = CronSource.ADMIN
+                obj.created_at = now
+            obj.updated_at = now
+            cron.refresh_next_fire(obj, was=was, now=now)
+            super().save_model(request, obj, form, change)
+
+    # -- actions ---------------------------------------------------------------------------
+
+    @admin.action(description="Enable selected cron entries", permissions=["change"])
+    def enable(self, request: HttpRequest, queryset: QuerySet[CronEntry]) -> None:
+        """Enable entries; each starts from its next fire time (nothing missed is caught up)."""
+        done = self._set_enabled(queryset.filter(enabled=False), True)
+        self.message_user(
+            request,
+            ngettext("Enabled %d cron entry.", "Enabled %d cron entries.", done) % done,
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Disable selected cron entries", permissions=["change"])
+    def disable(self, request: HttpRequest, queryset: QuerySet[CronEntry]) -> None:
+        """Disable entries: they fire nothing until enabled again."""
+        done = self._set_enabled(queryset.filter(enabled=True), False)
+        self.message_user(
+            request,
+            ngettext("Disabled %d cron entry.", "Disabled %d cron entries.", done) % done,
+            messages.SUCCESS,
+        )
+
+    @staticmethod
+    def _set_enabled(queryset: QuerySet[CronEntry], enabled: bool) -> int:
+        store = cron.cron_store()
+        done = 0
+        with transaction.atomic():
+            now = store.db_now()
+            for entry in queryset.select_for_update():
+                was = {
+                    "cron_expr": entry.cron_expr,
+                    "timezone": entry.timezone,
+                    "enabled": entry.enabled,
+                }
+                entry.enabled = enabled
+                entry.updated_at = now
+                cron.refresh_next_fire(entry, was=was, now=now)
+                entry.save(update_fields=["enabled", "next_fire_at", "updated_at"])
+                done += 1
+        return done
+
+    @admin.action(description="Run selected cron entries now", permissions=["run"])
+    def run_now(self, request: HttpRequest, queryset: QuerySet[CronEntry]) -> None:
+        """Enqueue each entry's job now (a manual fire); the schedule does not move."""
+        jobs = [
+            (entry.name, cron.run_now(entry, fired_by=f"admin:{request.user.get_username()}"))
+            for entry in queryset.order_by("name")
+        ]
+        self.message_user(
+            request,
+            ngettext(
+                "Enqueued %(count)d job: %(jobs)s.", "Enqueued %(count)d jobs: %(jobs)s.", len(jobs)
+            )
+            % {"count": len(jobs), "jobs": ", ".join(f"{n} (job {j})" for n, j in jobs)},
+            messages.SUCCESS,
+        )

@@ -1,0 +1,118 @@
+"""Internal: the PostgreSQL store's cron and leader-lease statements (a mixin of PostgresStore).
+
+One statement each, from ``sql/``; each runs in the caller's transaction when there is one.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from .cron import Advance, DueEntry, Fire, Fired, Leadership
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _leader_params(leader: Leadership | None) -> dict[str, Any]:
+    if leader is None:
+        return {"lease_name": "", "holder": "", "token": None}
+    return {"lease_name": leader.name, "holder": leader.holder, "token": leader.token}
+
+
+class PostgresCronStore:
+    """Cron operations on PostgreSQL; the host class provides ``_execute(name, params)``."""
+
+    def db_now(self) -> datetime:
+        with self._execute("db_now", {}) as cursor:
+            return cursor.fetchone()[0]
+
+    def elect_leader(
+        self,
+        name: str,
+        holder: str,
+        token: int | None,
+        lease_s: float,
+        now: datetime | None = None,
+    ) -> Leadership | None:
+        params = {"name": name, "holder": holder, "token": token, "lease_s": lease_s, "now": now}
+        with self._execute("elect_leader", params) as cursor:
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        return Leadership(name=name, holder=holder, token=row[0], expires_at=row[1], now=row[2])
+
+    def resign_leader(self, name: str, holder: str, token: int) -> bool:
+        params = {"name": name, "holder": holder, "token": token}
+        with self._execute("resign_leader", params) as cursor:
+            return cursor.rowcount > 0
+
+    def due_cron_entries(self, until: datetime, limit: int = 100) -> list[DueEntry]:
+        with self._execute("due_cron_entries", {"until": until, "limit": limit}) as cursor:
+            rows = cursor.fetchall()
+        return [
+            DueEntry(
+                id=r[0],
+                name=r[1],
+                cron_expr=r[2],
+                timezone=r[3],
+                queue=r[4],
+                job_type=r[5],
+                payload=_json(r[6]),
+                priority=r[7],
+                missed=r[8],
+                missed_cap=r[9],
+                next_fire_at=r[10],
+                last_fired_at=r[11],
+            )
+            for r in rows
+        ]
+
+    def limit_idle_transaction(self, seconds: float) -> None:
+        with self._execute("limit_idle_transaction", {"ms": str(max(1, round(seconds * 1000)))}):
+            pass
+
+    def fire_cron(self, fire: Fire) -> Fired:
+        job = fire.job
+        params = {
+            **_leader_params(fire.leader),
+            "entry_id": fire.entry_id,
+            "fire_time": fire.fire_time,
+            "fired_by": fire.fired_by,
+            "manual": fire.manual,
+            "now": fire.now,
+            "queue": job.queue,
+            "type": job.type,
+            "payload": job.payload_json,
+            "priority": job.priority,
+            "tenant_id": job.tenant_id,
+            "run_at": job.run_at,
+            "delay_s": job.delay_s,
+            "max_attempts": job.max_attempts,
+            "timeout_s": job.timeout_s,
+            "dedupe_key": job.dedupe_key,
+        }
+        with self._execute("fire_cron", params) as cursor:
+            leading, job_id = cursor.fetchone()
+        return Fired(leading=bool(leading), job_id=job_id)
+
+    def advance_cron(self, advance: Advance) -> bool:
+        params = {
+            **_leader_params(advance.leader),
+            "entry_id": advance.entry_id,
+            "expected": advance.expected,
+            "cron_expr": advance.cron_expr,
+            "timezone": advance.timezone,
+            "next_fire_at": advance.next_fire_at,
+            "last_fired_at": advance.last_fired_at,
+            "skipped": advance.skipped,
+        }
+        with self._execute("advance_cron", params) as cursor:
+            return cursor.rowcount == 1
+
+    def prune_cron_fires(self, older_than: datetime, limit: int = 10_000) -> int:
+        params = {"older_than": older_than, "limit": limit}
+        with self._execute("prune_cron_fires", params) as cursor:
+            return cursor.rowcount
