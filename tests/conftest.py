@@ -137,7 +137,11 @@ class WorkerProcesses:
     def stop_all(self) -> None:
         for proc in self.procs:
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
+                if os.getpgid(proc.pid) == proc.pid:
+                    # Its own group (start_new_session): a supervisor's children go too.
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
             except (ProcessLookupError, PermissionError):
                 pass
         for proc in self.procs:

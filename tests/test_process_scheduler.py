@@ -128,6 +128,7 @@ def start_worker(
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     proc.log_path = log  # type: ignore[attr-defined]
     workers.procs.append(proc)
