@@ -67,6 +67,9 @@ class Service(Protocol):
     def run_once(self) -> None:
         """Do one round of the service's work."""
 
+    # Optional: ``stop()``, called once on the service's thread when the worker stops claiming
+    # (the scheduler resigns its leader lease there).
+
 
 class _OutageLog:
     """One log line when a thread's database calls start failing, one when they work again.
@@ -573,7 +576,9 @@ class Worker:
     def _service_loop(self, service: Service) -> None:
         outage = _OutageLog(service.name)
         try:
-            while not self._heartbeat_stop.is_set():
+            # Services stop when claiming stops: a draining process must not fire cron for
+            # work it will not do, nor take the leader lease from a process that stays.
+            while not self._stopping.is_set():
                 try:
                     service.run_once()
                     outage.ok()
@@ -585,8 +590,14 @@ class Worker:
                     logger.exception(
                         "%s failed; retrying in %.1f s", service.name, service.interval_s
                     )
-                if self._heartbeat_stop.wait(service.interval_s):
+                if self._stopping.wait(service.interval_s):
                     break
+            stop = getattr(service, "stop", None)
+            if stop is not None:
+                try:
+                    stop()
+                except DatabaseError as exc:
+                    logger.error("%s: could not stop cleanly: %s", service.name, exc)
         finally:
             connections.close_all()
 

@@ -292,3 +292,27 @@ def test_a_stalled_fire_transaction_is_aborted_by_the_database_within_the_lease(
     thread.start()
     thread.join(timeout=30)
     assert outcome and isinstance(outcome[0], DatabaseError), outcome
+
+
+def test_a_draining_process_hands_the_lease_over_while_its_jobs_finish(workers, tmp_path):
+    """SIGTERM to the leader while it runs a long job: it stops firing and resigns at once
+    (not when the job ends), and the other process leads while the first still drains."""
+    from tests.testapp import jobs
+
+    jobqueue.schedule("tick", "* * * * * *", "cron-drain", NOOP)
+    slow_lease = {**SETTINGS, "LEADER_LEASE_SECONDS": 30, "CRON_GRACE_SECONDS": 60}
+    a = start_worker(workers, "d1", "--queues", "cron-drain", "--grace", "30", settings=slow_lease)
+    wait_for(lambda: leader() is not None and leader().holder == "d1", timeout=30)
+    path = tmp_path / "runs.txt"
+    long_job = jobqueue.enqueue("cron-drain", jobs.record, {"path": str(path), "sleep_s": 15})
+    wait_for(lambda: path.exists(), timeout=30)
+    b = start_worker(workers, "d2", "--queues", "other", settings=slow_lease)
+    wait_for(lambda: "worker d2" in workers.log(b), timeout=30)
+    a.send_signal(signal.SIGTERM)
+    wait_for(lambda: leader() is not None and leader().holder == "d2", timeout=10)
+    assert a.poll() is None  # still draining its 15 s job
+    assert Job.objects.get(id=long_job).state == "leased"
+    log = workers.log(a)
+    after_signal = log[log.index("SIGTERM") :]
+    assert "resigned the leader lease" in after_signal
+    assert "fired for" not in after_signal.split("resigned the leader lease")[1]
