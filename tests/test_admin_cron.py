@@ -139,7 +139,23 @@ def test_a_settings_entry_is_read_only(admin_client, settings):
     response = admin_client.get(reverse("admin:jobqueue_cronentry_change", args=[entry.pk]))
     assert response.status_code == 200
     assert 'name="cron_expr"' not in response.content.decode()
+    assert 'name="_save"' not in response.content.decode()  # view-only: no save buttons
     assert "0 3 * * *" in text(response)
+
+
+def test_enable_and_disable_skip_settings_entries_and_say_why(admin_client, settings):
+    """The settings own a declared entry's 'enabled'; a change here would be undone at the next
+    runworkers start, so the action refuses it instead of pretending."""
+    settings.JOBQUEUE = {"CRON": {"from-settings": {"cron_expr": "0 3 * * *", "job_type": NOOP}}}
+    cron.reconcile_settings()
+    declared = CronEntry.objects.get(name="from-settings")
+    mine = jobqueue.schedule("mine", "0 4 * * *", "q", NOOP)
+    response = post_action(admin_client, "disable", declared, mine)
+    assert "Disabled 1 cron entry." in text(response)
+    page = text(response)
+    assert "Skipped 1 entry declared in JOBQUEUE[" in page and "(from-settings)" in page
+    assert CronEntry.objects.get(name="from-settings").enabled is True
+    assert CronEntry.objects.get(name="mine").enabled is False
 
 
 def post_action(client, action: str, *entries: CronEntry):

@@ -140,6 +140,16 @@ class CronEntryAdmin(admin.ModelAdmin):
             return (*ENTRY_FIELDS, *self.state_fields)
         return self.state_fields
 
+    def has_change_permission(self, request: HttpRequest, obj: CronEntry | None = None) -> bool:
+        """Refuse changes to an entry from ``JOBQUEUE["CRON"]``: the settings own it.
+
+        Its page is then view-only (no save buttons): runworkers would undo any edit at its
+        next start.
+        """
+        if obj is not None and obj.source == CronSource.SETTINGS:
+            return False
+        return super().has_change_permission(request, obj)
+
     def has_run_permission(self, request: HttpRequest) -> bool:
         """Return True if the user may enqueue an entry's job now."""
         return request.user.has_perm("jobqueue.run_cronentry")
@@ -240,6 +250,7 @@ class CronEntryAdmin(admin.ModelAdmin):
     @admin.action(description="Enable selected cron entries", permissions=["change"])
     def enable(self, request: HttpRequest, queryset: QuerySet[CronEntry]) -> None:
         """Enable entries; each starts from its next fire time (nothing missed is caught up)."""
+        queryset = self._skip_settings_entries(request, queryset)
         done = self._set_enabled(queryset.filter(enabled=False), True)
         self.message_user(
             request,
@@ -250,12 +261,33 @@ class CronEntryAdmin(admin.ModelAdmin):
     @admin.action(description="Disable selected cron entries", permissions=["change"])
     def disable(self, request: HttpRequest, queryset: QuerySet[CronEntry]) -> None:
         """Disable entries: they fire nothing until enabled again."""
+        queryset = self._skip_settings_entries(request, queryset)
         done = self._set_enabled(queryset.filter(enabled=True), False)
         self.message_user(
             request,
             ngettext("Disabled %d cron entry.", "Disabled %d cron entries.", done) % done,
             messages.SUCCESS,
         )
+
+    def _skip_settings_entries(
+        self, request: HttpRequest, queryset: QuerySet[CronEntry]
+    ) -> QuerySet[CronEntry]:
+        """Leave out entries declared in settings, and say so: runworkers would undo the change."""
+        declared = list(queryset.filter(source=CronSource.SETTINGS).values_list("name", flat=True))
+        if declared:
+            self.message_user(
+                request,
+                ngettext(
+                    "Skipped %(count)d entry declared in JOBQUEUE['CRON'] (%(names)s): set its "
+                    "'enabled' there; runworkers would undo a change made here.",
+                    "Skipped %(count)d entries declared in JOBQUEUE['CRON'] (%(names)s): set "
+                    "their 'enabled' there; runworkers would undo a change made here.",
+                    len(declared),
+                )
+                % {"count": len(declared), "names": ", ".join(declared)},
+                messages.WARNING,
+            )
+        return queryset.exclude(source=CronSource.SETTINGS)
 
     @staticmethod
     def _set_enabled(queryset: QuerySet[CronEntry], enabled: bool) -> int:
