@@ -6,8 +6,6 @@ commits or rolls back with the caller's business data.
 
 from __future__ import annotations
 
-import inspect
-import json
 import math
 import random
 import traceback as traceback_module
@@ -25,7 +23,7 @@ from . import signals
 from .backoff import backoff_delay
 from .conf import get_settings, validate_queue_name
 from .errors import MAX_DELAY_SECONDS, InvalidJobOption, InvalidPayload, QueueUnavailable
-from .jobs import JobType
+from .jobs import JobType, registered, signature_of
 from .payloads import sanitize_text, to_json
 from .states import DeadReason, JobState
 from .store import ClaimedJob, NewJob, get_store
@@ -155,13 +153,7 @@ def _run_at(run_at: Any, delay: Any, name: str = "run_at") -> tuple[datetime | N
     return None, seconds
 
 
-def _registered(type_name: str) -> JobType | None:
-    from .jobs import registry
-
-    return registry().get(type_name)
-
-
-def _check_arguments(job_type: JobType | None, payload: dict[str, Any]) -> None:
+def _check_arguments(job_type: JobType | None, payload: dict[Any, Any]) -> None:
     """Refuse a payload its handler cannot be called with (known handlers only).
 
     A missing or unexpected argument would otherwise fail on every attempt, long after the
@@ -170,13 +162,14 @@ def _check_arguments(job_type: JobType | None, payload: dict[str, Any]) -> None:
     """
     if job_type is None:
         return
-    try:
-        signature = inspect.signature(job_type.func)
-    except (TypeError, ValueError):
+    signature = signature_of(job_type.func)
+    if signature is None:
         return
     args = (None,) if job_type.takes_context else ()
+    # Only the names matter, as the handler will get them after the JSON round trip.
+    names = dict.fromkeys(str(key) for key in payload)
     try:
-        signature.bind(*args, **payload)
+        signature.bind(*args, **names)
     except TypeError as exc:
         raise InvalidPayload("payload", f"does not fit {job_type.name}{signature}: {exc}") from None
 
@@ -299,7 +292,7 @@ def enqueue_or_get(
             "payload", f"must be a dict of keyword arguments, got {type(payload).__name__}"
         )
     payload_json = to_json(payload, max_bytes=conf.max_payload_bytes)
-    _check_arguments(type_defaults or _registered(type_name), json.loads(payload_json))
+    _check_arguments(type_defaults or registered(type_name), payload)
     new_job = NewJob(
         queue=queue,
         type=type_name,
@@ -605,8 +598,8 @@ def backoff_for(job_type: str, attempt: int, rng: random.Random | None = None) -
     Uses the type's ``@job(backoff=...)`` policy when it is registered here, else
     ``JOBQUEUE["BACKOFF"]``. Pass a seeded ``rng`` for repeatable delays.
     """
-    from .jobs import registry
+    from .jobs import registered
 
-    found = registry().get(job_type)
+    found = registered(job_type)
     policy = (found.backoff if found else None) or get_settings().backoff
     return backoff_delay(attempt, policy, rng)

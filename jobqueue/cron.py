@@ -64,9 +64,9 @@ def accepts_fire_time(func: Callable[..., Any]) -> bool:
 
 def check_handler(job_type: str) -> None:
     """Raise ``InvalidJobOption`` if ``job_type`` is registered here and refuses ``fire_time``."""
-    from .jobs import registry
+    from .jobs import registered
 
-    found = registry().get(job_type)
+    found = registered(job_type)
     if found is not None and not accepts_fire_time(found.func):
         raise InvalidJobOption(
             "job_type",
@@ -455,10 +455,10 @@ def build_job(entry: DueEntry | CronEntry, fire_time: datetime, now: datetime) -
     Raises:
         InvalidPayload: the payload no longer fits ``MAX_PAYLOAD_BYTES``.
     """
-    from .jobs import registry
+    from .jobs import registered
 
     conf = get_settings()
-    found = registry().get(entry.job_type)
+    found = registered(entry.job_type)
     payload = {**entry.payload, FIRE_TIME_KEY: fire_time.astimezone(UTC).isoformat()}
     return NewJob(
         queue=entry.queue,

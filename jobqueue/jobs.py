@@ -189,6 +189,20 @@ _registry: dict[str, JobType] = {}
 _lock = threading.Lock()
 
 
+def registered(type_name: str) -> JobType | None:
+    """Return the job type registered as ``type_name`` in this process, or None (no import)."""
+    return _registry.get(type_name)
+
+
+@functools.cache
+def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
+    """Return ``func``'s signature, computed once (None when Python cannot tell it)."""
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+
+
 def registry() -> dict[str, JobType]:
     """Return a copy of the registered job types, by name."""
     return dict(_registry)
