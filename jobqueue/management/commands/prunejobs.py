@@ -11,6 +11,7 @@ from django.db import connections
 
 from jobqueue.conf import RETENTION_STATES, get_settings
 from jobqueue.errors import MAX_DELAY_SECONDS
+from jobqueue.management.arguments import positive_int
 from jobqueue.pruning import DEFAULT_PRUNE_BATCH_SIZE, count_prunable, prune_jobs
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -44,17 +45,6 @@ def finished_states(text: str) -> list[str]:
             f"can prune only {', '.join(RETENTION_STATES)} jobs, got {', '.join(map(repr, bad))}"
         )
     return list(dict.fromkeys(names))
-
-
-def positive_int(text: str) -> int:
-    """Parse an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def describe(seconds: float) -> str:
