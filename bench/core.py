@@ -23,31 +23,15 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _common import ROOT, bench_env, recreate_database
+
 URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/jobqueue_bench")
-ENV = {
-    **os.environ,
-    "DATABASE_URL": URL,
-    "DJANGO_SETTINGS_MODULE": "tests.settings",
-    "PYTHONPATH": str(ROOT),
-    "JOBQUEUE_LOG_LEVEL": "WARNING",
-}
-os.environ.update(ENV)
-sys.path.insert(0, str(ROOT))
+ENV = bench_env(URL)
 
 
 def setup_database() -> None:
-    import psycopg
-
-    base, _, name = URL.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=ENV, check=True, cwd=ROOT
-    )
+    recreate_database(URL, ENV)
 
 
 def django_setup():

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import psycopg
+from _common import ROOT, bench_env, recreate_database
 
-ROOT = Path(__file__).resolve().parent.parent
 URL = os.environ.get("SOAK_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/jobqueue_soak")
 
 
@@ -39,20 +39,8 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=10)
     args = parser.parse_args()
-    env = {
-        **os.environ,
-        "DATABASE_URL": URL,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "PYTHONPATH": str(ROOT),
-        "JOBQUEUE_LOG_LEVEL": "WARNING",
-    }
-    base, _, name = URL.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, cwd=ROOT, check=True
-    )
+    env = bench_env(URL)
+    recreate_database(URL, env)
     with psycopg.connect(URL, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO jobqueue_job (queue, type, payload, priority, tenant_id, state, run_at,"
