@@ -272,6 +272,9 @@ def test_observe_counts_failures_ignores_permanent_errors_and_honours_retry_afte
 
 @pytest.mark.django_db
 def test_open_and_close_breaker_from_code():
+    import jobqueue
+
+    assert (jobqueue.open_breaker, jobqueue.close_breaker) == (open_breaker, close_breaker)
     with pytest.raises(ValueError, match="seconds must be a number > 0, got 0"):
         open_breaker("partner", 0)
     with pytest.raises(ValueError, match="dependency name must match"):
