@@ -94,9 +94,10 @@ DEFAULT_BREAKER = {
 and they were at least half of its outcomes; it stays open 10 s, doubling per failed probe up to
 5 min."""
 
-DEFAULT_RETRY_BUDGET = {"ratio": 0.1, "floor_per_second": 1.0, "capacity": 100.0}
-"""Retries of a queue may add 10 % of its successes, plus 1 retry per second so an idle queue can
-still retry; up to 100 unspent retries are saved for a burst."""
+DEFAULT_RETRY_BUDGET = {"ratio": 0.1, "floor_per_second": 10.0, "capacity": 100.0}
+"""Retries of a queue may add 10 % of its successes, plus 10 retries per second so a queue with no
+recent success can still retry (Finagle's ``RetryBudget`` default floor); up to 100 unspent
+retries are saved for a burst."""
 
 BACKOFF_POLICIES = ("none", "full", "equal", "decorrelated")
 RETENTION_STATES = ("succeeded", "cancelled", "dead")
@@ -149,7 +150,7 @@ class RetryBudgetSettings:
     """
 
     ratio: float = 0.1
-    floor_per_second: float = 1.0
+    floor_per_second: float = 10.0
     capacity: float = 100.0
 
 

@@ -45,7 +45,7 @@ def test_breaker_and_budget_defaults():
         cooldown_seconds=10.0,
         max_cooldown_seconds=300.0,
     )
-    assert s.retry_budget == RetryBudgetSettings(ratio=0.1, floor_per_second=1.0, capacity=100.0)
+    assert s.retry_budget == RetryBudgetSettings(ratio=0.1, floor_per_second=10.0, capacity=100.0)
 
 
 def test_partial_breaker_and_budget_settings_keep_the_other_defaults_and_none_turns_budget_off():
