@@ -28,6 +28,7 @@ from jobqueue.models import DependencyBreaker, Job
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import ClaimedJob, get_store
 
+from .conftest import requires_postgres
 from .factories import make_job
 
 PARTNER = "tests.testapp.jobs.call_partner"
@@ -348,3 +349,27 @@ def test_permanent_error_of_a_dependency_job_is_dead_at_once():
     c = claimed_job("tests.testapp.jobs.partner_rejects")
     outcome = failure_outcome(c, PermanentError("400"), "w")
     assert (outcome.status, outcome.dead_reason) == ("dead", DeadReason.PERMANENT_ERROR)
+
+
+@pytest.mark.django_db
+def test_jobs_without_a_dependency_cost_no_query(store, django_assert_num_queries):
+    guard = DependencyGuard(store, 30.0)
+    jobs = [claimed_job(NOOP, job_id=i) for i in range(10)]
+    with django_assert_num_queries(0):
+        assert guard.admit(jobs) == jobs
+        guard.observe([FakeRun(c, Outcome(job_id=c.id, status="succeeded")) for c in jobs])
+
+
+@requires_postgres()
+@pytest.mark.django_db
+def test_one_statement_per_batch_not_per_job(store, django_assert_num_queries):
+    partner = [claimed_job(job_id=i) for i in range(5)]
+    with django_assert_num_queries(1):  # breaker_states; the breaker has no row: closed
+        assert BreakerGate(store, 30.0).admit(partner) == partner
+    retries = [
+        (claimed_job(NOOP, job_id=i, queue=queue), OSError())
+        for i, queue in enumerate(["q", "r"] * 25)
+    ]
+    runs = [(c, failure_outcome(c, exc, "w")) for c, exc in retries]
+    with django_assert_num_queries(1):  # take_retry_tokens, both queues at once
+        RetryBudgetKeeper(store).apply(runs)
