@@ -104,6 +104,7 @@ def test_partial_breaker_and_budget_settings_keep_the_other_defaults_and_none_tu
         ),
     ],
 )
+@pytest.mark.django_db  # manage.py check's database checks (W001, W002) connect
 def test_bad_breaker_and_budget_settings_are_refused_naming_the_key(raw, message):
     with pytest.raises(JobQueueConfigurationError) as caught:
         build_settings(raw)
