@@ -1,6 +1,7 @@
 """System checks (``manage.py check``), each with an id and a hint.
 
-* ``jobqueue.E001`` — the ``JOBQUEUE`` setting is invalid (unknown keys, wrong types).
+* ``jobqueue.E001`` — the ``JOBQUEUE`` setting is invalid (unknown keys, wrong types; also
+  ``BREAKER`` thresholds, windows and ratios, and ``RETRY_BUDGET`` fractions, out of range).
 * ``jobqueue.W001`` — the default database is not PostgreSQL.
 * ``jobqueue.W002`` — SQLite without ``transaction_mode = "IMMEDIATE"``.
 * ``jobqueue.E002`` — a ``TASKS`` entry using ``JobQueueBackend`` is invalid (``QUEUES``,

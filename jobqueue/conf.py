@@ -83,6 +83,22 @@ latest record of each entry is always kept."""
 DEFAULT_CRON_MISSED_CAP = 10
 """With ``missed="all"``, the most missed fire times one catch-up runs."""
 
+DEFAULT_BREAKER = {
+    "failure_threshold": 5,
+    "failure_ratio": 0.5,
+    "window_seconds": 30.0,
+    "cooldown_seconds": 10.0,
+    "max_cooldown_seconds": 300.0,
+}
+"""A dependency's breaker opens when, within one window of 30 s, at least 5 of its jobs failed
+and they were at least half of its outcomes; it stays open 10 s, doubling per failed probe up to
+5 min."""
+
+DEFAULT_RETRY_BUDGET = {"ratio": 0.1, "floor_per_second": 10.0, "capacity": 100.0}
+"""Retries of a queue may add 10 % of its successes, plus 10 retries per second so a queue with no
+recent success can still retry (Finagle's ``RetryBudget`` default floor); up to 100 unspent
+retries are saved for a burst."""
+
 BACKOFF_POLICIES = ("none", "full", "equal", "decorrelated")
 RETENTION_STATES = ("succeeded", "cancelled", "dead")
 
@@ -100,6 +116,42 @@ class Backoff:
     policy: str = "full"
     base_seconds: float = 1.0
     cap_seconds: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Breaker:
+    """Circuit-breaker thresholds, shared by every dependency (``JOBQUEUE["BREAKER"]``).
+
+    Attributes:
+        failure_threshold: failures within one window that can open the breaker (>= 1).
+        failure_ratio: and the share of the window's outcomes they must be, in (0, 1].
+        window_seconds: length of the window failures are counted in, seconds (> 0).
+        cooldown_seconds: first cool-down after opening, seconds (> 0).
+        max_cooldown_seconds: cap of the cool-down, which doubles per failed probe, seconds.
+    """
+
+    failure_threshold: int = 5
+    failure_ratio: float = 0.5
+    window_seconds: float = 30.0
+    cooldown_seconds: float = 10.0
+    max_cooldown_seconds: float = 300.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryBudgetSettings:
+    """The retry budget of each queue (``JOBQUEUE["RETRY_BUDGET"]``).
+
+    Attributes:
+        ratio: retry tokens one success earns, in (0, 1]: the share of successful throughput
+            retries may add.
+        floor_per_second: tokens every queue earns per second regardless (> 0), so a queue
+            with no recent success can still retry.
+        capacity: most tokens a queue saves up (>= 1): the burst of retries allowed at once.
+    """
+
+    ratio: float = 0.1
+    floor_per_second: float = 10.0
+    capacity: float = 100.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +199,9 @@ class JobQueueSettings:
     scheduler_interval_seconds: float = DEFAULT_SCHEDULER_INTERVAL_SECONDS
     cron_grace_seconds: float = DEFAULT_CRON_GRACE_SECONDS
     cron_fire_retention_seconds: float = DEFAULT_CRON_FIRE_RETENTION_SECONDS
+    breaker: Breaker = field(default_factory=Breaker)
+    #: None: no retry budget (retries wait for their backoff only).
+    retry_budget: RetryBudgetSettings | None = field(default_factory=RetryBudgetSettings)
 
 
 def _number(
@@ -266,6 +321,18 @@ def validate_queue_name(name: Any) -> str:
     return name
 
 
+def validate_dependency_name(name: Any) -> str:
+    """Return ``name`` if it is a valid dependency name, else raise ``ValueError`` naming it.
+
+    Dependency names follow the queue-name rule, ``[A-Za-z0-9_.:-]{1,100}``.
+    """
+    import re
+
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", name):
+        raise ValueError(f"dependency name must match [A-Za-z0-9_.:-]{{1,100}}, got {name!r}")
+    return name
+
+
 _KEYS = {
     "LEASE_SECONDS",
     "TIMEOUT_SECONDS",
@@ -287,6 +354,8 @@ _KEYS = {
     "SCHEDULER_INTERVAL_SECONDS",
     "CRON_GRACE_SECONDS",
     "CRON_FIRE_RETENTION_SECONDS",
+    "BREAKER",
+    "RETRY_BUDGET",
 }
 
 #: Keys of one ``JOBQUEUE["CRON"]`` entry; the first two are required.
@@ -428,10 +497,94 @@ def build_settings(raw: Any) -> JobQueueSettings:
             f"({built.leader_lease_seconds + built.scheduler_interval_seconds:g}), so a leader "
             "failover never makes a fire time a missed run"
         )
+    if "BREAKER" in raw:
+        built = replace(built, breaker=parse_breaker(raw["BREAKER"]))
+    if "RETRY_BUDGET" in raw:
+        built = replace(built, retry_budget=parse_retry_budget(raw["RETRY_BUDGET"]))
     if "CRON" in raw:
         # Last: an entry's error is a CronConfigurationError (check jobqueue.E005).
         built = replace(built, cron=parse_cron_setting(raw["CRON"], built.max_payload_bytes))
     return built
+
+
+def _fields(value: Any, where: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Return ``defaults`` updated with the dict ``value``; refuse anything else, naming it."""
+    if not isinstance(value, dict):
+        raise JobQueueConfigurationError(f"{where} must be a dict, got {value!r}")
+    unknown = sorted(map(str, set(value) - set(defaults)))
+    if unknown:
+        raise JobQueueConfigurationError(
+            f"{where} has unknown keys: {', '.join(unknown)} (known: {', '.join(defaults)})"
+        )
+    return {**defaults, **value}
+
+
+def _fraction(key: str, value: Any, where: str) -> float:
+    fraction = _number(key, value, where=where)
+    if fraction > 1:
+        raise JobQueueConfigurationError(f"{where}[{key!r}] must be <= 1, got {value!r}")
+    return fraction
+
+
+def parse_breaker(value: Any, where: str = "JOBQUEUE['BREAKER']") -> Breaker:
+    """Validate ``JOBQUEUE["BREAKER"]``, e.g. ``{"failure_threshold": 5, "window_seconds": 30}``.
+
+    Keys left out keep :data:`DEFAULT_BREAKER`.
+
+    Raises:
+        JobQueueConfigurationError: not a dict, an unknown key, a count below 1, a duration or
+            ratio <= 0, a ratio above 1, or a max cool-down below the cool-down; naming the key.
+    """
+    merged = _fields(value, where, DEFAULT_BREAKER)
+    threshold = merged["failure_threshold"]
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+        raise JobQueueConfigurationError(
+            f"{where}['failure_threshold'] must be an integer >= 1, got {threshold!r}"
+        )
+    breaker = Breaker(
+        failure_threshold=threshold,
+        failure_ratio=_fraction("failure_ratio", merged["failure_ratio"], where),
+        window_seconds=_number("window_seconds", merged["window_seconds"], where=where),
+        cooldown_seconds=_number("cooldown_seconds", merged["cooldown_seconds"], where=where),
+        max_cooldown_seconds=_number(
+            "max_cooldown_seconds", merged["max_cooldown_seconds"], where=where
+        ),
+    )
+    if breaker.max_cooldown_seconds > MAX_DELAY_SECONDS:
+        raise JobQueueConfigurationError(
+            f"{where}['max_cooldown_seconds'] must be at most {MAX_DELAY_SECONDS} (ten years), "
+            f"got {breaker.max_cooldown_seconds:g}"
+        )
+    if breaker.max_cooldown_seconds < breaker.cooldown_seconds:
+        raise JobQueueConfigurationError(
+            f"{where}['max_cooldown_seconds'] ({breaker.max_cooldown_seconds:g}) must be >= "
+            f"cooldown_seconds ({breaker.cooldown_seconds:g})"
+        )
+    return breaker
+
+
+def parse_retry_budget(
+    value: Any, where: str = "JOBQUEUE['RETRY_BUDGET']"
+) -> RetryBudgetSettings | None:
+    """Validate ``JOBQUEUE["RETRY_BUDGET"]``: a dict like ``{"ratio": 0.1}``, or None (off).
+
+    Keys left out keep :data:`DEFAULT_RETRY_BUDGET`.
+
+    Raises:
+        JobQueueConfigurationError: not a dict or None, an unknown key, a ratio <= 0 or > 1, a
+            floor <= 0, or a capacity below 1; naming the key.
+    """
+    if value is None:
+        return None
+    merged = _fields(value, where, DEFAULT_RETRY_BUDGET)
+    capacity = _number("capacity", merged["capacity"], where=where)
+    if capacity < 1:
+        raise JobQueueConfigurationError(f"{where}['capacity'] must be >= 1, got {capacity:g}")
+    return RetryBudgetSettings(
+        ratio=_fraction("ratio", merged["ratio"], where),
+        floor_per_second=_number("floor_per_second", merged["floor_per_second"], where=where),
+        capacity=capacity,
+    )
 
 
 def parse_discover_modules(value: Any) -> tuple[str, ...]:

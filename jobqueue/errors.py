@@ -135,14 +135,29 @@ class PermanentError(Exception):
 class RetryAfter(Exception):
     """Raised by a handler: retry this job after exactly ``seconds`` (no jitter).
 
-    The attempt still counts against ``max_attempts``, because attempts count claims.
+    The attempt still counts against ``max_attempts``, because attempts count claims. Naming a
+    ``dependency`` also opens that dependency's circuit breaker for ``seconds``: every job of
+    it waits, not only this one (a 503 with ``Retry-After`` speaks for the whole service).
 
     Args:
         seconds: delay before the next attempt, in seconds (>= 0), or a ``timedelta``.
         message: optional text recorded in the job's error history.
+        dependency: a dependency name (as in ``@job(dependency=...)``) whose breaker to open.
+
+    Raises:
+        ValueError: ``seconds`` is not a number in 0..ten years, or ``dependency`` is not a
+            valid name.
     """
 
-    def __init__(self, seconds: float | timedelta, message: str = "") -> None:
+    def __init__(
+        self, seconds: float | timedelta, message: str = "", *, dependency: str | None = None
+    ) -> None:
+        if dependency is not None:
+            # Imported here: conf imports this module.
+            from .conf import validate_dependency_name
+
+            validate_dependency_name(dependency)
+        self.dependency = dependency
         if isinstance(seconds, timedelta):
             seconds = seconds.total_seconds()
         # NaN and infinity would reach the nack as a delay PostgreSQL refuses ("interval out of

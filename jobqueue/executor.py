@@ -38,6 +38,9 @@ class Outcome:
         delay_s: seconds until the next attempt (retry only).
         dead_reason: a :class:`~jobqueue.states.DeadReason` value (dead only).
         duration_s: how long the handler ran, seconds.
+        exact_delay: ``delay_s`` is the handler's ``RetryAfter``: no budget may move it.
+        opens_dependency: the dependency a ``RetryAfter(dependency=...)`` named: its breaker
+            opens for ``opens_for_s`` seconds.
     """
 
     job_id: int
@@ -47,6 +50,9 @@ class Outcome:
     delay_s: float = 0.0
     dead_reason: str | None = None
     duration_s: float = 0.0
+    exact_delay: bool = False
+    opens_dependency: str = ""
+    opens_for_s: float = 0.0
 
 
 def failure_outcome(
@@ -64,6 +70,12 @@ def failure_outcome(
     after exactly its seconds; anything else retries after the type's backoff.
     """
     entry = error_entry(exc, attempt=claimed.attempt, worker_id=worker_id)
+    # Even a dead-lettered attempt tells the breaker that the dependency asked for a pause.
+    opens = (
+        {"opens_dependency": exc.dependency, "opens_for_s": exc.seconds}
+        if isinstance(exc, RetryAfter) and exc.dependency
+        else {}
+    )
     if isinstance(exc, PermanentError):
         return Outcome(
             job_id=claimed.id,
@@ -80,14 +92,25 @@ def failure_outcome(
         else:
             reason = DeadReason.ATTEMPTS_EXHAUSTED
         return Outcome(
-            job_id=claimed.id, status="dead", error=entry, dead_reason=reason, duration_s=duration_s
+            job_id=claimed.id,
+            status="dead",
+            error=entry,
+            dead_reason=reason,
+            duration_s=duration_s,
+            **opens,
         )
     if isinstance(exc, RetryAfter):
         delay = exc.seconds
     else:
         delay = backoff_for(claimed.job_type, claimed.attempt, rng)
     return Outcome(
-        job_id=claimed.id, status="retry", error=entry, delay_s=delay, duration_s=duration_s
+        job_id=claimed.id,
+        status="retry",
+        error=entry,
+        delay_s=delay,
+        duration_s=duration_s,
+        exact_delay=isinstance(exc, RetryAfter),
+        **opens,
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .conf import Backoff, JobQueueConfigurationError, parse_backoff
+from .conf import Backoff, JobQueueConfigurationError, parse_backoff, validate_dependency_name
 from .errors import UnknownJobType
 
 __all__ = ["JobContext", "JobType", "job", "registry", "resolve"]
@@ -147,6 +147,7 @@ class JobType:
         timeout_s: float | None,
         backoff: Backoff | None,
         takes_context: bool,
+        dependency: str | None = None,
     ) -> None:
         self.func = func
         self.name = name
@@ -156,6 +157,7 @@ class JobType:
         self.timeout_s = timeout_s
         self.backoff = backoff
         self.takes_context = takes_context
+        self.dependency = dependency
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -219,6 +221,7 @@ def job(
     timeout_s: float | None = None,
     backoff: dict[str, Any] | None = None,
     takes_context: bool = False,
+    dependency: str | None = None,
 ) -> Any:
     """Register a function as a job type. Use as ``@job`` or ``@job(queue="emails", ...)``.
 
@@ -235,6 +238,9 @@ def job(
         timeout_s: default hard limit on one run, seconds; ``None`` uses the setting.
         backoff: ``{"policy", "base_seconds", "cap_seconds"}`` for this type's retries.
         takes_context: pass a :class:`JobContext` as the first argument.
+        dependency: the service the handler calls (``"partner-api"``), named like a queue;
+            several types may share one. Its failures feed that dependency's circuit breaker,
+            and while the breaker is open, jobs of the type wait without spending attempts.
 
     Returns:
         A :class:`JobType` (or a decorator producing one).
@@ -255,6 +261,11 @@ def job(
             )
         except ValueError as exc:
             raise JobQueueConfigurationError(f"{where}: {exc}") from None
+        if dependency is not None:
+            try:
+                validate_dependency_name(dependency)
+            except ValueError as exc:
+                raise JobQueueConfigurationError(f"{where}: {exc}") from None
         parsed_backoff = parse_backoff(backoff, where=f"{where} backoff") if backoff else None
         params = list(inspect.signature(f).parameters)
         if takes_context:
@@ -274,6 +285,7 @@ def job(
             timeout_s=timeout_s,
             backoff=parsed_backoff,
             takes_context=takes_context,
+            dependency=dependency,
         )
         with _lock:
             existing = _registry.get(type_name)

@@ -35,6 +35,7 @@ from .conf import get_settings
 from .errors import JobTimeout, LeaseLost
 from .executor import Outcome, execute, failure_outcome, send_outcome_signal
 from .fairness import QueueSelector, TenantCaps
+from .guard import DependencyGuard
 from .jobs import JobContext
 from .store import ClaimedJob, ExpiredLease, ReapDecision, get_store
 
@@ -177,6 +178,8 @@ class Worker:
         self.exit_code: int | None = None
         self.heartbeat_interval_s = self.lease_s / 3
         self.store = get_store(self.using)
+        # Circuit breakers and retry budgets: two hooks, in _loop and _record_ready_outcomes.
+        self._guard = DependencyGuard(self.store, self.lease_s)
         self._running: dict[int, _Running] = {}
         self._lock = threading.Lock()
         # Held around multi-row writes on this process's own leases (heartbeat, acks), so two
@@ -319,6 +322,7 @@ class Worker:
                 tags: dict[str, float] = {}
                 for job in claimed:
                     tags[job.queue] = max(tags.get(job.queue, job.tag), job.tag)
+                for job in self._guard.admit(claimed):
                     self._start(job)
                 self.selector.claimed(tags)
                 if self.burst and not claimed and not self._running:
@@ -430,6 +434,7 @@ class Worker:
         done = [(job_id, r) for job_id, r in list(self._running.items()) if r.outcome is not None]
         if not done:
             return
+        self._guard.observe([r for _, r in done])
         successes = [
             (job_id, r)
             for job_id, r in done

@@ -25,6 +25,7 @@ from jobqueue.store import ExpiredLease, NewJob, ReapDecision
 from jobqueue.store.cron import Advance, Fire
 
 from .conftest import requires_postgres
+from .contract_dependencies import DependencyContract
 from .factories import make_job
 
 NOOP = "tests.testapp.jobs.noop"
@@ -50,8 +51,11 @@ def reap_decision(delay_s: float = 0.0):
     return decide
 
 
-class StoreContract:
-    """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path)."""
+class StoreContract(DependencyContract):
+    """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path).
+
+    The breaker, deferral and budget tests come from ``DependencyContract``.
+    """
 
     alias: str
     store_class: str

@@ -1,7 +1,8 @@
 """The Django admin for jobqueue: jobs, dead letters, workers, and the queue dashboard.
 
 Each module registers one page; ``dashboard`` holds the dashboard's figures and view. Cron
-entries get their own module beside these.
+entries and dependency breakers (with retry budgets) get their own modules beside these.
 """
 
-from . import cron, dead_letters, jobs, workers  # noqa: F401  (each registers its ModelAdmin)
+# Each registers its ModelAdmin.
+from . import breakers, cron, dead_letters, jobs, workers  # noqa: F401

@@ -22,7 +22,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from ..models import Job, Worker
+from ..models import DependencyBreaker, Job, RetryBudget, Worker
 from ..states import CLAIMABLE, JobState
 from .filters import known_queues
 from .paginator import EXACT_COUNT_BELOW, planner_rows
@@ -108,6 +108,18 @@ def cron_entries(using: str = "default") -> list[CronRow]:
             )
         )
     return rows
+
+
+def breaker_rows(using: str = "default") -> list[DependencyBreaker]:
+    """Return every dependency's breaker, open and half-open first, then by name."""
+    order = {"open": 0, "half_open": 1, "closed": 2}
+    rows = list(DependencyBreaker.objects.using(using).order_by("name")[:200])
+    return sorted(rows, key=lambda b: order.get(b.state, 3))
+
+
+def budget_rows(using: str = "default") -> list[RetryBudget]:
+    """Return the retry buckets, emptiest first (negative: retries are being delayed)."""
+    return list(RetryBudget.objects.using(using).order_by("tokens", "queue")[:200])
 
 
 def queue_stats(
@@ -252,6 +264,8 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "workers": worker_rows,
         "alive_workers": sum(1 for w in worker_rows if w.is_alive),
         "cron_entries": cron_entries(using),
+        "breakers": breaker_rows(using),
+        "budgets": budget_rows(using),
         "refresh_seconds": refresh,
         "generated_at": now,
         "elapsed_ms": (time.perf_counter() - started) * 1000,

@@ -24,6 +24,7 @@ from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..fairness import Candidate, ClaimPlan, serve_order
 from ..states import CANCELLABLE, CLAIMABLE, FINISHED, LIVE, RETRYABLE, JobState
 from .base import ClaimedJob, ExpiredLease, HeldLease, NewJob, ReapDecision, WorkerRegistry
+from .generic_breakers import GenericDependencyStore
 from .generic_cron import GenericCronStore
 
 
@@ -31,7 +32,7 @@ def _now(now: datetime | None) -> datetime:
     return now or timezone.now()
 
 
-class GenericStore(GenericCronStore, WorkerRegistry):
+class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
     """The queue on any Django database through the ORM."""
 
     def __init__(self, alias: str = "default") -> None:

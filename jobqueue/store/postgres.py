@@ -20,6 +20,7 @@ from django.db import IntegrityError, connections, transaction
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..fairness import ClaimPlan
 from .base import ClaimedJob, ExpiredLease, HeldLease, NewJob, ReapDecision, WorkerRegistry
+from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
 
 
@@ -35,7 +36,7 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
-class PostgresStore(PostgresCronStore, WorkerRegistry):
+class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
     """The queue on PostgreSQL: SKIP LOCKED claims, fenced writes, batch heartbeats."""
 
     def __init__(self, alias: str = "default") -> None:

@@ -172,3 +172,41 @@ def fairness_probe(
         raise RuntimeError("transient")
     if retry_first_s is not None and context.attempt == 1:
         raise RetryAfter(retry_first_s)
+
+
+# -- dependencies (circuit breakers, retry budgets) ----------------------------------------
+
+
+@job(takes_context=True, dependency="partner")
+def call_partner(context, path, down_flag):
+    """Stand-in for a call to the dependency "partner": down while ``down_flag`` exists.
+
+    Records ``job_id attempt pid breaker-state`` for every call, so a test can tell that no
+    call happened while the breaker was open.
+    """
+    from jobqueue.models import DependencyBreaker
+
+    state = (
+        DependencyBreaker.objects.filter(name="partner").values_list("state", flat=True).first()
+        or "none"
+    )
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()} {state}\n")
+    if os.path.exists(down_flag):
+        raise ConnectionError("partner is down")
+    return "ok"
+
+
+@job(dependency="partner")
+def partner_rejects():
+    raise PermanentError("partner says 400: this request can never succeed")
+
+
+@job(takes_context=True)
+def fail_first_attempt(context, path):
+    """Record the call; fail attempt 1 with a connection error, succeed after."""
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()}\n")
+    if context.attempt == 1:
+        raise ConnectionError("first attempt fails")
+    return context.attempt

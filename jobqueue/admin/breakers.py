@@ -1,0 +1,151 @@
+"""Internal: the dependency breakers page (open or close one, with confirmation) and retry budgets.
+
+Rows are read-only: a breaker moves only through ``jobqueue.breakers.open_breaker`` and
+``close_breaker`` (one fenced statement each), never through a form save, which could undo a
+transition a worker made a moment before.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.translation import ngettext
+
+from .. import breakers
+from ..conf import get_settings
+from ..models import DependencyBreaker, RetryBudget
+
+
+@admin.register(DependencyBreaker)
+class DependencyBreakerAdmin(admin.ModelAdmin):
+    """Circuit breakers as the workers left them; operators open and close them."""
+
+    list_display = (
+        "name",
+        "state",
+        "failures",
+        "successes",
+        "open_until",
+        "cooldown_s",
+        "opened_count",
+        "reason",
+        "updated_at",
+    )
+    list_filter = ("state",)
+    search_fields = ("name",)
+    actions = ["open_selected", "close_selected"]
+    show_facets = admin.ShowFacets.NEVER
+
+    class Media:
+        css = {"all": ("jobqueue/admin.css",)}
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        """Refuse: a breaker appears with its dependency's first outcome."""
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        """Refuse form edits; the actions open and close breakers."""
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        """Refuse: deleting would silently close it."""
+        return False
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        """Return True if the user may open or close breakers."""
+        return request.user.has_perm("jobqueue.operate_dependencybreaker")
+
+    def _confirm(self, request: HttpRequest, queryset, action: str, verb: str, explain: str):
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{verb.capitalize()} circuit breakers?",
+            "opts": self.model._meta,
+            "names": list(queryset.order_by("name").values_list("name", flat=True)),
+            "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "action": action,
+            "verb": verb,
+            "explain": explain,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/jobqueue/breaker_action_confirmation.html", context)
+
+    @admin.action(
+        description="Open selected breakers (hold their jobs back)", permissions=["operate"]
+    )
+    def open_selected(self, request: HttpRequest, queryset: QuerySet[DependencyBreaker]):
+        """Open each breaker for the max cool-down; after a confirmation page."""
+        seconds = get_settings().breaker.max_cooldown_seconds
+        if request.POST.get("post") != "yes":
+            return self._confirm(
+                request,
+                queryset,
+                "open_selected",
+                "open",
+                f"Their jobs are held back for {seconds:g} s (the max cool-down); then one probe "
+                "job runs, and its success closes the breaker.",
+            )
+        user = request.user.get_username()
+        names = sorted(queryset.values_list("name", flat=True))
+        for name in names:
+            breakers.open_breaker(name, seconds, reason=f"opened by admin:{user}")
+        self.message_user(
+            request,
+            ngettext(
+                "Opened %(count)d breaker: %(names)s.",
+                "Opened %(count)d breakers: %(names)s.",
+                len(names),
+            )
+            % {"count": len(names), "names": ", ".join(names)},
+            messages.SUCCESS,
+        )
+        return None
+
+    @admin.action(
+        description="Close selected breakers (run their jobs again)", permissions=["operate"]
+    )
+    def close_selected(self, request: HttpRequest, queryset: QuerySet[DependencyBreaker]):
+        """Close each breaker now; after a confirmation page."""
+        if request.POST.get("post") != "yes":
+            return self._confirm(
+                request,
+                queryset,
+                "close_selected",
+                "close",
+                "Their jobs run again from their scheduled time; if the dependency is still "
+                "down, the breaker opens again after enough failures.",
+            )
+        user = request.user.get_username()
+        names = sorted(queryset.values_list("name", flat=True))
+        for name in names:
+            breakers.close_breaker(name, reason=f"closed by admin:{user}")
+        self.message_user(
+            request,
+            ngettext(
+                "Closed %(count)d breaker: %(names)s.",
+                "Closed %(count)d breakers: %(names)s.",
+                len(names),
+            )
+            % {"count": len(names), "names": ", ".join(names)},
+            messages.SUCCESS,
+        )
+        return None
+
+
+@admin.register(RetryBudget)
+class RetryBudgetAdmin(admin.ModelAdmin):
+    """Retry token buckets per queue; read-only (negative tokens: retries are being delayed)."""
+
+    list_display = ("queue", "tokens", "updated_at")
+    search_fields = ("queue",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        """Refuse: a bucket appears with its queue's first retry."""
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        """Refuse: workers keep the buckets (deleting one refills it)."""
+        return False

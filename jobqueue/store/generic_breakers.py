@@ -1,0 +1,265 @@
+"""Internal: the ORM store's breakers, deferrals and retry budgets (a mixin of GenericStore).
+
+Same contract as the PostgreSQL statements, each in one short transaction that locks the rows it
+reads (``select_for_update``; on SQLite the IMMEDIATE transaction mode serializes writers). Time
+is this process's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from ..conf import Breaker, RetryBudgetSettings
+from ..states import JobState
+from .breakers import PROBE_FAILED, PROBE_OK, BreakerOutcomes, BreakerView, Deferral
+
+
+class GenericDependencyStore:
+    """Breakers and budgets through the ORM; the host class provides ``alias``."""
+
+    alias: str
+
+    @property
+    def _breakers(self):
+        from ..models import DependencyBreaker
+
+        return DependencyBreaker.objects.using(self.alias)
+
+    @property
+    def _budgets(self):
+        from ..models import RetryBudget
+
+        return RetryBudget.objects.using(self.alias)
+
+    def breaker_states(
+        self, names: Sequence[str], now: datetime | None = None
+    ) -> dict[str, BreakerView]:
+        now = now or timezone.now()
+        return {
+            b.name: BreakerView(
+                name=b.name,
+                state=b.state,
+                open_until=b.open_until,
+                probe_until=b.probe_until,
+                cooldown_s=b.cooldown_s,
+                now=now,
+            )
+            for b in self._breakers.filter(name__in=list(names))
+        }
+
+    def claim_probe(
+        self, name: str, job_id: int, probe_s: float, now: datetime | None = None
+    ) -> datetime | None:
+        from django.db.models import Q
+
+        now = now or timezone.now()
+        until = now + timedelta(seconds=probe_s)
+        won = self._breakers.filter(
+            Q(state="open", open_until__lte=now) | Q(state="half_open", probe_until__lte=now),
+            name=name,
+        ).update(state="half_open", probe_job_id=job_id, probe_until=until, updated_at=now)
+        return until if won else None
+
+    def _ensure(self, names: Sequence[str], breaker: Breaker, now: datetime) -> None:
+        existing = set(self._breakers.filter(name__in=list(names)).values_list("name", flat=True))
+        for name in sorted(set(names) - existing):
+            try:
+                with transaction.atomic(using=self.alias):
+                    self._breakers.create(
+                        name=name,
+                        window_started_at=now,
+                        cooldown_s=breaker.cooldown_seconds,
+                        updated_at=now,
+                    )
+            except IntegrityError:
+                pass  # another worker created it first
+
+    def record_breaker_outcomes(
+        self, batch: Sequence[BreakerOutcomes], breaker: Breaker, now: datetime | None = None
+    ) -> dict[str, str]:
+        now = now or timezone.now()
+        self._ensure([o.name for o in batch], breaker, now)
+        states: dict[str, str] = {}
+        with transaction.atomic(using=self.alias):
+            for o in sorted(batch, key=lambda o: o.name):
+                row = self._breakers.select_for_update().get(name=o.name)
+                _apply(row, o, breaker, now)
+                row.save(using=self.alias)
+                states[row.name] = row.state
+        return states
+
+    def open_breaker(
+        self,
+        name: str,
+        seconds: float,
+        reason: str,
+        breaker: Breaker,
+        now: datetime | None = None,
+    ) -> datetime:
+        now = now or timezone.now()
+        until = now + timedelta(seconds=seconds)
+        self._ensure([name], breaker, now)
+        with transaction.atomic(using=self.alias):
+            row = self._breakers.select_for_update().get(name=name)
+            if row.state == "open":
+                until = max(row.open_until or until, until)
+            else:
+                row.opened_count += 1
+                row.last_opened_at = now
+            row.state, row.open_until = "open", until
+            row.failures = row.successes = 0
+            row.window_started_at = now
+            row.probe_job_id = row.probe_until = None
+            row.cooldown_s = max(row.cooldown_s, breaker.cooldown_seconds)
+            row.reason, row.updated_at = reason[:200], now
+            row.save(using=self.alias)
+        return until
+
+    def close_breaker(self, name: str, reason: str, breaker: Breaker) -> bool:
+        now = timezone.now()
+        return bool(
+            self._breakers.filter(name=name).update(
+                state="closed",
+                failures=0,
+                successes=0,
+                window_started_at=now,
+                open_until=None,
+                probe_job_id=None,
+                probe_until=None,
+                cooldown_s=breaker.cooldown_seconds,
+                reason=reason[:200],
+                updated_at=now,
+            )
+        )
+
+    def defer_many(
+        self, deferrals: Sequence[Deferral], now: datetime | None = None
+    ) -> dict[int, str]:
+        from ..models import Job
+
+        now = now or timezone.now()
+        jobs = Job.objects.using(self.alias)
+        deferred: dict[int, str] = {}
+        with transaction.atomic(using=self.alias):
+            for d in sorted(deferrals, key=lambda d: d.id):
+                held = jobs.filter(id=d.id, lease_token=d.lease_token, state=JobState.LEASED)
+                row = held.values("errors", "attempts", "leased_by", "cancel_requested_at").first()
+                if row is None:
+                    continue
+                entry = {
+                    "kind": "deferred",
+                    "attempt": row["attempts"],
+                    "at": now.isoformat(),
+                    "worker": row["leased_by"],
+                    "message": d.message,
+                }
+                fields = (
+                    {"state": JobState.SCHEDULED, "run_at": d.run_at, "finished_at": None}
+                    if row["cancel_requested_at"] is None
+                    else {"state": JobState.CANCELLED, "finished_at": now}
+                )
+                held.update(
+                    attempts=F("attempts") - 1 if row["attempts"] > 0 else 0,
+                    errors=[*row["errors"], entry],
+                    lease_token=None,
+                    lease_until=None,
+                    **fields,
+                )
+                deferred[d.id] = fields["state"]
+        return deferred
+
+    def _refilled(self, tokens: float, since: datetime, now: datetime, budget) -> float:
+        elapsed = max((now - since).total_seconds(), 0.0)
+        return min(budget.capacity, tokens + budget.floor_per_second * elapsed)
+
+    def take_retry_tokens(
+        self, counts: Mapping[str, int], budget: RetryBudgetSettings, now: datetime | None = None
+    ) -> dict[str, float]:
+        now = now or timezone.now()
+        left: dict[str, float] = {}
+        with transaction.atomic(using=self.alias):
+            for queue in sorted(counts):
+                row = self._budgets.select_for_update().filter(queue=queue).first()
+                if row is None:
+                    row = self._budgets.create(
+                        queue=queue, tokens=budget.capacity - counts[queue], updated_at=now
+                    )
+                else:
+                    row.tokens = self._refilled(row.tokens, row.updated_at, now, budget)
+                    row.tokens -= counts[queue]
+                    row.updated_at = max(row.updated_at, now)
+                    row.save(using=self.alias)
+                left[queue] = row.tokens
+        return left
+
+    def credit_retry_tokens(
+        self, counts: Mapping[str, int], budget: RetryBudgetSettings, now: datetime | None = None
+    ) -> None:
+        now = now or timezone.now()
+        with transaction.atomic(using=self.alias):
+            for queue in sorted(counts):
+                row = self._budgets.select_for_update().filter(queue=queue).first()
+                if row is None:
+                    continue  # never retried: its bucket is full
+                refilled = self._refilled(row.tokens, row.updated_at, now, budget)
+                row.tokens = min(budget.capacity, refilled + budget.ratio * counts[queue])
+                row.updated_at = max(row.updated_at, now)
+                row.save(using=self.alias)
+
+
+def _apply(row, o: BreakerOutcomes, breaker: Breaker, now: datetime) -> None:
+    """Move ``row`` (a locked DependencyBreaker) as ``record_breaker_outcomes.sql`` does."""
+    is_probe = row.state == "half_open" and o.probe_job_id is not None
+    is_probe = is_probe and o.probe_job_id == row.probe_job_id
+    if row.window_started_at + timedelta(seconds=breaker.window_seconds) <= now:
+        failures, successes, started = o.failures, o.successes, now
+    else:
+        failures, successes = row.failures + o.failures, row.successes + o.successes
+        started = row.window_started_at
+    if is_probe and o.probe_result == PROBE_OK:
+        move = "closed"
+    elif is_probe and o.probe_result == PROBE_FAILED:
+        move = "reopened"
+    elif is_probe:
+        move = "released"
+    elif (
+        row.state == "closed"
+        and failures >= breaker.failure_threshold
+        and failures >= breaker.failure_ratio * (failures + successes)
+    ):
+        move = "tripped"
+    else:
+        move = "same"
+    if move == "same":
+        row.failures, row.successes, row.window_started_at = failures, successes, started
+    else:
+        row.failures, row.successes, row.window_started_at = 0, 0, now
+    if move == "reopened":
+        row.cooldown_s = min(
+            breaker.max_cooldown_seconds, max(row.cooldown_s, breaker.cooldown_seconds) * 2
+        )
+        row.open_until = now + timedelta(seconds=row.cooldown_s)
+        row.reason = f"probe job {row.probe_job_id} failed"
+    elif move == "tripped":
+        row.cooldown_s = breaker.cooldown_seconds
+        row.open_until = now + timedelta(seconds=row.cooldown_s)
+        row.reason = f"{failures} failures of {failures + successes} outcomes in the window"
+    elif move == "closed":
+        row.cooldown_s = breaker.cooldown_seconds
+        row.open_until = None
+        row.reason = f"probe job {row.probe_job_id} succeeded"
+    elif move == "released":
+        row.open_until = now
+    if move in ("tripped", "reopened"):
+        row.opened_count += 1
+        row.last_opened_at = now
+    if move != "same":
+        row.state = "closed" if move == "closed" else "open"
+    if is_probe:
+        row.probe_job_id = row.probe_until = None
+    row.updated_at = now

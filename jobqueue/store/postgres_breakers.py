@@ -1,0 +1,162 @@
+"""Internal: the PostgreSQL statements of circuit breakers, deferrals and retry budgets.
+
+A mixin of :class:`~jobqueue.store.postgres.PostgresStore`; the contract is
+:class:`~jobqueue.store.breakers.DependencyStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from ..conf import Breaker, RetryBudgetSettings
+from .breakers import BreakerOutcomes, BreakerView, Deferral
+
+
+class PostgresDependencyStore:
+    """Breakers and budgets on PostgreSQL; the host class provides ``_execute(name, params)``."""
+
+    _execute: Any
+
+    def breaker_states(
+        self, names: Sequence[str], now: datetime | None = None
+    ) -> dict[str, BreakerView]:
+        if not names:
+            return {}
+        with self._execute("breaker_states", {"names": sorted(names), "now": now}) as cursor:
+            return {
+                r[0]: BreakerView(
+                    name=r[0],
+                    state=r[1],
+                    open_until=r[2],
+                    probe_until=r[3],
+                    cooldown_s=r[4],
+                    now=r[5],
+                )
+                for r in cursor.fetchall()
+            }
+
+    def claim_probe(
+        self, name: str, job_id: int, probe_s: float, now: datetime | None = None
+    ) -> datetime | None:
+        params = {"name": name, "job_id": job_id, "probe_s": probe_s, "now": now}
+        with self._execute("claim_probe", params) as cursor:
+            row = cursor.fetchone()
+        return row[0] if row else None
+
+    def record_breaker_outcomes(
+        self, batch: Sequence[BreakerOutcomes], breaker: Breaker, now: datetime | None = None
+    ) -> dict[str, str]:
+        if not batch:
+            return {}
+        ordered = sorted(batch, key=lambda o: o.name)
+        params = {
+            "names": [o.name for o in ordered],
+            "successes": [o.successes for o in ordered],
+            "failures": [o.failures for o in ordered],
+            "probe_ids": [o.probe_job_id for o in ordered],
+            "probe_results": [o.probe_result for o in ordered],
+            "threshold": breaker.failure_threshold,
+            "ratio": breaker.failure_ratio,
+            "window_s": breaker.window_seconds,
+            "cooldown_s": breaker.cooldown_seconds,
+            "max_cooldown_s": breaker.max_cooldown_seconds,
+            "now": now,
+        }
+        with self._execute("record_breaker_outcomes", params) as cursor:
+            states = dict(cursor.fetchall())
+        missing = [o.name for o in ordered if o.name not in states]
+        if missing:
+            # First outcomes of these dependencies: create their rows, then count again.
+            ensure = {"names": missing, "cooldown_s": breaker.cooldown_seconds, "now": now}
+            self._execute("ensure_breakers", ensure).close()
+            params.update(
+                {
+                    key: [
+                        value
+                        for o, value in zip(ordered, params[key], strict=True)
+                        if o.name in missing
+                    ]
+                    for key in ("names", "successes", "failures", "probe_ids", "probe_results")
+                }
+            )
+            with self._execute("record_breaker_outcomes", params) as cursor:
+                states.update(cursor.fetchall())
+        return states
+
+    def open_breaker(
+        self,
+        name: str,
+        seconds: float,
+        reason: str,
+        breaker: Breaker,
+        now: datetime | None = None,
+    ) -> datetime:
+        params = {
+            "name": name,
+            "seconds": seconds,
+            "reason": reason[:200],
+            "cooldown_s": breaker.cooldown_seconds,
+            "now": now,
+        }
+        with self._execute("open_breaker", params) as cursor:
+            return cursor.fetchone()[0]
+
+    def close_breaker(self, name: str, reason: str, breaker: Breaker) -> bool:
+        params = {
+            "name": name,
+            "reason": reason[:200],
+            "cooldown_s": breaker.cooldown_seconds,
+            "now": None,
+        }
+        with self._execute("close_breaker", params) as cursor:
+            return cursor.fetchone() is not None
+
+    def defer_many(
+        self, deferrals: Sequence[Deferral], now: datetime | None = None
+    ) -> dict[int, str]:
+        if not deferrals:
+            return {}
+        ordered = sorted(deferrals, key=lambda d: d.id)
+        params = {
+            "ids": [d.id for d in ordered],
+            "tokens": [d.lease_token for d in ordered],
+            "run_ats": [d.run_at for d in ordered],
+            "messages": [d.message for d in ordered],
+            "now": now,
+        }
+        with self._execute("defer_many", params) as cursor:
+            return dict(cursor.fetchall())
+
+    def take_retry_tokens(
+        self, counts: Mapping[str, int], budget: RetryBudgetSettings, now: datetime | None = None
+    ) -> dict[str, float]:
+        if not counts:
+            return {}
+        queues = sorted(counts)
+        params = {
+            "queues": queues,
+            "counts": [counts[q] for q in queues],
+            "capacity": budget.capacity,
+            "floor_per_second": budget.floor_per_second,
+            "now": now,
+        }
+        with self._execute("take_retry_tokens", params) as cursor:
+            return dict(cursor.fetchall())
+
+    def credit_retry_tokens(
+        self, counts: Mapping[str, int], budget: RetryBudgetSettings, now: datetime | None = None
+    ) -> None:
+        if not counts:
+            return
+        queues = sorted(counts)
+        params = {
+            "queues": queues,
+            "counts": [counts[q] for q in queues],
+            "capacity": budget.capacity,
+            "ratio": budget.ratio,
+            "floor_per_second": budget.floor_per_second,
+            "now": now,
+        }
+        self._execute("credit_retry_tokens", params).close()
