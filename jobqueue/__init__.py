@@ -16,6 +16,7 @@ __all__ = [
     "cancel",
     "claim",
     "enqueue",
+    "enqueue_many",
     "heartbeat",
     "job",
     "nack",
@@ -27,6 +28,7 @@ __all__ = [
 
 _LAZY = {
     "enqueue": "jobqueue.client",
+    "enqueue_many": "jobqueue.client",
     "claim": "jobqueue.client",
     "heartbeat": "jobqueue.client",
     "ack": "jobqueue.client",

@@ -10,7 +10,7 @@ import math
 import random
 import traceback as traceback_module
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,6 +34,7 @@ __all__ = [
     "cancel",
     "claim",
     "enqueue",
+    "enqueue_many",
     "heartbeat",
     "nack",
     "retry",
@@ -263,6 +264,159 @@ def enqueue_or_get(
     ``created`` is False when a live job held ``dedupe_key`` and its id was returned. Sends
     ``job_enqueued`` for a new row only.
     """
+    new_job = _new_job(
+        queue,
+        job_type,
+        payload,
+        run_at=run_at,
+        delay=delay,
+        priority=priority,
+        dedupe_key=dedupe_key,
+        max_attempts=max_attempts,
+        timeout_s=timeout_s,
+        tenant_id=tenant_id,
+    )
+    try:
+        job_id, created = get_store(using).enqueue_or_get(new_job)
+    except (OperationalError, InterfaceError) as exc:
+        # SQLSTATE class 40 (serialization failure, deadlock) is not an outage: the database
+        # asks the caller to retry its transaction, and retry wrappers look for that very error
+        # (e.g. a dedupe key committed by a competitor under REPEATABLE READ).
+        if (getattr(exc.__cause__, "sqlstate", None) or "").startswith("40"):
+            raise
+        raise _unavailable(exc, using) from exc
+
+    if created:
+        from .models import Job
+
+        signals.job_enqueued.send(
+            sender=Job,
+            job_id=job_id,
+            job_type=new_job.type,
+            queue=new_job.queue,
+            priority=new_job.priority,
+            run_at=new_job.run_at,
+            tenant_id=new_job.tenant_id,
+            using=using or "default",
+        )
+    return job_id, created
+
+
+#: The keys one job of :func:`enqueue_many` may have: :func:`enqueue`'s arguments but ``using``.
+ENQUEUE_MANY_KEYS = (
+    "queue",
+    "job_type",
+    "payload",
+    "run_at",
+    "delay",
+    "priority",
+    "dedupe_key",
+    "max_attempts",
+    "timeout_s",
+    "tenant_id",
+)
+
+
+def enqueue_many(jobs: Iterable[Mapping[str, Any]], *, using: str | None = None) -> list[int]:
+    """Put many jobs on their queues in the caller's transaction; return their ids in order.
+
+    Every job is validated before anything is written, so one bad job writes nothing. Then
+    they are inserted in one statement per 10,000 jobs on PostgreSQL (one notification per
+    queue wakes the workers at commit), or one by one in one transaction elsewhere.
+
+    Dedupe keys work as in :func:`enqueue`: a job whose (queue, dedupe key) a live job holds
+    gets that job's id and writes nothing, and jobs of one call that share a (queue, dedupe key)
+    become one job (the first of them), whose id each of them gets.
+
+    Example::
+
+        jobqueue.enqueue_many(
+            {"queue": "emails", "job_type": "shop.jobs.send_receipt", "payload": {"order": pk}}
+            for pk in order_ids
+        )
+
+    Args:
+        jobs: one mapping per job, of :func:`enqueue`'s keyword arguments (``queue`` and
+            ``job_type`` required; the others optional; see :data:`ENQUEUE_MANY_KEYS`).
+        using: database alias of the queues; default ``"default"``.
+
+    Returns:
+        One id per input job, in input order (repeated ids where dedupe keys matched).
+
+    Raises:
+        InvalidJobOption: a job is not a mapping, lacks ``queue`` or ``job_type``, has an
+            unknown key, or has a bad option; ``option`` names it as ``jobs[<index>].<key>``.
+        InvalidPayload: a payload is not JSON; ``path`` starts with ``jobs[<index>]``.
+        QueueUnavailable: the database cannot be reached; nothing was written.
+        django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
+            the caller's transaction; retry the transaction.
+    """
+    new_jobs: list[NewJob] = []
+    for index, spec in enumerate(jobs):
+        where = f"jobs[{index}]"
+        if not isinstance(spec, Mapping):
+            raise InvalidJobOption(
+                where, f"must be a dict of enqueue arguments, got {type(spec).__name__}"
+            )
+        unknown = sorted(map(str, set(spec) - set(ENQUEUE_MANY_KEYS)))
+        if unknown:
+            raise InvalidJobOption(
+                where,
+                f"unknown keys: {', '.join(unknown)} (known: {', '.join(ENQUEUE_MANY_KEYS)})",
+            )
+        missing = [key for key in ("queue", "job_type") if key not in spec]
+        if missing:
+            raise InvalidJobOption(where, f"needs {' and '.join(missing)}")
+        try:
+            new_jobs.append(_new_job(**spec))
+        except InvalidPayload as exc:
+            raise InvalidPayload(f"{where}.{exc.path}", exc.problem) from None
+        except InvalidJobOption as exc:
+            raise InvalidJobOption(f"{where}.{exc.option}", exc.problem) from None
+    if not new_jobs:
+        return []
+    try:
+        results = get_store(using).enqueue_many(new_jobs)
+    except (OperationalError, InterfaceError) as exc:
+        if (getattr(exc.__cause__, "sqlstate", None) or "").startswith("40"):
+            raise
+        raise _unavailable(exc, using) from exc
+    if signals.job_enqueued.has_listeners():
+        from .models import Job
+
+        for job, (job_id, created) in zip(new_jobs, results, strict=True):
+            if created:
+                signals.job_enqueued.send(
+                    sender=Job,
+                    job_id=job_id,
+                    job_type=job.type,
+                    queue=job.queue,
+                    priority=job.priority,
+                    run_at=job.run_at,
+                    tenant_id=job.tenant_id,
+                    using=using or "default",
+                )
+    return [job_id for job_id, _ in results]
+
+
+def _new_job(
+    queue: str,
+    job_type: str | JobType,
+    payload: dict[str, Any] | None = None,
+    *,
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    priority: int | None = None,
+    dedupe_key: str | None = None,
+    max_attempts: int | None = None,
+    timeout_s: float | None = None,
+    tenant_id: str = "",
+) -> NewJob:
+    """Validate :func:`enqueue`'s arguments and return the job to insert (writes nothing).
+
+    Raises:
+        InvalidPayload, InvalidJobOption: as :func:`enqueue` documents.
+    """
     conf = get_settings()
     type_defaults = job_type if isinstance(job_type, JobType) else None
     type_name = job_type.name if isinstance(job_type, JobType) else job_type
@@ -293,7 +447,7 @@ def enqueue_or_get(
         )
     payload_json = to_json(payload, max_bytes=conf.max_payload_bytes)
     _check_arguments(type_defaults or registered(type_name), payload)
-    new_job = NewJob(
+    return NewJob(
         queue=queue,
         type=type_name,
         payload_json=payload_json,
@@ -305,30 +459,6 @@ def enqueue_or_get(
         timeout_s=float(timeout_s),
         dedupe_key=dedupe_key,
     )
-    try:
-        job_id, created = get_store(using).enqueue_or_get(new_job)
-    except (OperationalError, InterfaceError) as exc:
-        # SQLSTATE class 40 (serialization failure, deadlock) is not an outage: the database
-        # asks the caller to retry its transaction, and retry wrappers look for that very error
-        # (e.g. a dedupe key committed by a competitor under REPEATABLE READ).
-        if (getattr(exc.__cause__, "sqlstate", None) or "").startswith("40"):
-            raise
-        raise _unavailable(exc, using) from exc
-
-    if created:
-        from .models import Job
-
-        signals.job_enqueued.send(
-            sender=Job,
-            job_id=job_id,
-            job_type=type_name,
-            queue=queue,
-            priority=priority,
-            run_at=when,
-            tenant_id=tenant_id,
-            using=using or "default",
-        )
-    return job_id, created
 
 
 def claim(

@@ -18,7 +18,16 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
-from .base import ClaimedJob, ExpiredLease, HeldLease, NewJob, ReapDecision, WorkerRegistry
+from .base import (
+    ENQUEUE_MANY_CHUNK,
+    ClaimedJob,
+    ExpiredLease,
+    HeldLease,
+    Nack,
+    NewJob,
+    ReapDecision,
+    WorkerRegistry,
+)
 from .postgres_cron import PostgresCronStore
 
 
@@ -73,6 +82,49 @@ class PostgresStore(PostgresCronStore, WorkerRegistry):
             if row is not None:
                 return row[0], False
         raise DuplicateJob(job.queue, job.dedupe_key or "")
+
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
+        results: list[tuple[int, bool] | None] = [None] * len(jobs)
+        # A batch may name one (queue, dedupe key) several times: the first one stands for all.
+        first: dict[tuple[str, str], int] = {}
+        unique: list[int] = []
+        for index, job in enumerate(jobs):
+            if job.dedupe_key is not None:
+                key = (job.queue, job.dedupe_key)
+                if key in first:
+                    continue
+                first[key] = index
+            unique.append(index)
+        for start in range(0, len(unique), ENQUEUE_MANY_CHUNK):
+            chunk = unique[start : start + ENQUEUE_MANY_CHUNK]
+            batch = [jobs[i] for i in chunk]
+            params = {
+                "queues": [j.queue for j in batch],
+                "types": [j.type for j in batch],
+                "payloads": [j.payload_json for j in batch],
+                "priorities": [j.priority for j in batch],
+                "tenant_ids": [j.tenant_id for j in batch],
+                "run_ats": [j.run_at for j in batch],
+                "delays": [j.delay_s for j in batch],
+                "max_attempts": [j.max_attempts for j in batch],
+                "timeouts": [j.timeout_s for j in batch],
+                "dedupe_keys": [j.dedupe_key for j in batch],
+            }
+            with self._execute("enqueue_many", params) as cursor:
+                rows = cursor.fetchall()
+            for ordinal, job_id, created in rows:
+                index = chunk[ordinal - 1]
+                # None: the key's holder committed after this statement's snapshot; the
+                # single-row path waits for it and reads it (or inserts, if it is gone).
+                results[index] = (
+                    (job_id, created) if job_id is not None else self.enqueue_or_get(jobs[index])
+                )
+        for index, job in enumerate(jobs):
+            if results[index] is None:
+                holder = results[first[(job.queue, job.dedupe_key)]]  # type: ignore[index]
+                assert holder is not None
+                results[index] = (holder[0], False)
+        return results  # type: ignore[return-value]
 
     def claim(
         self,
@@ -172,6 +224,20 @@ class PostgresStore(PostgresCronStore, WorkerRegistry):
         if row is None:
             raise LeaseLost(job_id)
         return row[0]
+
+    def nack_many(self, nacks: Sequence[Nack]) -> dict[int, str]:
+        if not nacks:
+            return {}
+        params = {
+            "ids": [n.id for n in nacks],
+            "tokens": [n.lease_token for n in nacks],
+            "errors": [json.dumps(n.error) for n in nacks],
+            "dead_reasons": [n.dead_reason for n in nacks],
+            "retry_ats": [n.retry_at for n in nacks],
+            "delays": [n.delay_s for n in nacks],
+        }
+        with self._execute("nack_many", params) as cursor:
+            return {job_id: state for job_id, state in cursor.fetchall()}
 
     def release(self, job_id: int, lease_token: uuid.UUID) -> str:
         with self._execute("release", {"id": job_id, "lease_token": lease_token}) as cursor:

@@ -1,0 +1,39 @@
+-- enqueue_many: insert many jobs in one statement, in the caller's transaction; row for row what enqueue.sql does.
+-- ON CONFLICT infers the partial unique index jobqueue_job_live_dedupe_key; the live holder's id is read through it.
+-- Ids are drawn from the sequence in the MATERIALIZED CTE (once per input row, in input order), so each input row
+-- knows its id whether it was inserted or not. A row that lost to a live dedupe key gets the holder's id if this
+-- statement's snapshot sees it (NULL when the holder committed after the snapshot: the caller looks again).
+-- The caller collapses duplicate (queue, dedupe_key) pairs within the batch first.
+WITH input AS MATERIALIZED (
+    SELECT nextval(pg_get_serial_sequence('jobqueue_job', 'id')) AS id, u.*,
+           coalesce(u.at, now() + make_interval(secs => u.delay_s)) AS run_at
+    FROM unnest(%(queues)s::text[], %(types)s::text[], %(payloads)s::jsonb[], %(priorities)s::int[],
+                %(tenant_ids)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
+                %(max_attempts)s::int[], %(timeouts)s::float8[], %(dedupe_keys)s::text[])
+        WITH ORDINALITY AS u(queue, type, payload, priority, tenant_id, at, delay_s, max_attempts,
+                             timeout_s, dedupe_key, ord)
+),
+inserted AS (
+    INSERT INTO jobqueue_job (
+        id, queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts,
+        timeout_s, leased_by, dedupe_key, errors, dead_reason, created_at
+    )
+    SELECT id, queue, type, payload, priority, tenant_id,
+           CASE WHEN run_at > now() THEN 'scheduled' ELSE 'ready' END,
+           run_at, 0, max_attempts, timeout_s, '', dedupe_key, '[]'::jsonb, '', now()
+    FROM input
+    ORDER BY ord
+    ON CONFLICT (queue, dedupe_key)
+        WHERE dedupe_key IS NOT NULL AND state IN ('leased', 'ready', 'scheduled')
+        DO NOTHING
+    RETURNING id
+)
+SELECT i.ord, coalesce(ins.id, live.id), ins.id IS NOT NULL
+FROM input AS i
+LEFT JOIN inserted AS ins ON ins.id = i.id
+LEFT JOIN LATERAL (
+    SELECT l.id FROM jobqueue_job AS l
+    WHERE ins.id IS NULL AND l.queue = i.queue AND l.dedupe_key = i.dedupe_key
+      AND l.state IN ('leased', 'ready', 'scheduled')
+) AS live ON true
+ORDER BY i.ord
