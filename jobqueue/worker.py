@@ -7,7 +7,15 @@ Threads, and what each one owns:
 * ``--concurrency`` handler threads: run one job each, then close their Django connections the way
   a request does (``close_old_connections``);
 * the heartbeat thread: every lease/3 extends all the leases the process holds in one statement,
-  refreshes the Worker row, and runs the reaper every ``REAPER_INTERVAL_SECONDS``.
+  refreshes the Worker row, and runs the reaper every ``REAPER_INTERVAL_SECONDS``;
+* on PostgreSQL with ``LISTEN_NOTIFY``, the listener thread (``store/notify.py``): wakes the claim
+  loop when one of its queues got ready jobs, so an idle worker claims at once instead of at
+  its next poll.
+
+Outcomes are recorded in batches: every ack, and every nack, that is in when the main thread
+records goes in one statement (``ack_many``, ``nack_many``), each row still fenced by its lease
+token. An outcome waits at most ``OUTCOME_BATCH_WINDOW_S`` for others to join it, and not at all
+when no other job is running (nothing could join) or the worker is stopping.
 
 Stopping: the first SIGTERM stops claiming and lets running jobs finish for ``grace_s`` seconds
 while heartbeats go on; then, or at once on SIGINT or a second SIGTERM, the leases of jobs still
@@ -35,7 +43,7 @@ from .conf import get_settings
 from .errors import JobTimeout, LeaseLost
 from .executor import Outcome, execute, failure_outcome, send_outcome_signal
 from .jobs import JobContext
-from .store import ClaimedJob, ExpiredLease, ReapDecision, get_store
+from .store import ClaimedJob, ExpiredLease, Nack, ReapDecision, get_store
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -47,6 +55,9 @@ WORKER_PRUNE_INTERVAL_S = 60.0
 
 #: Longest pause between attempts to reach a database that is down, seconds.
 MAX_RECONNECT_DELAY_S = 10.0
+
+#: Longest an outcome waits for others to be recorded in the same statement, seconds.
+OUTCOME_BATCH_WINDOW_S = 0.02
 
 
 def default_worker_id() -> str:
@@ -101,6 +112,8 @@ class _Running:
     outcome: Outcome | None = None
     record_failures: int = 0
     started: float = field(default_factory=time.monotonic)
+    #: When (``time.monotonic``) the outcome came in; 0.0 while running.
+    done_at: float = 0.0
 
     @property
     def deadline(self) -> float:
@@ -122,6 +135,8 @@ class Worker:
         worker_id: the name leases are held under; default :func:`default_worker_id`.
         using: database alias of the queue.
         install_signal_handlers: handle SIGTERM/SIGINT (only possible in the main thread).
+        listen_notify: wake on PostgreSQL notifications (default ``JOBQUEUE["LISTEN_NOTIFY"]``);
+            always off on other databases, where the worker polls.
         services: background loops to run beside the claim loop while the worker is up
             (each on its own thread, ``run_once`` every ``interval_s``); default none.
         recycle_on_overrun: when a handler runs past its timeout, stop claiming, drain, and
@@ -144,6 +159,7 @@ class Worker:
         install_signal_handlers: bool = True,
         services: Sequence[Service] | None = None,
         recycle_on_overrun: bool = False,
+        listen_notify: bool | None = None,
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
@@ -164,6 +180,13 @@ class Worker:
         self.exit_code: int | None = None
         self.heartbeat_interval_s = self.lease_s / 3
         self.store = get_store(self.using)
+        self.listen_notify = (
+            conf.listen_notify if listen_notify is None else listen_notify
+        ) and connections[self.using].vendor == "postgresql"
+        self._listener = None
+        # Set by the listener's wake-up, cleared by the claim loop before it claims: a burst of
+        # notifications queues one wake-up, not one per notification.
+        self._wake_pending = False
         self._running: dict[int, _Running] = {}
         self._lock = threading.Lock()
         # Held around multi-row writes on this process's own leases (heartbeat, acks), so two
@@ -247,6 +270,13 @@ class Worker:
         ]
         for thread in service_threads:
             thread.start()
+        if self.listen_notify:
+            from .store.notify import ReadyListener
+
+            self._listener = ReadyListener(
+                self.using, self.queues, self._wake, name=f"jobqueue-listener {self.worker_id}"
+            )
+            self._listener.start()
         logger.info(
             "worker %s: queues %s, concurrency %d, lease %.1f s%s",
             self.worker_id,
@@ -291,6 +321,7 @@ class Worker:
             free = self.concurrency - len(self._running)
             claimed: list[ClaimedJob] = []
             if free > 0:
+                self._wake_pending = False
                 try:
                     claimed = self.store.claim(self.queues, self.worker_id, free, self.lease_s)
                     self._db_recovered()
@@ -305,10 +336,20 @@ class Worker:
                     continue
             self._wait(self.poll_interval_s)
 
+    def _wake(self) -> None:
+        """Make the claim loop claim now (called by the listener thread)."""
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._outcomes.put(None)
+
     def _wait(self, timeout: float) -> None:
-        deadlines = [r.deadline for r in self._running.values() if r.outcome is None]
+        deadlines = [
+            r.deadline if r.outcome is None else r.done_at + OUTCOME_BATCH_WINDOW_S
+            for r in self._running.values()
+        ]
         if deadlines:
-            # Wake in time to fail a job at its hard limit, not a poll interval later.
+            # Wake in time to fail a job at its hard limit, not a poll interval later, and to
+            # record outcomes when their batch window closes.
             timeout = max(min(timeout, min(deadlines) - time.monotonic()), 0.001)
         try:
             item = self._outcomes.get(timeout=timeout)
@@ -333,6 +374,7 @@ class Worker:
         # The same job may be held again under a new lease by now: only its own run counts.
         if running is not None and running.claimed.lease_token == token:
             running.outcome = outcome
+            running.done_at = time.monotonic()
 
     def _enforce_timeouts(self) -> None:
         now = time.monotonic()
@@ -346,6 +388,7 @@ class Worker:
                 self.worker_id,
                 duration_s=now - running.started,
             )
+            running.done_at = now
             running.context.mark_timed_out()
             self._overrun.add(claimed.lease_token)
             if self.recycle_on_overrun and not self._recycle:
@@ -406,18 +449,30 @@ class Worker:
             except queue.Empty:
                 break
         done = [(job_id, r) for job_id, r in list(self._running.items()) if r.outcome is not None]
-        if not done:
+        if not done or not self._batch_closed(done):
             return
-        successes = [
-            (job_id, r)
-            for job_id, r in done
-            if r.outcome.status == "succeeded" and not r.context.lease_lost  # type: ignore[union-attr]
-        ]
+        successes: list[tuple[int, _Running]] = []
+        failures: list[tuple[int, _Running]] = []
+        for job_id, running in done:
+            if not running.context.lease_lost:
+                ok = running.outcome.status == "succeeded"  # type: ignore[union-attr]
+                (successes if ok else failures).append((job_id, running))
         if successes:
             self._ack_all(successes)
+        if failures:
+            self._nack_all(failures)
         for job_id, running in done:
-            if job_id in self._running and (job_id, running) not in successes:
+            # Lost leases, and rows a batch could not record: one by one, which says why.
+            if self._running.get(job_id) is running and running.context.lease_lost:
                 self._record(job_id, running)
+
+    def _batch_closed(self, done: list[tuple[int, _Running]]) -> bool:
+        """Return whether the outcomes in ``done`` should be recorded now, or wait for more."""
+        if self._stopping.is_set() or len(done) == len(self._running):
+            # Nothing else is running (or we are stopping): waiting would only add latency.
+            return True
+        oldest = min(running.done_at for _, running in done)
+        return time.monotonic() - oldest >= OUTCOME_BATCH_WINDOW_S
 
     def _ack_all(self, successes: list[tuple[int, _Running]]) -> None:
         # Jobs that finished while the previous statement ran are acked together: one round trip.
@@ -434,6 +489,30 @@ class Worker:
         for job_id, running in successes:
             if job_id in acked:
                 self._recorded(job_id, running, acked[job_id])
+            else:
+                self._record(job_id, running)
+
+    def _nack_all(self, failures: list[tuple[int, _Running]]) -> None:
+        # Failed attempts, like acks, go in one statement; each row is fenced by its own token.
+        nacks = [
+            Nack(
+                id=job_id,
+                lease_token=r.claimed.lease_token,
+                error=r.outcome.error or {},  # type: ignore[union-attr]
+                dead_reason=r.outcome.dead_reason if r.outcome.status == "dead" else None,  # type: ignore[union-attr]
+                delay_s=r.outcome.delay_s,  # type: ignore[union-attr]
+            )
+            for job_id, r in failures
+        ]
+        try:
+            with self._db_lock:
+                recorded = self.store.nack_many(nacks)
+        except DatabaseError as exc:
+            self._db_failed(exc, f"recording {len(nacks)} failed job(s)")
+            return
+        for job_id, running in failures:
+            if job_id in recorded:
+                self._recorded(job_id, running, recorded[job_id])
             else:
                 self._record(job_id, running)
 
@@ -660,6 +739,8 @@ class Worker:
         self, heartbeat: threading.Thread, service_threads: Sequence[threading.Thread] = ()
     ) -> None:
         self._stopping.set()
+        if self._listener is not None:
+            self._listener.stop()
         self._record_ready_outcomes()
         for job_id, running in list(self._running.items()):
             try:
