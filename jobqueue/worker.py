@@ -24,6 +24,7 @@ running are released back to ``ready`` without spending their attempt.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import queue
@@ -58,6 +59,13 @@ MAX_RECONNECT_DELAY_S = 10.0
 
 #: Longest an outcome waits for others to be recorded in the same statement, seconds.
 OUTCOME_BATCH_WINDOW_S = 0.02
+
+#: Most delayed-job wake-up times a worker remembers (the soonest are kept); beyond them, and
+#: for jobs enqueued before it started, polling finds delayed jobs.
+MAX_WAKE_TIMERS = 10_000
+
+#: Put on the outcome queue to make the claim loop re-read its wake-up times without claiming.
+_RESCHEDULE = ("reschedule", None)
 
 
 def default_worker_id() -> str:
@@ -187,6 +195,8 @@ class Worker:
         # Set by the listener's wake-up, cleared by the claim loop before it claims: a burst of
         # notifications queues one wake-up, not one per notification.
         self._wake_pending = False
+        # time.monotonic() values at which delayed jobs fall due: a heap, soonest first.
+        self._timers: list[float] = []
         self._running: dict[int, _Running] = {}
         self._lock = threading.Lock()
         # Held around multi-row writes on this process's own leases (heartbeat, acks), so two
@@ -322,6 +332,7 @@ class Worker:
             claimed: list[ClaimedJob] = []
             if free > 0:
                 self._wake_pending = False
+                self._due_timers()
                 try:
                     claimed = self.store.claim(self.queues, self.worker_id, free, self.lease_s)
                     self._db_recovered()
@@ -336,29 +347,52 @@ class Worker:
                     continue
             self._wait(self.poll_interval_s)
 
-    def _wake(self) -> None:
-        """Make the claim loop claim now (called by the listener thread)."""
-        if not self._wake_pending:
+    def _wake(self, delay_s: float = 0.0) -> None:
+        """Make the claim loop claim now, or in ``delay_s`` seconds (called by the listener)."""
+        if delay_s > 0:
+            self._add_timer(delay_s)
+            self._outcomes.put(_RESCHEDULE)  # type: ignore[arg-type]
+        elif not self._wake_pending:
             self._wake_pending = True
             self._outcomes.put(None)
 
+    def _add_timer(self, delay_s: float) -> None:
+        with self._lock:
+            heapq.heappush(self._timers, time.monotonic() + delay_s)
+            if len(self._timers) > MAX_WAKE_TIMERS:
+                # A sorted list is a heap: keep the soonest half.
+                self._timers = heapq.nsmallest(MAX_WAKE_TIMERS // 2, self._timers)
+
+    def _due_timers(self) -> None:
+        """Forget the wake-up times the claim about to run serves."""
+        now = time.monotonic()
+        with self._lock:
+            while self._timers and self._timers[0] <= now:
+                heapq.heappop(self._timers)
+
     def _wait(self, timeout: float) -> None:
-        deadlines = [
-            r.deadline if r.outcome is None else r.done_at + OUTCOME_BATCH_WINDOW_S
-            for r in self._running.values()
-        ]
-        if deadlines:
-            # Wake in time to fail a job at its hard limit, not a poll interval later, and to
-            # record outcomes when their batch window closes.
-            timeout = max(min(timeout, min(deadlines) - time.monotonic()), 0.001)
-        try:
-            item = self._outcomes.get(timeout=timeout)
-        except queue.Empty:
-            return
-        self._take(item)
+        end = time.monotonic() + timeout
+        while True:
+            deadlines = [
+                r.deadline if r.outcome is None else r.done_at + OUTCOME_BATCH_WINDOW_S
+                for r in self._running.values()
+            ]
+            if self._timers and not self._stopping.is_set():
+                deadlines.append(self._timers[0])
+            # Wake in time to fail a job at its hard limit (not a poll interval later), to
+            # record outcomes when their batch window closes, and to claim a delayed job when
+            # it falls due.
+            wait = max(min([end, *deadlines]) - time.monotonic(), 0.001)
+            try:
+                item = self._outcomes.get(timeout=wait)
+            except queue.Empty:
+                return
+            if item is not _RESCHEDULE:
+                self._take(item)
+                return
 
     def _take(self, item: tuple[uuid.UUID, Outcome] | None) -> None:
-        if item is None:
+        if item is None or item is _RESCHEDULE:
             return
         token, outcome = item
         if token in self._overrun:
@@ -585,6 +619,8 @@ class Worker:
             logger.info("%s succeeded in %s", label, took)
         elif state == "scheduled":
             self.stats["retried"] += 1
+            # This worker knows when its own retry falls due: claim it then, not at a poll.
+            self._add_timer(outcome.delay_s)
             logger.warning(
                 "%s failed in %s, retry in %.2f s: %s: %s",
                 label,

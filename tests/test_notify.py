@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -53,12 +54,19 @@ def test_one_notification_per_queue_and_statement_carrying_only_the_queue(listen
                 {"queue": "a", "job_type": NOOP, "payload": {"secret": "x" * 100}},
                 {"queue": "b", "job_type": NOOP},
                 {"queue": "a", "job_type": NOOP},
-                {"queue": "c", "job_type": NOOP, "delay": 3600},  # not ready: no wake-up
+                {"queue": "c", "job_type": NOOP, "delay": 7200},  # beyond the hour: nothing
+                {"queue": "d", "job_type": NOOP, "delay": 90},
+                {"queue": "d", "job_type": NOOP, "delay": 60},  # the earliest of queue d
             ]
         )
         # Nothing before the commit: a worker must not wake for rows it cannot see.
         assert listener.drain(0.2) == []
-    assert sorted(listener.drain()) == ["a", "b"]
+    got = sorted(listener.drain())
+    assert got[:2] == ["a", "b"]
+    [delayed] = got[2:]
+    queue, due = delayed.split(" ")
+    assert queue == "d"
+    assert 55.0 < float(due) <= 60.0
 
 
 @pg
@@ -90,7 +98,7 @@ def test_release_retry_and_run_now_notify_as_the_job_becomes_ready(listener):
     assert listener.drain() == []
     jobqueue.retry(job_id)
     assert listener.drain() == ["a"]
-    later = jobqueue.enqueue("b", NOOP, delay=3600)
+    later = jobqueue.enqueue("b", NOOP, delay=7200)
     assert listener.drain() == []
     jobqueue.run_now(later)
     assert listener.drain() == ["b"]
@@ -143,6 +151,19 @@ def test_an_idle_worker_claims_at_once_and_listens_again_after_its_connection_is
     log = workers.log(proc)
     assert "listener: connection lost" in log
     assert "listener: listening again after 1 failure(s)" in log
+
+
+@pg
+def test_an_idle_worker_claims_a_delayed_job_when_it_falls_due_not_at_its_next_poll(workers):
+    worker_id = f"delay-{uuid.uuid4().hex[:6]}"
+    workers.start("--queues", "later", "--worker-id", worker_id, settings=SLOW_POLL)
+    wait_for(lambda: listener_pids(worker_id), timeout=30)
+    time.sleep(0.5)
+    job_id = jobqueue.enqueue("later", NOOP, delay=2)
+    job = started_within(job_id, timeout=10)
+    assert (job.state, job.attempts) == ("succeeded", 1)
+    # Not early (the claim compares run_at with the database clock), and not a poll late.
+    assert timedelta(0) <= job.started_at - job.run_at < timedelta(seconds=5)
 
 
 @pg

@@ -1,8 +1,10 @@
 """PostgreSQL only: wake idle workers at commit, and tune the jobs table for its churn.
 
 1. A statement-level AFTER INSERT trigger sends one ``pg_notify('jobqueue_ready', <queue>)`` per
-   distinct queue that got ready jobs in the statement. The notification carries the queue name
-   only, never the payload (NOTIFY has an 8,000-byte limit, and payloads may be private).
+   distinct queue that got ready jobs in the statement, and one ``'<queue> <seconds>'`` per queue
+   that got delayed jobs due within the hour (when the earliest is due). The notification
+   carries the queue name only, never the payload (NOTIFY has an 8,000-byte limit, and payloads
+   may be private).
    PostgreSQL delivers it at commit, so a worker never wakes for a row it cannot see yet, and
    it folds identical notifications of one transaction into one.
 2. Storage parameters for a table where every row is inserted, updated two or three times and
@@ -23,10 +25,18 @@ NOTIFY_SQL = f"""
 CREATE OR REPLACE FUNCTION jobqueue_notify_ready() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    -- One notification per queue per statement, and only for rows claimable now: a delayed
-    -- (scheduled) job would wake workers that can do nothing with it yet.
+    -- One notification per queue per statement for rows claimable now: payload '<queue>'.
     PERFORM pg_notify('{CHANNEL}', q.queue)
     FROM (SELECT DISTINCT queue FROM jobqueue_new_jobs WHERE state = 'ready') AS q;
+    -- Delayed jobs due within the hour: payload '<queue> <seconds>', when the earliest of them
+    -- is due, counted from now, so an idle worker can wake then instead of at its next poll.
+    PERFORM pg_notify('{CHANNEL}', s.queue || ' ' || to_char(
+        greatest(extract(epoch FROM s.run_at - clock_timestamp()), 0), 'FM9999990.000'))
+    FROM (
+        SELECT queue, min(run_at) AS run_at FROM jobqueue_new_jobs
+        WHERE state = 'scheduled' AND run_at < now() + interval '1 hour'
+        GROUP BY queue
+    ) AS s;
     RETURN NULL;
 END
 $$;

@@ -48,17 +48,20 @@ def listen_connection_params(alias: str) -> dict[str, Any]:
 
 
 class ReadyListener:
-    """LISTEN on the ready channel and call ``wake()`` when one of ``queues`` got ready jobs.
+    """LISTEN on the ready channel and call ``wake(delay_s)`` for the worker's queues.
+
+    A notification's payload is ``"<queue>"`` (jobs are ready now: ``wake(0.0)``) or
+    ``"<queue> <seconds>"`` (delayed jobs: the earliest is due in that many seconds).
 
     Args:
         alias: database alias of the queues (PostgreSQL).
         queues: the queue names the worker serves; notifications for other queues are ignored.
-        wake: called on the listener's thread; must be cheap and thread-safe.
+        wake: ``wake(delay_s)``, called on the listener's thread; must be cheap and thread-safe.
         name: the connection's ``application_name`` (shown in ``pg_stat_activity``).
     """
 
     def __init__(
-        self, alias: str, queues: Iterable[str], wake: Callable[[], None], name: str
+        self, alias: str, queues: Iterable[str], wake: Callable[[float], None], name: str
     ) -> None:
         self.alias = alias
         self.queues = frozenset(queues)
@@ -109,14 +112,18 @@ class ReadyListener:
             self._failures = 0
         self.connected.set()
         # Jobs enqueued while we were not listening sent notifications nobody heard.
-        self.wake()
+        self.wake(0.0)
 
     def _serve(self, conn: Any) -> None:
         last_ping = time.monotonic()
         while not self._stop.is_set():
             for notify in conn.notifies(timeout=STOP_CHECK_S):
-                if notify.payload in self.queues:
-                    self.wake()
+                queue, _, due = notify.payload.partition(" ")
+                if queue in self.queues:
+                    try:
+                        self.wake(float(due) if due else 0.0)
+                    except ValueError:
+                        self.wake(0.0)  # not ours to judge: claim, which costs little
             if time.monotonic() - last_ping >= PING_INTERVAL_S:
                 conn.execute("SELECT 1")
                 last_ping = time.monotonic()
