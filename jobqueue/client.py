@@ -352,6 +352,7 @@ def enqueue_many(jobs: Iterable[Mapping[str, Any]], *, using: str | None = None)
             the caller's transaction; retry the transaction.
     """
     new_jobs: list[NewJob] = []
+    memo: dict[Any, Any] = {}
     for index, spec in enumerate(jobs):
         where = f"jobs[{index}]"
         if not isinstance(spec, Mapping):
@@ -368,7 +369,7 @@ def enqueue_many(jobs: Iterable[Mapping[str, Any]], *, using: str | None = None)
         if missing:
             raise InvalidJobOption(where, f"needs {' and '.join(missing)}")
         try:
-            new_jobs.append(_new_job(**spec))
+            new_jobs.append(_new_job(**spec, memo=memo))
         except InvalidPayload as exc:
             raise InvalidPayload(f"{where}.{exc.path}", exc.problem) from None
         except InvalidJobOption as exc:
@@ -411,8 +412,12 @@ def _new_job(
     max_attempts: int | None = None,
     timeout_s: float | None = None,
     tenant_id: str = "",
+    memo: dict[Any, Any] | None = None,
 ) -> NewJob:
     """Validate :func:`enqueue`'s arguments and return the job to insert (writes nothing).
+
+    ``memo`` (a dict kept across the calls of one :func:`enqueue_many`) remembers the checks
+    whose answer depends only on the queue name, or on the job type and the payload's keys.
 
     Raises:
         InvalidPayload, InvalidJobOption: as :func:`enqueue` documents.
@@ -431,7 +436,10 @@ def _new_job(
         timeout_s = (type_defaults and type_defaults.timeout_s) or conf.timeout_seconds
     # The queue is required here: validate_options would read None as "not given", and the
     # insert would then fail on NOT NULL and abort the caller's transaction.
-    _queue_option(queue)
+    if memo is None or not isinstance(queue, str) or ("queue", queue) not in memo:
+        _queue_option(queue)
+        if memo is not None:
+            memo["queue", queue] = True
     validate_options(priority=priority, max_attempts=max_attempts, timeout_s=timeout_s)
     _text_option("tenant_id", tenant_id, 100, allow_none=False)
     _text_option("dedupe_key", dedupe_key, 200, allow_none=True)
@@ -446,7 +454,14 @@ def _new_job(
             "payload", f"must be a dict of keyword arguments, got {type(payload).__name__}"
         )
     payload_json = to_json(payload, max_bytes=conf.max_payload_bytes)
-    _check_arguments(type_defaults or registered(type_name), payload)
+    if memo is None:
+        _check_arguments(type_defaults or registered(type_name), payload)
+    else:
+        # The same job type with the same argument names binds the same way every time.
+        key = ("args", type_defaults or type_name, tuple(payload))
+        if key not in memo:
+            _check_arguments(type_defaults or registered(type_name), payload)
+            memo[key] = True
     return NewJob(
         queue=queue,
         type=type_name,

@@ -43,6 +43,21 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
+def _jobs_json(jobs: Sequence[NewJob]) -> str:
+    """Return ``jobs`` as one JSON array for enqueue_many.sql (payloads are JSON already)."""
+    dumps = json.dumps
+    return "[{}]".format(
+        ",".join(
+            f'{{"queue":{dumps(j.queue)},"type":{dumps(j.type)},"payload":{j.payload_json},'
+            f'"priority":{j.priority},"tenant_id":{dumps(j.tenant_id)},'
+            f'"at":{dumps(j.run_at.isoformat()) if j.run_at is not None else "null"},'
+            f'"delay_s":{float(j.delay_s)!r},"max_attempts":{j.max_attempts},'
+            f'"timeout_s":{float(j.timeout_s)!r},"dedupe_key":{dumps(j.dedupe_key)}}}'
+            for j in jobs
+        )
+    )
+
+
 class PostgresStore(PostgresCronStore, WorkerRegistry):
     """The queue on PostgreSQL: SKIP LOCKED claims, fenced writes, batch heartbeats."""
 
@@ -98,18 +113,7 @@ class PostgresStore(PostgresCronStore, WorkerRegistry):
         for start in range(0, len(unique), ENQUEUE_MANY_CHUNK):
             chunk = unique[start : start + ENQUEUE_MANY_CHUNK]
             batch = [jobs[i] for i in chunk]
-            params = {
-                "queues": [j.queue for j in batch],
-                "types": [j.type for j in batch],
-                "payloads": [j.payload_json for j in batch],
-                "priorities": [j.priority for j in batch],
-                "tenant_ids": [j.tenant_id for j in batch],
-                "run_ats": [j.run_at for j in batch],
-                "delays": [j.delay_s for j in batch],
-                "max_attempts": [j.max_attempts for j in batch],
-                "timeouts": [j.timeout_s for j in batch],
-                "dedupe_keys": [j.dedupe_key for j in batch],
-            }
+            params = {"jobs": _jobs_json(batch)}
             with self._execute("enqueue_many", params) as cursor:
                 rows = cursor.fetchall()
             for ordinal, job_id, created in rows:
