@@ -84,6 +84,12 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(GROUPS), help="comma-separated groups")
     parser.add_argument("--enqueue-jobs", type=int, default=3000, help="for enqueue 1/txn")
     parser.add_argument("--drain-jobs", type=int, default=20_000)
+    parser.add_argument(
+        "--drain-concurrency",
+        default="10,50",
+        help="--concurrency values of the drains, comma-separated; the first is compared with "
+        "the peers (which run 10 at once too)",
+    )
     parser.add_argument("--pickup-samples", type=int, default=500)
     parser.add_argument("--delayed-jobs", type=int, default=300)
     parser.add_argument(
@@ -116,10 +122,12 @@ def main() -> None:
         results["enqueue"] = core.median_of(runs, core.bench_enqueue, args.enqueue_jobs)
         results["enqueue_many"] = core.median_of(runs, core.bench_enqueue_many, 10_000)
     if "drain" in only:
-        step("drain, 1 process")
-        results["drain1"] = core.median_of(runs, core.bench_drain, args.drain_jobs, 1)
-        step("drain, 2 processes")
-        results["drain2"] = core.median_of(runs, core.bench_drain, args.drain_jobs, 2)
+        for concurrency in (int(c) for c in args.drain_concurrency.split(",")):
+            for n in (1, 2):
+                step(f"drain, {n} process(es) x {concurrency}")
+                results[f"drain{n}_c{concurrency}"] = core.median_of(
+                    runs, core.bench_drain, args.drain_jobs, n, concurrency
+                )
     if "pickup" in only:
         step("pickup")
         results["pickup"] = core.median_of(runs, core.bench_pickup, args.pickup_samples, 0.01)
@@ -186,17 +194,20 @@ def print_table(results: dict, args: argparse.Namespace) -> None:
         rows.append(
             ("enqueue_many of 10,000 (jobs/s)", fmt_spread(v), vs_limit(v[0], "insert"), "")
         )
-    for n in (1, 2):
-        if f"drain{n}" in results:
-            wall, span = results[f"drain{n}"]
-            label = f"drain {args.drain_jobs:,} --burst, {n} process{'es' if n > 1 else ''} x 10"
+    concurrencies = [int(c) for c in args.drain_concurrency.split(",")]
+    for concurrency in concurrencies:
+        for n in (1, 2):
+            if f"drain{n}_c{concurrency}" not in results:
+                continue
+            wall, span = results[f"drain{n}_c{concurrency}"]
+            label = (
+                f"drain {args.drain_jobs:,} --burst, {n} process{'es' if n > 1 else ''}"
+                f" x {concurrency}"
+            )
+            # The peers run 10 jobs at once: compare the first concurrency (10) with them.
+            peer = vs_peers(wall[0], f"drain{n}") if concurrency == concurrencies[0] else ""
             rows.append(
-                (
-                    f"{label} (jobs/s, wall)",
-                    fmt_spread(wall),
-                    vs_limit(wall[0], "drain"),
-                    vs_peers(wall[0], f"drain{n}"),
-                )
+                (f"{label} (jobs/s, wall)", fmt_spread(wall), vs_limit(wall[0], "drain"), peer)
             )
             rows.append(
                 (f"{label} (jobs/s, span)", fmt_spread(span), vs_limit(span[0], "drain"), "")
