@@ -98,7 +98,7 @@ def main() -> None:
         help="retained finished rows for the claim-latency figure, comma-separated",
     )
     parser.add_argument("--backlog", type=int, default=100_000)
-    parser.add_argument("--peer-jobs", type=int, default=5000)
+    parser.add_argument("--peer-jobs", type=int, default=1000)
     args = parser.parse_args()
     only = set(args.only.split(","))
     unknown = only - set(GROUPS)
@@ -116,7 +116,7 @@ def main() -> None:
 
     if "limit" in only:
         step("raw-SQL limit")
-        results["limit"] = core.median_of(runs, core.raw_limit, args.drain_jobs)
+        results["limit"] = core.median_of(runs, core.raw_limit, args.drain_jobs, args.enqueue_jobs)
     if "enqueue" in only:
         step("enqueue")
         results["enqueue"] = core.median_of(runs, core.bench_enqueue, args.enqueue_jobs)
