@@ -23,6 +23,7 @@ from . import signals
 from .backoff import backoff_delay
 from .conf import get_settings, validate_queue_name
 from .errors import MAX_DELAY_SECONDS, InvalidJobOption, InvalidPayload, QueueUnavailable
+from .fairness import QueueSelector, TenantCaps
 from .jobs import JobType, registered, signature_of
 from .payloads import sanitize_text, to_json
 from .states import DeadReason, JobState
@@ -200,6 +201,7 @@ def enqueue(
     max_attempts: int | None = None,
     timeout_s: float | None = None,
     tenant_id: str = "",
+    ordering_key: str | None = None,
     using: str | None = None,
 ) -> int:
     """Put a job on a queue, in the caller's transaction, and return its id.
@@ -215,7 +217,11 @@ def enqueue(
             enqueue returns that job's id and writes nothing.
         max_attempts: claims before dead-lettering (>= 1); default the type's, else the setting.
         timeout_s: hard limit on one run, seconds; default the type's, else the setting.
-        tenant_id: the tenant the job belongs to ("" for none).
+        tenant_id: the tenant the job belongs to ("" for none); claims share workers fairly
+            between tenants and honour ``TENANT_MAX_RUNNING``.
+        ordering_key: jobs with the same key (any queue) run one at a time, in enqueue order,
+            across all workers; a retrying job holds its key until it succeeds, is cancelled or
+            goes dead. None for no key.
         using: database alias of the queue; default ``"default"``.
 
     Returns:
@@ -225,7 +231,7 @@ def enqueue(
         InvalidPayload: the payload is not JSON (the message names the path), holds a NUL or a
             lone surrogate, or is over ``MAX_PAYLOAD_BYTES``.
         InvalidJobOption: a bad queue, priority, run_at (naive under USE_TZ), delay,
-            max_attempts, timeout_s, tenant_id or dedupe_key.
+            max_attempts, timeout_s, tenant_id, dedupe_key or ordering_key.
         QueueUnavailable: the database cannot be reached; nothing was written.
         django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
             the caller's transaction; retry the transaction.
@@ -241,6 +247,7 @@ def enqueue(
         max_attempts=max_attempts,
         timeout_s=timeout_s,
         tenant_id=tenant_id,
+        ordering_key=ordering_key,
         using=using,
     )[0]
 
@@ -257,6 +264,7 @@ def enqueue_or_get(
     max_attempts: int | None = None,
     timeout_s: float | None = None,
     tenant_id: str = "",
+    ordering_key: str | None = None,
     using: str | None = None,
 ) -> tuple[int, bool]:
     """Internal: :func:`enqueue`, returning ``(job_id, created)``.
@@ -275,6 +283,7 @@ def enqueue_or_get(
         max_attempts=max_attempts,
         timeout_s=timeout_s,
         tenant_id=tenant_id,
+        ordering_key=ordering_key,
     )
     try:
         job_id, created = get_store(using).enqueue_or_get(new_job)
@@ -314,6 +323,7 @@ ENQUEUE_MANY_KEYS = (
     "max_attempts",
     "timeout_s",
     "tenant_id",
+    "ordering_key",
 )
 
 
@@ -412,6 +422,7 @@ def _new_job(
     max_attempts: int | None = None,
     timeout_s: float | None = None,
     tenant_id: str = "",
+    ordering_key: str | None = None,
     memo: dict[Any, Any] | None = None,
 ) -> NewJob:
     """Validate :func:`enqueue`'s arguments and return the job to insert (writes nothing).
@@ -446,6 +457,10 @@ def _new_job(
     if dedupe_key == "":
         # An empty key would silently merge unrelated jobs of the queue into one.
         raise InvalidJobOption("dedupe_key", "must be a non-empty string, or None for no key")
+    _text_option("ordering_key", ordering_key, 200, allow_none=True)
+    if ordering_key == "":
+        # An empty key would chain every keyless-looking job of the site into one line.
+        raise InvalidJobOption("ordering_key", "must be a non-empty string, or None for no key")
     when, delay_s = _run_at(run_at, delay)
     if payload is None:
         payload = {}
@@ -473,6 +488,7 @@ def _new_job(
         max_attempts=max_attempts,
         timeout_s=float(timeout_s),
         dedupe_key=dedupe_key,
+        ordering_key=ordering_key,
     )
 
 
@@ -493,8 +509,11 @@ def claim(
         lease_s: lease length in seconds; default ``JOBQUEUE["LEASE_SECONDS"]``.
         using: database alias.
 
+    The queues get equal shares, and ``JOBQUEUE["TENANT_MAX_RUNNING"]`` caps hold, as in a
+    worker (see the README's "Fairness and priorities").
+
     Returns:
-        The claimed jobs, highest priority first; each carries its lease token.
+        The claimed jobs, in the order they were served; each carries its lease token.
 
     Raises:
         InvalidJobOption: a bad queue name, worker_id, max_jobs or lease_s.
@@ -509,7 +528,10 @@ def claim(
     if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
         raise InvalidJobOption("max_jobs", f"must be an integer >= 1, got {max_jobs!r}")
     lease = _lease_option(lease_s)
-    return get_store(using).claim(queues, worker_id, max_jobs, lease)
+    conf = get_settings()
+    caps = TenantCaps(conf.tenant_max_running, conf.tenant_max_running_overrides)
+    plan = QueueSelector(queues, caps=caps).plan()
+    return get_store(using).claim(queues, worker_id, max_jobs, lease, plan=plan)
 
 
 def heartbeat(

@@ -138,6 +138,11 @@ class JobQueueSettings:
     reaper_interval_seconds: float = DEFAULT_REAPER_INTERVAL_SECONDS
     concurrency: int = DEFAULT_CONCURRENCY
     queues: tuple[str, ...] = DEFAULT_QUEUES
+    queue_weights: tuple[int, ...] = (1,)
+    tenant_max_running: int | None = None
+    tenant_max_running_overrides: Mapping[str, int] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     discover_modules: tuple[str, ...] = DEFAULT_DISCOVER_MODULES
     retention_seconds: Mapping[str, float | None] = field(
         default_factory=lambda: MappingProxyType(dict(DEFAULT_RETENTION_SECONDS))
@@ -168,6 +173,51 @@ def _integer(key: str, value: Any, *, minimum: int = 1) -> int:
             f"JOBQUEUE[{key!r}] must be an integer >= {minimum}, got {value!r}"
         )
     return value
+
+
+def parse_queues_setting(value: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Validate ``JOBQUEUE["QUEUES"]``: a list of ``"name"`` or ``"name:weight"`` strings.
+
+    Returns:
+        ``(names, weights)``; a name without a weight has weight 1.
+
+    Raises:
+        JobQueueConfigurationError: not a non-empty list, or a bad item (the message names it).
+    """
+    from .fairness import parse_queue_spec
+
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE['QUEUES'] must be a non-empty list of queue names, got {value!r}"
+        )
+    try:
+        return parse_queue_spec(list(value))
+    except ValueError as exc:
+        raise JobQueueConfigurationError(f"JOBQUEUE['QUEUES']: {exc}") from None
+
+
+def parse_tenant_overrides(value: Any) -> Mapping[str, int]:
+    """Validate ``JOBQUEUE["TENANT_MAX_RUNNING_OVERRIDES"]``: ``{tenant_id: cap >= 1}``.
+
+    Raises:
+        JobQueueConfigurationError: not a dict, a tenant id that is not a string of at most 100
+            characters, or a cap that is not an integer >= 1; the message names the tenant.
+    """
+    where = "JOBQUEUE['TENANT_MAX_RUNNING_OVERRIDES']"
+    if not isinstance(value, dict):
+        raise JobQueueConfigurationError(
+            f"{where} must be a dict of tenant id -> most leased jobs, got {value!r}"
+        )
+    for tenant, cap in value.items():
+        if not isinstance(tenant, str) or len(tenant) > 100 or "\x00" in tenant:
+            raise JobQueueConfigurationError(
+                f"{where}: tenant ids are strings of at most 100 characters, got {tenant!r}"
+            )
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise JobQueueConfigurationError(
+                f"{where}[{tenant!r}] must be an integer >= 1, got {cap!r}"
+            )
+    return MappingProxyType(dict(value))
 
 
 def parse_backoff(value: Any, where: str = "JOBQUEUE['BACKOFF']") -> Backoff:
@@ -234,6 +284,8 @@ _KEYS = {
     "REAPER_INTERVAL_SECONDS",
     "CONCURRENCY",
     "QUEUES",
+    "TENANT_MAX_RUNNING",
+    "TENANT_MAX_RUNNING_OVERRIDES",
     "DISCOVER_MODULES",
     "RETENTION",
     "ADMIN_MASKED_KEYS",
@@ -355,15 +407,13 @@ def build_settings(raw: Any) -> JobQueueSettings:
     if "CONCURRENCY" in raw:
         values["concurrency"] = _integer("CONCURRENCY", raw["CONCURRENCY"])
     if "QUEUES" in raw:
-        queues = raw["QUEUES"]
-        if isinstance(queues, str) or not isinstance(queues, list | tuple) or not queues:
-            raise JobQueueConfigurationError(
-                f"JOBQUEUE['QUEUES'] must be a non-empty list of queue names, got {queues!r}"
-            )
-        try:
-            values["queues"] = tuple(validate_queue_name(q) for q in queues)
-        except ValueError as exc:
-            raise JobQueueConfigurationError(f"JOBQUEUE['QUEUES']: {exc}") from None
+        values["queues"], values["queue_weights"] = parse_queues_setting(raw["QUEUES"])
+    if "TENANT_MAX_RUNNING" in raw and raw["TENANT_MAX_RUNNING"] is not None:
+        values["tenant_max_running"] = _integer("TENANT_MAX_RUNNING", raw["TENANT_MAX_RUNNING"])
+    if "TENANT_MAX_RUNNING_OVERRIDES" in raw:
+        values["tenant_max_running_overrides"] = parse_tenant_overrides(
+            raw["TENANT_MAX_RUNNING_OVERRIDES"]
+        )
     if "DISCOVER_MODULES" in raw:
         values["discover_modules"] = parse_discover_modules(raw["DISCOVER_MODULES"])
     if "RETENTION" in raw:

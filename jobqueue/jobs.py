@@ -32,6 +32,7 @@ ENQUEUE_OPTIONS = frozenset(
         "max_attempts",
         "timeout_s",
         "tenant_id",
+        "ordering_key",
         "using",
     }
 )
@@ -168,9 +169,9 @@ class JobType:
         """Enqueue a job of this type; payload and options are both keyword arguments.
 
         Keyword arguments named like :data:`ENQUEUE_OPTIONS` (``run_at``, ``delay``,
-        ``priority``, ``dedupe_key``, ``max_attempts``, ``timeout_s``, ``tenant_id``, ``using``,
-        ``queue``) are options; the rest is the payload passed to the handler. Options left out
-        take this type's defaults, then the ``JOBQUEUE`` settings.
+        ``priority``, ``dedupe_key``, ``max_attempts``, ``timeout_s``, ``tenant_id``,
+        ``ordering_key``, ``using``, ``queue``) are options; the rest is the payload passed to
+        the handler. Options left out take this type's defaults, then the ``JOBQUEUE`` settings.
 
         Returns:
             The job id (an existing job's id when its dedupe key is live).

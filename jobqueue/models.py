@@ -53,6 +53,12 @@ class Job(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True)
     leased_by = models.CharField(max_length=200, blank=True, default="")
     dedupe_key = models.CharField(max_length=200, null=True, blank=True)
+    ordering_key = models.CharField(
+        max_length=200,
+        null=True,
+        blank=True,
+        help_text="Jobs with the same key run one at a time, in enqueue order.",
+    )
     errors = models.JSONField(default=list, blank=True, help_text="One entry per failed attempt.")
     dead_reason = models.CharField(
         max_length=32, choices=DeadReason.choices, blank=True, default=""
@@ -76,12 +82,25 @@ class Job(models.Model):
             ("cancel_job", "Can cancel jobs"),
         ]
         indexes = [
-            # The claim: ORDER BY priority DESC, run_at within a queue, over claimable rows only,
-            # so finished history never slows it down.
+            # The claim: per queue and tenant, priority DESC, run_at, over claimable rows only,
+            # so finished history never slows it down. tenant_id second lets the claim walk the
+            # tenants that have work with one probe each (store/sql/claim.sql).
             models.Index(
-                fields=["queue", "-priority", "run_at", "id"],
+                fields=["queue", "tenant_id", "-priority", "run_at", "id"],
                 name="jobqueue_job_claim",
                 condition=_claimable,
+            ),
+            # Leased jobs per tenant: the claim's fairness order and caps. Only leased rows.
+            models.Index(
+                fields=["tenant_id"],
+                name="jobqueue_job_running",
+                condition=Q(state=JobState.LEASED),
+            ),
+            # Ordering keys: the earliest live job of a key, and whether one is leased.
+            models.Index(
+                fields=["ordering_key", "id"],
+                name="jobqueue_job_ordering",
+                condition=_live & Q(ordering_key__isnull=False),
             ),
             # The reaper: expired leases.
             models.Index(

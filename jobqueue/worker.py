@@ -43,6 +43,7 @@ from .client import backoff_for
 from .conf import get_settings
 from .errors import JobTimeout, LeaseLost
 from .executor import Outcome, execute, failure_outcome, send_outcome_signal
+from .fairness import QueueSelector, TenantCaps
 from .jobs import JobContext
 from .store import ClaimedJob, ExpiredLease, Nack, ReapDecision, get_store
 
@@ -181,6 +182,10 @@ class Worker:
 
     Args:
         queues: queue names to claim from.
+        weights: one weight per queue (default all 1): saturated queues are served in
+            proportion (see ``jobqueue/fairness.py``).
+        strict: serve queues in list order instead: a queue only when those before it have no
+            claimable job.
         concurrency: jobs run at once (threads), >= 1.
         lease_s: lease length, seconds; heartbeats every third of it.
         poll_interval_s: longest idle wait between claims, seconds.
@@ -203,6 +208,8 @@ class Worker:
         self,
         *,
         queues: Sequence[str],
+        weights: Sequence[int] | None = None,
+        strict: bool = False,
         concurrency: int | None = None,
         lease_s: float | None = None,
         poll_interval_s: float | None = None,
@@ -218,6 +225,12 @@ class Worker:
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
+        self.selector = QueueSelector(
+            self.queues,
+            weights,
+            strict=strict,
+            caps=TenantCaps(conf.tenant_max_running, conf.tenant_max_running_overrides),
+        )
         self.concurrency = concurrency or conf.concurrency
         self.lease_s = lease_s or conf.lease_seconds
         self.poll_interval_s = poll_interval_s or conf.poll_interval_seconds
@@ -338,7 +351,7 @@ class Worker:
         logger.info(
             "worker %s: queues %s, concurrency %d, lease %.1f s%s",
             self.worker_id,
-            ",".join(self.queues),
+            self.selector.describe(),
             self.concurrency,
             self.lease_s,
             ", burst" if self.burst else "",
@@ -382,13 +395,22 @@ class Worker:
                 self._wake_pending = False
                 self._due_timers()
                 try:
-                    claimed = self.store.claim(self.queues, self.worker_id, free, self.lease_s)
+                    claimed = self.store.claim(
+                        self.queues,
+                        self.worker_id,
+                        free,
+                        self.lease_s,
+                        plan=self.selector.plan(),
+                    )
                     self._db_recovered()
                 except DatabaseError as exc:
                     self._db_failed(exc, "claiming")
                     continue
+                tags: dict[str, float] = {}
                 for job in claimed:
+                    tags[job.queue] = max(tags.get(job.queue, job.tag), job.tag)
                     self._start(job)
+                self.selector.claimed(tags)
                 if self.burst and not claimed and not self._running:
                     return
                 if claimed and len(claimed) == free:

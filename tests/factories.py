@@ -104,3 +104,28 @@ def make_jobs(
     return Job.objects.using(using).bulk_create(
         [Job(**job_kwargs(state, **overrides)) for _ in range(count)]
     )
+
+
+def claim_params(
+    queues: list[str],
+    *,
+    max_jobs: int = 10,
+    weights: list[float] | None = None,
+    default_cap: int | None = None,
+    caps: dict[str, int] | None = None,
+    strict: bool = False,
+) -> dict[str, Any]:
+    """Return the parameters of ``store/sql/claim.sql``, for running it under EXPLAIN."""
+    return {
+        "queues": queues,
+        "weights": weights or [1.0] * len(queues),
+        "start": [0.0] * len(queues),
+        "strict": strict,
+        "default_cap": default_cap,
+        "cap_tenants": list(caps or {}),
+        "cap_values": list((caps or {}).values()),
+        "worker_id": "w1",
+        "max_jobs": max_jobs,
+        "lease_s": 30.0,
+        "now": None,
+    }

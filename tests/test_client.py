@@ -41,7 +41,7 @@ from jobqueue.store import ExpiredLease, ReapDecision, get_store
 from jobqueue.store.postgres import sql
 
 from .conftest import requires_postgres
-from .factories import make_job, make_jobs
+from .factories import claim_params, make_job, make_jobs
 
 pytestmark = requires_postgres()
 
@@ -958,10 +958,7 @@ def test_claim_uses_the_partial_claim_index():
     make_jobs(20, JobState.SCHEDULED, queue="other")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobqueue_job")
-        cursor.execute(
-            "EXPLAIN " + sql("claim"),
-            {"queues": ["q"], "worker_id": "w1", "max_jobs": 10, "lease_s": 30.0, "now": None},
-        )
+        cursor.execute("EXPLAIN " + sql("claim"), claim_params(["q"], max_jobs=10))
         plan = "\n".join(r[0] for r in cursor.fetchall())
     assert "jobqueue_job_claim" in plan, plan
 
@@ -975,16 +972,7 @@ def test_claim_over_several_busy_queues_reads_each_queue_head_from_the_index():
     make_jobs(4000, JobState.READY, queue="other")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobqueue_job")
-        cursor.execute(
-            "EXPLAIN " + sql("claim"),
-            {
-                "queues": ["q", "other"],
-                "worker_id": "w1",
-                "max_jobs": 10,
-                "lease_s": 30.0,
-                "now": None,
-            },
-        )
+        cursor.execute("EXPLAIN " + sql("claim"), claim_params(["q", "other"], max_jobs=10))
         plan = "\n".join(r[0] for r in cursor.fetchall())
     assert "Index Scan using jobqueue_job_claim" in plan, plan
     assert "Seq Scan on jobqueue_job" not in plan, plan

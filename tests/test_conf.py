@@ -49,7 +49,9 @@ def test_valid_values_are_converted():
             "GRACE_SECONDS": 0,
             "REAPER_INTERVAL_SECONDS": 0.5,
             "CONCURRENCY": 4,
-            "QUEUES": ["emails", "reports:nightly"],
+            "QUEUES": ["emails:2", "reports:nightly"],
+            "TENANT_MAX_RUNNING": 3,
+            "TENANT_MAX_RUNNING_OVERRIDES": {"acme": 10},
         }
     )
     assert s == JobQueueSettings(
@@ -64,6 +66,9 @@ def test_valid_values_are_converted():
         reaper_interval_seconds=0.5,
         concurrency=4,
         queues=("emails", "reports:nightly"),
+        queue_weights=(2, 1),
+        tenant_max_running=3,
+        tenant_max_running_overrides={"acme": 10},
     )
     assert isinstance(s.lease_seconds, float)
     # A partial BACKOFF keeps the defaults for the keys it leaves out.
@@ -115,6 +120,15 @@ def test_unknown_keys_are_an_error_that_names_them():
         ("QUEUES", ["ok", "bad name"]),
         ("QUEUES", [1]),
         ("QUEUES", None),
+        ("QUEUES", ["critical:0", "bulk"]),
+        ("QUEUES", ["a:2", "a:3"]),
+        ("TENANT_MAX_RUNNING", 0),
+        ("TENANT_MAX_RUNNING", "3"),
+        ("TENANT_MAX_RUNNING", True),
+        ("TENANT_MAX_RUNNING_OVERRIDES", {"acme": 0}),
+        ("TENANT_MAX_RUNNING_OVERRIDES", {"acme": "5"}),
+        ("TENANT_MAX_RUNNING_OVERRIDES", {7: 5}),
+        ("TENANT_MAX_RUNNING_OVERRIDES", [("acme", 5)]),
         ("BACKOFF", "full"),
         ("BACKOFF", None),
     ],
@@ -123,7 +137,8 @@ def test_bad_values_are_an_error_naming_the_key(key, value):
     with pytest.raises(JobQueueConfigurationError) as excinfo:
         build_settings({key: value})
     assert key in str(excinfo.value)
-    assert repr(value) in str(excinfo.value) or key == "QUEUES"
+    # Item-wise settings name the offending item rather than repeating the whole value.
+    assert repr(value) in str(excinfo.value) or key in {"QUEUES", "TENANT_MAX_RUNNING_OVERRIDES"}
 
 
 @pytest.mark.parametrize(

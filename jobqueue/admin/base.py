@@ -35,8 +35,8 @@ DETAIL_FIELDSETS = (
                 ("type", "queue"),
                 ("tenant_id", "priority"),
                 ("attempts_label", "timeout_s"),
-                ("dedupe_key", "reason_label"),
-                "cancel_requested_at",
+                ("dedupe_key", "ordering_key"),
+                ("reason_label", "cancel_requested_at"),
             )
         },
     ),
@@ -72,6 +72,7 @@ class JobAdminBase(admin.ModelAdmin):
         "attempts_label",
         "timeout_s",
         "dedupe_key",
+        "ordering_key",
         "reason_label",
         "cancel_requested_at",
         "payload_block",

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 
-from jobqueue.conf import validate_queue_name
-
 
 def positive_int(text: str) -> int:
     """Parse an integer >= 1 for argparse."""
@@ -49,21 +47,14 @@ def non_negative_seconds(text: str) -> float:
     return seconds(text, allow_zero=True)
 
 
-def queue_list(text: str) -> list[str]:
-    """Parse ``emails,default`` into queue names, refusing empty or invalid names."""
-    names = [part.strip() for part in text.split(",")]
-    if not text.strip() or any(not name for name in names):
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated queue names like 'emails,default', got {text!r}"
-        )
-    for name in names:
-        try:
-            validate_queue_name(name)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    if len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(f"queue named twice in {text!r}")
-    return names
+def queue_spec(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Parse ``critical:6,default:3,bulk`` into queue names and weights (1 when not given)."""
+    from jobqueue.fairness import parse_queue_spec
+
+    try:
+        return parse_queue_spec(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 #: Longest worker id: the width of ``Worker.worker_id`` and ``Job.leased_by``.

@@ -89,7 +89,7 @@ def _postgres_only(sql):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("jobqueue", "0004_cron"),
+        ("jobqueue", "0005_fairness"),
     ]
 
     operations = [

@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 from django.utils import timezone
 
+from ..fairness import ClaimPlan
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewJob:
@@ -32,6 +34,7 @@ class NewJob:
     max_attempts: int = 8
     timeout_s: float = 30.0
     dedupe_key: str | None = None
+    ordering_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +51,7 @@ class ClaimedJob:
         lease_token: the fencing token every later write must present.
         lease_until: when the lease runs out (aware datetime, database clock).
         queue, priority, tenant_id: as enqueued.
+        tag: the job's weighted-fair tag in this claim (``jobqueue/fairness.py``).
     """
 
     id: int
@@ -61,6 +65,7 @@ class ClaimedJob:
     queue: str
     priority: int
     tenant_id: str
+    tag: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,11 +166,18 @@ class Store(Protocol):
         max_jobs: int,
         lease_s: float,
         now: datetime | None = None,
+        plan: ClaimPlan | None = None,
     ) -> list[ClaimedJob]:
-        """Lease up to ``max_jobs`` due jobs of ``queues``: priority DESC, run_at, id order.
+        """Lease up to ``max_jobs`` due jobs of ``queues``, in service order.
+
+        Within a queue: priority DESC, then the tenant with the fewest leased jobs, then run_at,
+        id. Across queues: by ``plan``'s weighted-fair tags (equal weights without a plan), or
+        in list order when ``plan.strict``. A tenant never exceeds its cap in ``plan.caps``;
+        a job with an ordering key waits for the earlier live jobs of its key.
 
         Each claim adds one attempt and mints a new lease token. Concurrent claims never hand
-        out the same job.
+        out the same job. Each returned job's ``tag`` is its weighted-fair tag (see
+        ``jobqueue/fairness.py``).
         """
 
     def extend_leases(

@@ -17,10 +17,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import F
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
+from ..fairness import Candidate, ClaimPlan, serve_order
 from ..states import CANCELLABLE, CLAIMABLE, FINISHED, LIVE, RETRYABLE, JobState
 from .base import (
     ClaimedJob,
@@ -83,6 +84,7 @@ class GenericStore(GenericCronStore, WorkerRegistry):
                         max_attempts=job.max_attempts,
                         timeout_s=job.timeout_s,
                         dedupe_key=job.dedupe_key,
+                        ordering_key=job.ordering_key,
                         created_at=now,
                     )
                     row.save(using=self.alias, force_insert=True)
@@ -105,20 +107,28 @@ class GenericStore(GenericCronStore, WorkerRegistry):
         max_jobs: int,
         lease_s: float,
         now: datetime | None = None,
+        plan: ClaimPlan | None = None,
     ) -> list[ClaimedJob]:
+        queues = list(queues)
+        plan = plan or ClaimPlan(weights=(1.0,) * len(queues), start=(0.0,) * len(queues))
         now = _now(now)
         lease_until = now + timedelta(seconds=lease_s)
         claimed: list[ClaimedJob] = []
         with transaction.atomic(using=self.alias):
-            candidates = self._jobs.filter(
-                queue__in=list(queues), state__in=CLAIMABLE, run_at__lte=now
-            ).order_by("-priority", "run_at", "id")
-            if connections[self.alias].features.has_select_for_update_skip_locked:
-                candidates = candidates.select_for_update(skip_locked=True)
-            for job in candidates[:max_jobs]:
+            candidates = self._candidates(queues, max_jobs, plan, now)
+            tenants = {c.tenant_id for c in candidates}
+            running: dict[str, int] = {}
+            if len(tenants) > 1 or any(plan.caps.cap_of(t) is not None for t in tenants):
+                rows = (
+                    self._jobs.filter(state=JobState.LEASED, tenant_id__in=tenants)
+                    .values("tenant_id")
+                    .annotate(n=Count("id"))
+                )
+                running = {row["tenant_id"]: row["n"] for row in rows}
+            for candidate, tag in serve_order(candidates, queues, plan, running, max_jobs):
                 token = uuid.uuid4()
                 # Conditional per row: a backend without row locks still cannot double-claim.
-                won = self._jobs.filter(id=job.id, state__in=CLAIMABLE).update(
+                won = self._jobs.filter(id=candidate.id, state__in=CLAIMABLE).update(
                     state=JobState.LEASED,
                     attempts=F("attempts") + 1,
                     lease_token=token,
@@ -127,22 +137,70 @@ class GenericStore(GenericCronStore, WorkerRegistry):
                     started_at=now,
                 )
                 if won:
+                    job = self._jobs.values(
+                        "type", "payload", "attempts", "max_attempts", "timeout_s"
+                    ).get(id=candidate.id)
                     claimed.append(
                         ClaimedJob(
-                            id=job.id,
-                            job_type=job.type,
-                            payload=job.payload,
-                            attempt=job.attempts + 1,
-                            max_attempts=job.max_attempts,
-                            timeout_s=job.timeout_s,
+                            id=candidate.id,
+                            job_type=job["type"],
+                            payload=job["payload"],
+                            attempt=job["attempts"],
+                            max_attempts=job["max_attempts"],
+                            timeout_s=job["timeout_s"],
                             lease_token=token,
                             lease_until=lease_until,
-                            queue=job.queue,
-                            priority=job.priority,
-                            tenant_id=job.tenant_id,
+                            queue=candidate.queue,
+                            priority=candidate.priority,
+                            tenant_id=candidate.tenant_id,
+                            tag=tag,
                         )
                     )
         return claimed
+
+    def _candidates(
+        self, queues: list[str], max_jobs: int, plan: ClaimPlan, now: datetime
+    ) -> list[Candidate]:
+        """Return each (queue, tenant)'s first ``max_jobs`` due jobs a claim may take.
+
+        As in the SQL claim: a tenant at its cap has none, and a job with an ordering key is
+        left out while an earlier live job of its key exists or one of its key is leased.
+        """
+        claimable = self._jobs.filter(queue__in=queues, state__in=CLAIMABLE)
+        # order_by(): Job's default ordering would add "id" to the DISTINCT.
+        pairs = claimable.order_by().values_list("queue", "tenant_id").distinct()
+        leased = self._jobs.filter(state=JobState.LEASED)
+        out: list[Candidate] = []
+        for queue, tenant_id in sorted(pairs):
+            room = max_jobs
+            cap = plan.caps.cap_of(tenant_id)
+            if cap is not None:
+                room = min(room, cap - leased.filter(tenant_id=tenant_id).count())
+            rows = (
+                claimable.filter(queue=queue, tenant_id=tenant_id, run_at__lte=now)
+                .order_by("-priority", "run_at", "id")
+                .values_list("id", "priority", "run_at", "ordering_key")
+            )
+            if connections[self.alias].features.has_select_for_update_skip_locked:
+                rows = rows.select_for_update(skip_locked=True)
+            taken = 0
+            chunk = max(room, 1) * 4
+            for job_id, priority, run_at, ordering_key in rows.iterator(chunk_size=chunk):
+                if taken >= room:
+                    break
+                if ordering_key is not None and self._ordering_key_held(ordering_key, job_id):
+                    continue
+                out.append(Candidate(job_id, queue, tenant_id, priority, run_at))
+                taken += 1
+        return out
+
+    def _ordering_key_held(self, key: str, job_id: int) -> bool:
+        """True when an earlier live job of ``key`` exists, or a job of ``key`` is leased."""
+        return (
+            self._jobs.filter(ordering_key=key, state__in=LIVE)
+            .filter(Q(id__lt=job_id) | Q(state=JobState.LEASED))
+            .exists()
+        )
 
     def extend_leases(
         self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float

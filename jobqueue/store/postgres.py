@@ -18,6 +18,7 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
+from ..fairness import ClaimPlan
 from .base import (
     ENQUEUE_MANY_CHUNK,
     ClaimedJob,
@@ -52,7 +53,8 @@ def _jobs_json(jobs: Sequence[NewJob]) -> str:
             f'"priority":{j.priority},"tenant_id":{dumps(j.tenant_id)},'
             f'"at":{dumps(j.run_at.isoformat()) if j.run_at is not None else "null"},'
             f'"delay_s":{float(j.delay_s)!r},"max_attempts":{j.max_attempts},'
-            f'"timeout_s":{float(j.timeout_s)!r},"dedupe_key":{dumps(j.dedupe_key)}}}'
+            f'"timeout_s":{float(j.timeout_s)!r},"dedupe_key":{dumps(j.dedupe_key)},'
+            f'"ordering_key":{dumps(j.ordering_key)}}}'
             for j in jobs
         )
     )
@@ -84,6 +86,7 @@ class PostgresStore(PostgresCronStore, WorkerRegistry):
             "max_attempts": job.max_attempts,
             "timeout_s": job.timeout_s,
             "dedupe_key": job.dedupe_key,
+            "ordering_key": job.ordering_key,
         }
         # The live holder of a dedupe key can finish between our insert giving way and our
         # look-up; then the key is free, so insert again. Twice is already rare.
@@ -137,20 +140,42 @@ class PostgresStore(PostgresCronStore, WorkerRegistry):
         max_jobs: int,
         lease_s: float,
         now: datetime | None = None,
+        plan: ClaimPlan | None = None,
     ) -> list[ClaimedJob]:
+        queues = list(queues)
+        plan = plan or ClaimPlan(weights=(1.0,) * len(queues), start=(0.0,) * len(queues))
+        caps = plan.caps
         params = {
-            "queues": list(queues),
+            "queues": queues,
+            "weights": list(plan.weights),
+            "start": list(plan.start),
+            "strict": plan.strict,
+            "default_cap": caps.default,
+            "cap_tenants": list(caps.overrides),
+            "cap_values": list(caps.overrides.values()),
             "worker_id": worker_id,
             "max_jobs": max_jobs,
             "lease_s": lease_s,
             "now": now,
         }
-        with self._execute("claim", params) as cursor:
-            rows = cursor.fetchall()
-        # UPDATE ... RETURNING gives rows in no particular order; hand them out in the picked
-        # CTE's order (priority DESC, run_at, id). run_at is part of it: sorting by id alone put
-        # an older job of the same priority after a newer one with a smaller id.
-        rows.sort(key=lambda r: (-r[9], r[11], r[0]))
+        if caps.enabled:
+            # Two claims running at once would each read the other's leases as not yet taken
+            # and could together pass a tenant's cap. Capped claims take turns: the lock is held
+            # to commit, and the claim statement that follows reads the counts after it.
+            with transaction.atomic(using=self.alias):
+                with self._execute("claim_turn", {}) as cursor:
+                    cursor.fetchone()
+                with self._execute("claim", params) as cursor:
+                    rows = cursor.fetchall()
+        else:
+            with self._execute("claim", params) as cursor:
+                rows = cursor.fetchall()
+        # UPDATE ... RETURNING gives rows in no particular order; hand them out in the order
+        # the picked CTE served them.
+        if plan.strict:
+            rows.sort(key=lambda r: (r[11], r[12]))
+        else:
+            rows.sort(key=lambda r: (r[13], r[11]))
         return [
             ClaimedJob(
                 id=r[0],
@@ -164,6 +189,7 @@ class PostgresStore(PostgresCronStore, WorkerRegistry):
                 queue=r[8],
                 priority=r[9],
                 tenant_id=r[10],
+                tag=r[13],
             )
             for r in rows
         ]

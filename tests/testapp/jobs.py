@@ -141,3 +141,34 @@ def hang_forever(context):
     """Never returns and ignores should_stop: a true runaway."""
     while True:
         time.sleep(0.2)
+
+
+@job(takes_context=True)
+def fairness_probe(
+    context, path, tenant="", key=None, sleep_s=0.02, fail_first=False, retry_first_s=None
+):
+    """Append JSON lines for this run's start and end, with the tenant's leased count at start.
+
+    The count is read from the database inside the run, so it is the truth every worker shares:
+    it includes this job. ``fail_first`` makes attempt 1 fail after its work (a transient error);
+    ``retry_first_s`` makes attempt 1 ask for a retry that many seconds later (``RetryAfter``).
+    """
+    import json
+
+    from jobqueue.models import Job
+
+    leased = Job.objects.filter(state="leased", tenant_id=tenant).count()
+    run = {"id": context.job_id, "attempt": context.attempt, "tenant": tenant, "key": key}
+
+    def write(**fields):
+        with open(path, "a") as f:
+            f.write(json.dumps({**run, **fields, "pid": os.getpid()}) + "\n")
+
+    write(event="start", at=time.time(), leased=leased)
+    time.sleep(sleep_s)
+    failed = fail_first and context.attempt == 1
+    write(event="end", at=time.time(), ok=not failed)
+    if failed:
+        raise RuntimeError("transient")
+    if retry_first_s is not None and context.attempt == 1:
+        raise RetryAfter(retry_first_s)

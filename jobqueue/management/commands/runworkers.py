@@ -17,13 +17,17 @@ from jobqueue.management.arguments import (
     non_negative_seconds,
     positive_int,
     positive_seconds,
-    queue_list,
+    queue_spec,
     worker_id_text,
 )
 from jobqueue.pruning import Pruner
 from jobqueue.scheduler import Scheduler
 from jobqueue.supervisor import Supervisor
 from jobqueue.worker import Worker, default_worker_id
+
+
+def _spec(queues: tuple[str, ...], weights: tuple[int, ...]) -> str:
+    return ",".join(f"{q}:{w}" for q, w in zip(queues, weights, strict=True))
 
 
 def _require_migrations(alias: str) -> None:
@@ -62,9 +66,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             "--queues",
-            type=queue_list,
+            type=queue_spec,
             default=None,
-            help="comma-separated queues to serve (default: JOBQUEUE['QUEUES'], i.e. 'default')",
+            metavar="NAME[:WEIGHT],...",
+            help="queues to serve, each with an optional weight: 'critical:6,default:3,bulk:1' "
+            "serves busy queues 6:3:1 (default weight 1; default: JOBQUEUE['QUEUES'], i.e. "
+            "'default')",
+        )
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help="serve --queues in the order listed: a queue only when the ones before it "
+            "have no claimable job (no weights)",
         )
         parser.add_argument(
             "--concurrency",
@@ -127,8 +140,16 @@ class Command(BaseCommand):
             raise CommandError(f"--database {options['database']!r} is not in DATABASES")
         _require_migrations(options["database"])
         using = options["database"]
+        queues, weights = options["queues"] or (conf.queues, conf.queue_weights)
+        if options["strict"] and any(weight != 1 for weight in weights):
+            raise CommandError(
+                "--strict serves queues in the order listed, so weights do not apply: drop "
+                f"--strict or the :N weights ({_spec(queues, weights)})"
+            )
         settings = {
-            "queues": options["queues"] or conf.queues,
+            "queues": queues,
+            "weights": weights,
+            "strict": options["strict"],
             "concurrency": options["concurrency"],
             "lease_s": options["lease"],
             "poll_interval_s": options["poll_interval"],

@@ -1,24 +1,104 @@
--- claim: lease up to max_jobs due jobs of the given queues, highest priority first, then oldest run_at.
--- Uses the partial index jobqueue_job_claim (queue, priority DESC, run_at, id) WHERE state IN ('ready', 'scheduled'),
--- once per queue: the LATERAL subquery reads each queue's head in index order (a plain
--- "queue = ANY(...)" would make PostgreSQL sort every claimable row), and the outer ORDER BY
--- merges the heads. The CTE is an optimization fence: it picks and row-locks the ids first (SKIP
--- LOCKED, so concurrent claims never wait on each other or hand out the same job), then the
--- UPDATE touches only those rows. Rows locked but cut by the outer LIMIT are unlocked at commit.
-WITH picked AS (
-    SELECT head.id
-    FROM unnest(%(queues)s::text[]) AS q(name)
+-- claim: lease up to max_jobs due jobs of the given queues, sharing them fairly.
+--
+-- Order of service (jobqueue/fairness.py and the README's "Fairness and priorities"):
+--   across queues: by weighted-fair tag start[q] + k/weight[q] (k = the job's rank in its queue),
+--     or, with strict, by the queue's position in the list;
+--   within a queue: priority DESC, then the tenant with the fewest leased jobs (counting the ones
+--     this claim takes), then run_at, then id;
+--   a tenant never exceeds its cap of leased jobs (all queues, all workers; the caller serializes
+--     capped claims with an advisory lock so the leased counts read here are current);
+--   a job with an ordering_key waits while an earlier live job of that key exists or any job of
+--     that key is leased.
+--
+-- Index use: jobqueue_job_claim (queue, tenant_id, priority DESC, run_at, id) over claimable rows
+-- only. "tenants" walks it as a loose index scan (one probe per tenant with claimable jobs, not a
+-- read of every row); "heads" reads each (queue, tenant)'s first jobs in claim order; running
+-- counts use jobqueue_job_running (tenant_id) over leased rows; ordering keys use
+-- jobqueue_job_ordering (ordering_key, id) over live rows.
+--
+-- "heads" row-locks what it reads with SKIP LOCKED, so concurrent claims never wait on each other
+-- or hand out the same job, and a claim reads past the rows another claim holds instead of coming
+-- back empty. A row another claim leased since this statement's snapshot fails the re-checked
+-- state condition and is skipped. Rows locked but not picked are unlocked at commit.
+WITH RECURSIVE
+queues AS (
+    SELECT q.name, q.weight, q.start, q.pos
+    FROM unnest(%(queues)s::text[], %(weights)s::float8[], %(start)s::float8[])
+         WITH ORDINALITY AS q(name, weight, start, pos)
+),
+tenants AS (
+    SELECT q.name AS queue,
+           (SELECT min(j.tenant_id) FROM jobqueue_job AS j
+            WHERE j.queue = q.name AND j.state IN ('ready', 'scheduled')) AS tenant_id
+    FROM queues AS q
+    UNION ALL
+    SELECT t.queue,
+           (SELECT min(j.tenant_id) FROM jobqueue_job AS j
+            WHERE j.queue = t.queue AND j.state IN ('ready', 'scheduled')
+              AND j.tenant_id > t.tenant_id)
+    FROM tenants AS t
+    WHERE t.tenant_id IS NOT NULL
+),
+capped AS (
+    SELECT d.tenant_id,
+           coalesce(o.cap, CASE WHEN d.tenant_id = '' THEN NULL ELSE %(default_cap)s::int END) AS cap
+    FROM (SELECT DISTINCT tenant_id FROM tenants WHERE tenant_id IS NOT NULL) AS d
+    LEFT JOIN unnest(%(cap_tenants)s::text[], %(cap_values)s::int[]) AS o(tenant_id, cap)
+        ON o.tenant_id = d.tenant_id
+),
+load AS (
+    -- Leased jobs per tenant matter only for a cap or to choose between tenants; with one
+    -- uncapped tenant (the common case of no tenants at all) they are not counted.
+    SELECT c.tenant_id, c.cap,
+           CASE WHEN c.cap IS NOT NULL OR (SELECT count(*) FROM capped) > 1
+                THEN (SELECT count(*) FROM jobqueue_job AS l
+                      WHERE l.state = 'leased' AND l.tenant_id = c.tenant_id)
+                ELSE 0 END AS running
+    FROM capped AS c
+),
+heads AS (
+    SELECT h.id, h.priority, h.run_at, t.queue, t.tenant_id, l.cap, l.running
+    FROM tenants AS t
+    JOIN load AS l ON l.tenant_id = t.tenant_id
     CROSS JOIN LATERAL (
-        SELECT id, priority, run_at
-        FROM jobqueue_job
-        WHERE queue = q.name
-          AND state IN ('ready', 'scheduled')
-          AND run_at <= coalesce(%(now)s::timestamptz, now())
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(max_jobs)s
+        SELECT j.id, j.priority, j.run_at
+        FROM jobqueue_job AS j
+        WHERE j.queue = t.queue
+          AND j.tenant_id = t.tenant_id
+          AND j.state IN ('ready', 'scheduled')
+          AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+          AND (j.ordering_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jobqueue_job AS o
+                WHERE o.ordering_key = j.ordering_key
+                  AND o.state IN ('leased', 'ready', 'scheduled')
+                  AND (o.id < j.id OR o.state = 'leased')))
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT CASE WHEN l.cap IS NULL THEN %(max_jobs)s
+                   ELSE least(%(max_jobs)s, greatest(l.cap - l.running, 0)) END
         FOR UPDATE SKIP LOCKED
-    ) AS head
-    ORDER BY head.priority DESC, head.run_at, head.id
+    ) AS h
+),
+per_tenant AS (
+    SELECT h.*,
+           row_number() OVER (PARTITION BY h.tenant_id
+                              ORDER BY h.priority DESC, h.run_at, h.id) AS nth_of_tenant
+    FROM heads AS h
+),
+ranked AS (
+    SELECT p.id, p.queue, q.pos, q.weight, q.start,
+           row_number() OVER (PARTITION BY p.queue
+                              ORDER BY p.priority DESC, p.running + p.nth_of_tenant,
+                                       p.run_at, p.id) AS nth_of_queue
+    FROM per_tenant AS p
+    JOIN queues AS q ON q.name = p.queue
+    WHERE p.cap IS NULL OR p.nth_of_tenant <= p.cap - p.running
+),
+picked AS (
+    SELECT r.id, r.pos, r.nth_of_queue, r.start + r.nth_of_queue / r.weight AS tag
+    FROM ranked AS r
+    ORDER BY CASE WHEN %(strict)s THEN r.pos ELSE 0 END,
+             CASE WHEN %(strict)s THEN r.nth_of_queue ELSE r.start + r.nth_of_queue / r.weight END,
+             r.pos
     LIMIT %(max_jobs)s
 )
 UPDATE jobqueue_job AS j
@@ -31,4 +111,4 @@ SET state = 'leased',
 FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.type, j.payload, j.attempts, j.max_attempts, j.timeout_s, j.lease_token,
-          j.lease_until, j.queue, j.priority, j.tenant_id, j.run_at
+          j.lease_until, j.queue, j.priority, j.tenant_id, picked.pos, picked.nth_of_queue, picked.tag

@@ -1,15 +1,19 @@
 -- enqueue: insert one job in the caller's transaction; a live job holding the same dedupe key wins.
+-- With an ordering key, a transaction-scoped advisory lock on the key is taken before the id is
+-- drawn, so two transactions enqueueing the same key commit in id order (enqueue order).
 -- ON CONFLICT infers the partial unique index jobqueue_job_live_dedupe_key and waits for an uncommitted competitor.
 INSERT INTO jobqueue_job (
     queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts, timeout_s,
-    leased_by, dedupe_key, errors, dead_reason, created_at
+    leased_by, dedupe_key, ordering_key, errors, dead_reason, created_at
 )
 SELECT %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, %(tenant_id)s,
        CASE WHEN t.run_at > now() THEN 'scheduled' ELSE 'ready' END,
-       t.run_at, 0, %(max_attempts)s, %(timeout_s)s, '', %(dedupe_key)s, '[]'::jsonb, '', now()
+       t.run_at, 0, %(max_attempts)s, %(timeout_s)s, '', %(dedupe_key)s, %(ordering_key)s, '[]'::jsonb, '', now()
 FROM (
     SELECT coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_s)s::float8)) AS run_at
 ) AS t
+WHERE %(ordering_key)s::text IS NULL
+   OR pg_advisory_xact_lock(hashtextextended('jobqueue.ordering_key:' || %(ordering_key)s::text, 0)) IS NOT NULL
 ON CONFLICT (queue, dedupe_key)
     WHERE dedupe_key IS NOT NULL AND state IN ('leased', 'ready', 'scheduled')
     DO NOTHING
