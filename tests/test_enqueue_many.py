@@ -28,7 +28,13 @@ def test_ids_come_back_in_input_order_with_every_option_stored():
         [
             {"queue": "a", "job_type": ADD, "payload": {"a": 1, "b": 2}, "priority": 7},
             {"queue": "b", "job_type": NOOP, "run_at": run_at, "tenant_id": "t1"},
-            {"queue": "a", "job_type": NOOP, "max_attempts": 2, "timeout_s": 4},
+            {
+                "queue": "a",
+                "job_type": NOOP,
+                "max_attempts": 2,
+                "timeout_s": 4,
+                "ordering_key": "o",
+            },
         ]
     )
     assert len(ids) == 3
@@ -46,7 +52,8 @@ def test_ids_come_back_in_input_order_with_every_option_stored():
         run_at,
         "t1",
     )
-    assert (third["max_attempts"], third["timeout_s"]) == (2, 4.0)
+    assert (third["max_attempts"], third["timeout_s"], third["ordering_key"]) == (2, 4.0, "o")
+    assert first["ordering_key"] is None
     assert Job.objects.count() == 3
 
 
@@ -70,6 +77,9 @@ def test_a_bad_job_anywhere_writes_nothing_and_is_named_by_index():
     assert bad_queue.value.option == "jobs[0].queue"
     with pytest.raises(InvalidPayload):
         jobqueue.enqueue_many([{"queue": "q", "job_type": ADD, "payload": {"a": 1, "c": 2}}])
+    with pytest.raises(InvalidJobOption) as empty_key:
+        jobqueue.enqueue_many([good, {**good, "ordering_key": ""}])
+    assert empty_key.value.option == "jobs[1].ordering_key"
     assert Job.objects.count() == 0
 
 
