@@ -197,3 +197,20 @@ def test_a_worker_on_another_database_never_listens():
 
     assert Worker(queues=["q"], using="sqlite").listen_notify is False
     assert Worker(queues=["q"], using="sqlite", listen_notify=True).listen_notify is False
+
+
+@pg
+def test_the_jobs_table_is_tuned_for_churn():
+    """Migration 0006_notify: room for new row versions on each page, and vacuum/analyze after
+    1-2 % of the table changed instead of the default 20 % (FIELD-CASES 19)."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT reloptions FROM pg_class WHERE relname = 'jobqueue_job'")
+        [options] = cur.fetchone()
+    assert sorted(options) == [
+        "autovacuum_analyze_scale_factor=0.02",
+        "autovacuum_analyze_threshold=1000",
+        "autovacuum_vacuum_insert_scale_factor=0.02",
+        "autovacuum_vacuum_scale_factor=0.01",
+        "autovacuum_vacuum_threshold=1000",
+        "fillfactor=80",
+    ]
