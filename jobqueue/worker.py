@@ -447,7 +447,12 @@ class Worker:
                 r.deadline if r.outcome is None else r.done_at + OUTCOME_BATCH_WINDOW_S
                 for r in self._running.values()
             ]
-            if self._timers and not self._stopping.is_set():
+            if (
+                self._timers
+                and len(self._running) < self.concurrency
+                and not self._stopping.is_set()
+            ):
+                # (With every slot busy, the claim after the next outcome serves it.)
                 deadlines.append(self._timers[0])
             # Wake in time to fail a job at its hard limit (not a poll interval later), to
             # record outcomes when their batch window closes, and to claim a delayed job when
