@@ -14,8 +14,9 @@ Threads, and what each one owns:
 
 Outcomes are recorded in batches: every ack, and every nack, that is in when the main thread
 records goes in one statement (``ack_many``, ``nack_many``), each row still fenced by its lease
-token. An outcome waits at most ``OUTCOME_BATCH_WINDOW_S`` for others to join it, and not at all
-when no other job is running (nothing could join) or the worker is stopping.
+token. While the worker has free slots (so holding an outcome delays no claim), an outcome waits
+up to ``OUTCOME_BATCH_WINDOW_S`` for others to join it; it does not wait when every slot is
+taken, when no other job is running, or when the worker is stopping.
 
 Stopping: the first SIGTERM stops claiming and lets running jobs finish for ``grace_s`` seconds
 while heartbeats go on; then, or at once on SIGINT or a second SIGTERM, the leases of jobs still
@@ -570,8 +571,13 @@ class Worker:
 
     def _batch_closed(self, done: list[tuple[int, _Running]]) -> bool:
         """Return whether the outcomes in ``done`` should be recorded now, or wait for more."""
-        if self._stopping.is_set() or len(done) == len(self._running):
-            # Nothing else is running (or we are stopping): waiting would only add latency.
+        if (
+            self._stopping.is_set()
+            or len(done) == len(self._running)
+            or len(self._running) >= self.concurrency
+        ):
+            # Nothing else is running (nothing could join), every slot is taken (the next
+            # claim waits for these), or we are stopping: waiting would only cost time.
             return True
         oldest = min(running.done_at for _, running in done)
         return time.monotonic() - oldest >= OUTCOME_BATCH_WINDOW_S

@@ -90,7 +90,8 @@ def test_handler_threads_are_reused_and_a_busy_one_never_blocks_a_new_run():
     threads.submit("block")  # reuses the idle thread, which now stays busy
     threads.submit("quick")  # must not wait for it: a second thread
     assert done.acquire(timeout=5)
-    # The first thread ran again (the blocking run), and a second one ran the last quick run.
-    assert len(names) == 3 and names.count(names[0]) == 2 and len(set(names)) == 2
+    # Three runs on two threads: one was reused, and the blocking run did not hold up the last.
+    # (Which idle thread takes which run is not fixed.)
+    assert len(names) == 3 and len(set(names)) == 2
     release.set()
     assert done.acquire(timeout=5)
