@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 
 import jobqueue
 from jobqueue.models import Job
@@ -35,6 +36,9 @@ class Spy:
         return self.method(items, *args, **kwargs)
 
 
+@override_settings(
+    JOBQUEUE={"BACKOFF": {"policy": "none", "base_seconds": 600, "cap_seconds": 600}}
+)
 def test_failures_and_successes_are_recorded_in_batches_with_exact_outcomes():
     ok = [jobqueue.enqueue("b", NOOP) for _ in range(5)]
     retried = [jobqueue.enqueue("b", FAIL, {"message": f"m{i}"}, max_attempts=3) for i in range(4)]
