@@ -111,7 +111,12 @@ def main() -> None:
     results: dict[str, object] = {}
     started = time.monotonic()
 
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+
     def step(name: str) -> None:
+        # What is measured so far is saved at every step, so a run cut short keeps its figures.
+        (out / "partial.json").write_text(json.dumps({"args": vars(args), **results}, indent=1))
         print(f"[{time.monotonic() - started:6.0f} s] {name}", file=sys.stderr, flush=True)
 
     if "limit" in only:
@@ -151,8 +156,6 @@ def main() -> None:
         results["peers"] = run_peers(args.peer_jobs, runs)
     step("done")
     print_table(results, args)
-    out = HERE / "results"
-    out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps({"args": vars(args), **results}, indent=1))
 
 
