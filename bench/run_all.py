@@ -99,7 +99,17 @@ def main() -> None:
     )
     parser.add_argument("--backlog", type=int, default=100_000)
     parser.add_argument("--peer-jobs", type=int, default=1000)
+    parser.add_argument(
+        "--table",
+        metavar="JSON",
+        help="only print the table of a saved run (bench/results/latest.json or partial.json)",
+    )
     args = parser.parse_args()
+    if args.table:
+        saved = json.loads(Path(args.table).read_text())
+        core.django_setup()
+        print_table(saved, argparse.Namespace(**saved.pop("args")))
+        return
     only = set(args.only.split(","))
     unknown = only - set(GROUPS)
     if unknown:
