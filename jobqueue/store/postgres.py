@@ -76,10 +76,15 @@ class PostgresStore(PostgresCronStore, WorkerRegistry):
     def _execute(self, name: str, params: dict[str, Any]) -> Any:
         connection = connections[self.alias]
         cursor = connection.cursor()
-        if name in _NO_JIT and connection.connection not in _jit_off:
+        if (
+            name in _NO_JIT
+            and not connection.in_atomic_block
+            and connection.connection not in _jit_off
+        ):
             # The claim's planner estimate (recursive CTEs, row-count guesses) passes
             # jit_above_cost, and JIT-compiling it took 5-7 s per claim on a 20,000-job backlog
-            # (bench/run_all.py) for a statement that runs in milliseconds. Once per connection.
+            # (bench/run_all.py) for a statement that runs in milliseconds. Once per connection,
+            # in autocommit (the worker's case): inside a transaction a rollback would undo it.
             cursor.execute("SET jit = off")
             _jit_off.add(connection.connection)
         cursor.execute(sql(name), params)
