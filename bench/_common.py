@@ -26,8 +26,9 @@ def bench_env(url: str) -> dict[str, str]:
     return env
 
 
-def recreate_database(url: str, env: dict[str, str]) -> None:
-    """Drop and create the database named by ``url``, then migrate it."""
+def recreate_database(url: str, env: dict[str, str], cwd: Path = ROOT) -> None:
+    """Drop and create the database named by ``url``, then migrate it (``migrate`` runs in
+    ``cwd`` with ``env``, so it reads the settings that env names)."""
     import psycopg
 
     base, _, name = url.rpartition("/")
@@ -35,5 +36,5 @@ def recreate_database(url: str, env: dict[str, str]) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, check=True, cwd=ROOT
+        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, check=True, cwd=cwd
     )

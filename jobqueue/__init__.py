@@ -17,6 +17,7 @@ __all__ = [
     "claim",
     "close_breaker",
     "enqueue",
+    "enqueue_many",
     "heartbeat",
     "job",
     "nack",
@@ -29,6 +30,7 @@ __all__ = [
 
 _LAZY = {
     "enqueue": "jobqueue.client",
+    "enqueue_many": "jobqueue.client",
     "claim": "jobqueue.client",
     "heartbeat": "jobqueue.client",
     "ack": "jobqueue.client",

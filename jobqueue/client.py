@@ -10,7 +10,7 @@ import math
 import random
 import traceback as traceback_module
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -35,6 +35,7 @@ __all__ = [
     "cancel",
     "claim",
     "enqueue",
+    "enqueue_many",
     "heartbeat",
     "nack",
     "retry",
@@ -271,51 +272,17 @@ def enqueue_or_get(
     ``created`` is False when a live job held ``dedupe_key`` and its id was returned. Sends
     ``job_enqueued`` for a new row only.
     """
-    conf = get_settings()
-    type_defaults = job_type if isinstance(job_type, JobType) else None
-    type_name = job_type.name if isinstance(job_type, JobType) else job_type
-    _text_option("job_type", type_name, 200, allow_none=False)
-    if not type_name:
-        raise InvalidJobOption("job_type", "must not be empty")
-    if priority is None:
-        priority = type_defaults.priority if type_defaults else 0
-    if max_attempts is None:
-        max_attempts = (type_defaults and type_defaults.max_attempts) or conf.max_attempts
-    if timeout_s is None:
-        timeout_s = (type_defaults and type_defaults.timeout_s) or conf.timeout_seconds
-    # The queue is required here: validate_options would read None as "not given", and the
-    # insert would then fail on NOT NULL and abort the caller's transaction.
-    _queue_option(queue)
-    validate_options(priority=priority, max_attempts=max_attempts, timeout_s=timeout_s)
-    _text_option("tenant_id", tenant_id, 100, allow_none=False)
-    _text_option("dedupe_key", dedupe_key, 200, allow_none=True)
-    if dedupe_key == "":
-        # An empty key would silently merge unrelated jobs of the queue into one.
-        raise InvalidJobOption("dedupe_key", "must be a non-empty string, or None for no key")
-    _text_option("ordering_key", ordering_key, 200, allow_none=True)
-    if ordering_key == "":
-        # An empty key would chain every keyless-looking job of the site into one line.
-        raise InvalidJobOption("ordering_key", "must be a non-empty string, or None for no key")
-    when, delay_s = _run_at(run_at, delay)
-    if payload is None:
-        payload = {}
-    if not isinstance(payload, dict):
-        raise InvalidJobOption(
-            "payload", f"must be a dict of keyword arguments, got {type(payload).__name__}"
-        )
-    payload_json = to_json(payload, max_bytes=conf.max_payload_bytes)
-    _check_arguments(type_defaults or registered(type_name), payload)
-    new_job = NewJob(
-        queue=queue,
-        type=type_name,
-        payload_json=payload_json,
+    new_job = _new_job(
+        queue,
+        job_type,
+        payload,
+        run_at=run_at,
+        delay=delay,
         priority=priority,
-        tenant_id=tenant_id,
-        run_at=when,
-        delay_s=delay_s,
-        max_attempts=max_attempts,
-        timeout_s=float(timeout_s),
         dedupe_key=dedupe_key,
+        max_attempts=max_attempts,
+        timeout_s=timeout_s,
+        tenant_id=tenant_id,
         ordering_key=ordering_key,
     )
     try:
@@ -334,14 +301,195 @@ def enqueue_or_get(
         signals.job_enqueued.send(
             sender=Job,
             job_id=job_id,
-            job_type=type_name,
-            queue=queue,
-            priority=priority,
-            run_at=when,
-            tenant_id=tenant_id,
+            job_type=new_job.type,
+            queue=new_job.queue,
+            priority=new_job.priority,
+            run_at=new_job.run_at,
+            tenant_id=new_job.tenant_id,
             using=using or "default",
         )
     return job_id, created
+
+
+#: The keys one job of :func:`enqueue_many` may have: :func:`enqueue`'s arguments but ``using``.
+ENQUEUE_MANY_KEYS = (
+    "queue",
+    "job_type",
+    "payload",
+    "run_at",
+    "delay",
+    "priority",
+    "dedupe_key",
+    "max_attempts",
+    "timeout_s",
+    "tenant_id",
+    "ordering_key",
+)
+
+
+def enqueue_many(jobs: Iterable[Mapping[str, Any]], *, using: str | None = None) -> list[int]:
+    """Put many jobs on their queues in the caller's transaction; return their ids in order.
+
+    Every job is validated before anything is written, so one bad job writes nothing. Then
+    they are inserted in one statement per 10,000 jobs on PostgreSQL (one notification per
+    queue wakes the workers at commit), or one by one in one transaction elsewhere.
+
+    Dedupe keys work as in :func:`enqueue`: a job whose (queue, dedupe key) a live job holds
+    gets that job's id and writes nothing, and jobs of one call that share a (queue, dedupe key)
+    become one job (the first of them), whose id each of them gets.
+
+    Example::
+
+        jobqueue.enqueue_many(
+            {"queue": "emails", "job_type": "shop.jobs.send_receipt", "payload": {"order": pk}}
+            for pk in order_ids
+        )
+
+    Args:
+        jobs: one mapping per job, of :func:`enqueue`'s keyword arguments (``queue`` and
+            ``job_type`` required; the others optional; see :data:`ENQUEUE_MANY_KEYS`).
+        using: database alias of the queues; default ``"default"``.
+
+    Returns:
+        One id per input job, in input order (repeated ids where dedupe keys matched).
+
+    Raises:
+        InvalidJobOption: a job is not a mapping, lacks ``queue`` or ``job_type``, has an
+            unknown key, or has a bad option; ``option`` names it as ``jobs[<index>].<key>``.
+        InvalidPayload: a payload is not JSON; ``path`` starts with ``jobs[<index>]``.
+        QueueUnavailable: the database cannot be reached; nothing was written.
+        django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
+            the caller's transaction; retry the transaction.
+    """
+    new_jobs: list[NewJob] = []
+    memo: dict[Any, Any] = {}
+    for index, spec in enumerate(jobs):
+        where = f"jobs[{index}]"
+        if not isinstance(spec, Mapping):
+            raise InvalidJobOption(
+                where, f"must be a dict of enqueue arguments, got {type(spec).__name__}"
+            )
+        unknown = sorted(map(str, set(spec) - set(ENQUEUE_MANY_KEYS)))
+        if unknown:
+            raise InvalidJobOption(
+                where,
+                f"unknown keys: {', '.join(unknown)} (known: {', '.join(ENQUEUE_MANY_KEYS)})",
+            )
+        missing = [key for key in ("queue", "job_type") if key not in spec]
+        if missing:
+            raise InvalidJobOption(where, f"needs {' and '.join(missing)}")
+        try:
+            new_jobs.append(_new_job(**spec, memo=memo))
+        except InvalidPayload as exc:
+            raise InvalidPayload(f"{where}.{exc.path}", exc.problem) from None
+        except InvalidJobOption as exc:
+            raise InvalidJobOption(f"{where}.{exc.option}", exc.problem) from None
+    if not new_jobs:
+        return []
+    try:
+        results = get_store(using).enqueue_many(new_jobs)
+    except (OperationalError, InterfaceError) as exc:
+        if (getattr(exc.__cause__, "sqlstate", None) or "").startswith("40"):
+            raise
+        raise _unavailable(exc, using) from exc
+    if signals.job_enqueued.has_listeners():
+        from .models import Job
+
+        for job, (job_id, created) in zip(new_jobs, results, strict=True):
+            if created:
+                signals.job_enqueued.send(
+                    sender=Job,
+                    job_id=job_id,
+                    job_type=job.type,
+                    queue=job.queue,
+                    priority=job.priority,
+                    run_at=job.run_at,
+                    tenant_id=job.tenant_id,
+                    using=using or "default",
+                )
+    return [job_id for job_id, _ in results]
+
+
+def _new_job(
+    queue: str,
+    job_type: str | JobType,
+    payload: dict[str, Any] | None = None,
+    *,
+    run_at: datetime | None = None,
+    delay: float | timedelta | None = None,
+    priority: int | None = None,
+    dedupe_key: str | None = None,
+    max_attempts: int | None = None,
+    timeout_s: float | None = None,
+    tenant_id: str = "",
+    ordering_key: str | None = None,
+    memo: dict[Any, Any] | None = None,
+) -> NewJob:
+    """Validate :func:`enqueue`'s arguments and return the job to insert (writes nothing).
+
+    ``memo`` (a dict kept across the calls of one :func:`enqueue_many`) remembers the checks
+    whose answer depends only on the queue name, or on the job type and the payload's keys.
+
+    Raises:
+        InvalidPayload, InvalidJobOption: as :func:`enqueue` documents.
+    """
+    conf = get_settings()
+    type_defaults = job_type if isinstance(job_type, JobType) else None
+    type_name = job_type.name if isinstance(job_type, JobType) else job_type
+    _text_option("job_type", type_name, 200, allow_none=False)
+    if not type_name:
+        raise InvalidJobOption("job_type", "must not be empty")
+    if priority is None:
+        priority = type_defaults.priority if type_defaults else 0
+    if max_attempts is None:
+        max_attempts = (type_defaults and type_defaults.max_attempts) or conf.max_attempts
+    if timeout_s is None:
+        timeout_s = (type_defaults and type_defaults.timeout_s) or conf.timeout_seconds
+    # The queue is required here: validate_options would read None as "not given", and the
+    # insert would then fail on NOT NULL and abort the caller's transaction.
+    if memo is None or not isinstance(queue, str) or ("queue", queue) not in memo:
+        _queue_option(queue)
+        if memo is not None:
+            memo["queue", queue] = True
+    validate_options(priority=priority, max_attempts=max_attempts, timeout_s=timeout_s)
+    _text_option("tenant_id", tenant_id, 100, allow_none=False)
+    _text_option("dedupe_key", dedupe_key, 200, allow_none=True)
+    if dedupe_key == "":
+        # An empty key would silently merge unrelated jobs of the queue into one.
+        raise InvalidJobOption("dedupe_key", "must be a non-empty string, or None for no key")
+    _text_option("ordering_key", ordering_key, 200, allow_none=True)
+    if ordering_key == "":
+        # An empty key would chain every keyless-looking job of the site into one line.
+        raise InvalidJobOption("ordering_key", "must be a non-empty string, or None for no key")
+    when, delay_s = _run_at(run_at, delay)
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise InvalidJobOption(
+            "payload", f"must be a dict of keyword arguments, got {type(payload).__name__}"
+        )
+    payload_json = to_json(payload, max_bytes=conf.max_payload_bytes)
+    if memo is None:
+        _check_arguments(type_defaults or registered(type_name), payload)
+    else:
+        # The same job type with the same argument names binds the same way every time.
+        key = ("args", type_defaults or type_name, tuple(payload))
+        if key not in memo:
+            _check_arguments(type_defaults or registered(type_name), payload)
+            memo[key] = True
+    return NewJob(
+        queue=queue,
+        type=type_name,
+        payload_json=payload_json,
+        priority=priority,
+        tenant_id=tenant_id,
+        run_at=when,
+        delay_s=delay_s,
+        max_attempts=max_attempts,
+        timeout_s=float(timeout_s),
+        dedupe_key=dedupe_key,
+        ordering_key=ordering_key,
+    )
 
 
 def claim(

@@ -35,6 +35,11 @@ DEFAULT_BACKOFF = {"policy": "full", "base_seconds": 1.0, "cap_seconds": 3600.0}
 DEFAULT_POLL_INTERVAL_SECONDS = 1.0
 """How long an idle worker waits between claims."""
 
+DEFAULT_LISTEN_NOTIFY = True
+"""On PostgreSQL, idle workers LISTEN for the notification an enqueue sends at commit and claim at
+once; polling stays as the fallback. Set False where LISTEN cannot work (PgBouncer in
+transaction mode): workers then only poll every ``POLL_INTERVAL_SECONDS``."""
+
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 """Largest payload accepted by enqueue, measured as UTF-8 JSON."""
 
@@ -179,6 +184,7 @@ class JobQueueSettings:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     backoff: Backoff = field(default_factory=Backoff)
     poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS
+    listen_notify: bool = DEFAULT_LISTEN_NOTIFY
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     reaper_interval_seconds: float = DEFAULT_REAPER_INTERVAL_SECONDS
@@ -339,6 +345,7 @@ _KEYS = {
     "MAX_ATTEMPTS",
     "BACKOFF",
     "POLL_INTERVAL_SECONDS",
+    "LISTEN_NOTIFY",
     "MAX_PAYLOAD_BYTES",
     "GRACE_SECONDS",
     "REAPER_INTERVAL_SECONDS",
@@ -452,6 +459,12 @@ def build_settings(raw: Any) -> JobQueueSettings:
         values["poll_interval_seconds"] = _number(
             "POLL_INTERVAL_SECONDS", raw["POLL_INTERVAL_SECONDS"]
         )
+    if "LISTEN_NOTIFY" in raw:
+        if not isinstance(raw["LISTEN_NOTIFY"], bool):
+            raise JobQueueConfigurationError(
+                f"JOBQUEUE['LISTEN_NOTIFY'] must be True or False, got {raw['LISTEN_NOTIFY']!r}"
+            )
+        values["listen_notify"] = raw["LISTEN_NOTIFY"]
     if "MAX_PAYLOAD_BYTES" in raw:
         values["max_payload_bytes"] = _integer("MAX_PAYLOAD_BYTES", raw["MAX_PAYLOAD_BYTES"])
     if "GRACE_SECONDS" in raw:

@@ -89,6 +89,7 @@ class InvalidJobOption(JobQueueError, ValueError):
 
     def __init__(self, option: str, problem: str) -> None:
         self.option = option
+        self.problem = problem
         super().__init__(f"invalid {option}: {problem}")
 
 

@@ -13,9 +13,10 @@ can be connected either way::
 
 Always accept ``**kwargs``: arguments may be added. Where each one is sent:
 
-* ``job_enqueued`` — by :func:`jobqueue.enqueue` (and so ``JobType.enqueue`` and the
-  ``django.tasks`` backend) when it inserted a new row, in the caller's process and transaction:
-  the row is not committed yet, so use ``transaction.on_commit`` for work that needs it visible.
+* ``job_enqueued`` — by :func:`jobqueue.enqueue` and :func:`jobqueue.enqueue_many` (and so
+  ``JobType.enqueue`` and the ``django.tasks`` backend) when it inserted a new row, in the
+  caller's process and transaction: the row is not committed yet, so use
+  ``transaction.on_commit`` for work that needs it visible.
   Not sent when a live job held the dedupe key (nothing new was enqueued). A receiver's exception
   propagates to the caller, as a model signal's does. Arguments: ``job_id``, ``job_type``,
   ``queue``, ``priority``, ``run_at`` (aware datetime, or None for "now"), ``tenant_id``,

@@ -7,7 +7,16 @@ Threads, and what each one owns:
 * ``--concurrency`` handler threads: run one job each, then close their Django connections the way
   a request does (``close_old_connections``);
 * the heartbeat thread: every lease/3 extends all the leases the process holds in one statement,
-  refreshes the Worker row, and runs the reaper every ``REAPER_INTERVAL_SECONDS``.
+  refreshes the Worker row, and runs the reaper every ``REAPER_INTERVAL_SECONDS``;
+* on PostgreSQL with ``LISTEN_NOTIFY``, the listener thread (``store/notify.py``): wakes the claim
+  loop when one of its queues got ready jobs, so an idle worker claims at once instead of at
+  its next poll.
+
+Outcomes are recorded in batches: every ack, and every nack, that is in when the main thread
+records goes in one statement (``ack_many``, ``nack_many``), each row still fenced by its lease
+token. While the worker has free slots (so holding an outcome delays no claim), an outcome waits
+up to ``OUTCOME_BATCH_WINDOW_S`` for others to join it; it does not wait when every slot is
+taken, when no other job is running, or when the worker is stopping.
 
 Stopping: the first SIGTERM stops claiming and lets running jobs finish for ``grace_s`` seconds
 while heartbeats go on; then, or at once on SIGINT or a second SIGTERM, the leases of jobs still
@@ -16,6 +25,7 @@ running are released back to ``ready`` without spending their attempt.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import queue
@@ -24,7 +34,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,7 +47,7 @@ from .executor import Outcome, execute, failure_outcome, send_outcome_signal
 from .fairness import QueueSelector, TenantCaps
 from .guard import DependencyGuard
 from .jobs import JobContext
-from .store import ClaimedJob, ExpiredLease, ReapDecision, get_store
+from .store import ClaimedJob, ExpiredLease, Nack, ReapDecision, get_store
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -49,6 +59,16 @@ WORKER_PRUNE_INTERVAL_S = 60.0
 
 #: Longest pause between attempts to reach a database that is down, seconds.
 MAX_RECONNECT_DELAY_S = 10.0
+
+#: Longest an outcome waits for others to be recorded in the same statement, seconds.
+OUTCOME_BATCH_WINDOW_S = 0.02
+
+#: Most delayed-job wake-up times a worker remembers (the soonest are kept); beyond them, and
+#: for jobs enqueued before it started, polling finds delayed jobs.
+MAX_WAKE_TIMERS = 10_000
+
+#: Put on the outcome queue to make the claim loop re-read its wake-up times without claiming.
+_RESCHEDULE = ("reschedule", None)
 
 
 def default_worker_id() -> str:
@@ -96,6 +116,53 @@ class _OutageLog:
             self.failures = 0
 
 
+class _HandlerThreads:
+    """Handler threads that are reused: a run goes to an idle thread, else to a new one.
+
+    Not a fixed-size pool: a handler that overran its timeout keeps its thread (Python cannot
+    kill threads) and must not take a slot's capacity with it, so a run never waits for a
+    thread. Reuse matters because starting a thread waits for it to be scheduled: on a busy
+    2-core machine that cost more per job than the claim and the ack together. A thread idle
+    for ``idle_s`` seconds ends.
+    """
+
+    def __init__(self, target: Callable[..., None], idle_s: float = 60.0) -> None:
+        self._target = target
+        self._idle_s = idle_s
+        self._work: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, *args: object) -> None:
+        """Run ``target(*args)`` on an idle thread, or on a new one if none is idle."""
+        with self._lock:
+            if self._idle:
+                # Reserve one idle thread; it takes this item (see _loop's exit check).
+                self._idle -= 1
+                self._work.put(args)
+                return
+        threading.Thread(
+            target=self._loop, args=(args,), name="jobqueue-handler", daemon=True
+        ).start()
+
+    def _loop(self, args: tuple) -> None:
+        while True:
+            self._target(*args)
+            with self._lock:
+                self._idle += 1
+            try:
+                args = self._work.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    # submit() reserves a thread and puts its item under the lock, so here
+                    # either the item is queued (take it) or no one counts on this thread.
+                    try:
+                        args = self._work.get_nowait()
+                    except queue.Empty:
+                        self._idle -= 1
+                        return
+
+
 @dataclass(slots=True)
 class _Running:
     claimed: ClaimedJob
@@ -103,6 +170,8 @@ class _Running:
     outcome: Outcome | None = None
     record_failures: int = 0
     started: float = field(default_factory=time.monotonic)
+    #: When (``time.monotonic``) the outcome came in; 0.0 while running.
+    done_at: float = 0.0
 
     @property
     def deadline(self) -> float:
@@ -128,6 +197,8 @@ class Worker:
         worker_id: the name leases are held under; default :func:`default_worker_id`.
         using: database alias of the queue.
         install_signal_handlers: handle SIGTERM/SIGINT (only possible in the main thread).
+        listen_notify: wake on PostgreSQL notifications (default ``JOBQUEUE["LISTEN_NOTIFY"]``);
+            always off on other databases, where the worker polls.
         services: background loops to run beside the claim loop while the worker is up
             (each on its own thread, ``run_once`` every ``interval_s``); default none.
         recycle_on_overrun: when a handler runs past its timeout, stop claiming, drain, and
@@ -152,6 +223,7 @@ class Worker:
         install_signal_handlers: bool = True,
         services: Sequence[Service] | None = None,
         recycle_on_overrun: bool = False,
+        listen_notify: bool | None = None,
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
@@ -180,7 +252,17 @@ class Worker:
         self.store = get_store(self.using)
         # Circuit breakers and retry budgets: two hooks, in _loop and _record_ready_outcomes.
         self._guard = DependencyGuard(self.store, self.lease_s)
+        self.listen_notify = (
+            conf.listen_notify if listen_notify is None else listen_notify
+        ) and connections[self.using].vendor == "postgresql"
+        self._listener = None
+        # Set by the listener's wake-up, cleared by the claim loop before it claims: a burst of
+        # notifications queues one wake-up, not one per notification.
+        self._wake_pending = False
+        # time.monotonic() values at which delayed jobs fall due: a heap, soonest first.
+        self._timers: list[float] = []
         self._running: dict[int, _Running] = {}
+        self._handlers = _HandlerThreads(self._run_job)
         self._lock = threading.Lock()
         # Held around multi-row writes on this process's own leases (heartbeat, acks), so two
         # of our connections never lock the same rows in different orders (no deadlock).
@@ -263,6 +345,13 @@ class Worker:
         ]
         for thread in service_threads:
             thread.start()
+        if self.listen_notify:
+            from .store.notify import ReadyListener
+
+            self._listener = ReadyListener(
+                self.using, self.queues, self._wake, name=f"jobqueue-listener {self.worker_id}"
+            )
+            self._listener.start()
         logger.info(
             "worker %s: queues %s, concurrency %d, lease %.1f s%s",
             self.worker_id,
@@ -307,6 +396,8 @@ class Worker:
             free = self.concurrency - len(self._running)
             claimed: list[ClaimedJob] = []
             if free > 0:
+                self._wake_pending = False
+                self._due_timers()
                 try:
                     claimed = self.store.claim(
                         self.queues,
@@ -331,19 +422,57 @@ class Worker:
                     continue
             self._wait(self.poll_interval_s)
 
+    def _wake(self, delay_s: float = 0.0) -> None:
+        """Make the claim loop claim now, or in ``delay_s`` seconds (called by the listener)."""
+        if delay_s > 0:
+            self._add_timer(delay_s)
+            self._outcomes.put(_RESCHEDULE)  # type: ignore[arg-type]
+        elif not self._wake_pending:
+            self._wake_pending = True
+            self._outcomes.put(None)
+
+    def _add_timer(self, delay_s: float) -> None:
+        with self._lock:
+            heapq.heappush(self._timers, time.monotonic() + delay_s)
+            if len(self._timers) > MAX_WAKE_TIMERS:
+                # A sorted list is a heap: keep the soonest half.
+                self._timers = heapq.nsmallest(MAX_WAKE_TIMERS // 2, self._timers)
+
+    def _due_timers(self) -> None:
+        """Forget the wake-up times the claim about to run serves."""
+        now = time.monotonic()
+        with self._lock:
+            while self._timers and self._timers[0] <= now:
+                heapq.heappop(self._timers)
+
     def _wait(self, timeout: float) -> None:
-        deadlines = [r.deadline for r in self._running.values() if r.outcome is None]
-        if deadlines:
-            # Wake in time to fail a job at its hard limit, not a poll interval later.
-            timeout = max(min(timeout, min(deadlines) - time.monotonic()), 0.001)
-        try:
-            item = self._outcomes.get(timeout=timeout)
-        except queue.Empty:
-            return
-        self._take(item)
+        end = time.monotonic() + timeout
+        while True:
+            deadlines = [
+                r.deadline if r.outcome is None else r.done_at + OUTCOME_BATCH_WINDOW_S
+                for r in self._running.values()
+            ]
+            if (
+                self._timers
+                and len(self._running) < self.concurrency
+                and not self._stopping.is_set()
+            ):
+                # (With every slot busy, the claim after the next outcome serves it.)
+                deadlines.append(self._timers[0])
+            # Wake in time to fail a job at its hard limit (not a poll interval later), to
+            # record outcomes when their batch window closes, and to claim a delayed job when
+            # it falls due.
+            wait = max(min([end, *deadlines]) - time.monotonic(), 0.001)
+            try:
+                item = self._outcomes.get(timeout=wait)
+            except queue.Empty:
+                return
+            if item is not _RESCHEDULE:
+                self._take(item)
+                return
 
     def _take(self, item: tuple[uuid.UUID, Outcome] | None) -> None:
-        if item is None:
+        if item is None or item is _RESCHEDULE:
             return
         token, outcome = item
         if token in self._overrun:
@@ -359,6 +488,7 @@ class Worker:
         # The same job may be held again under a new lease by now: only its own run counts.
         if running is not None and running.claimed.lease_token == token:
             running.outcome = outcome
+            running.done_at = time.monotonic()
 
     def _enforce_timeouts(self) -> None:
         now = time.monotonic()
@@ -372,6 +502,7 @@ class Worker:
                 self.worker_id,
                 duration_s=now - running.started,
             )
+            running.done_at = now
             running.context.mark_timed_out()
             self._overrun.add(claimed.lease_token)
             if self.recycle_on_overrun and not self._recycle:
@@ -400,14 +531,7 @@ class Worker:
         )
         with self._lock:
             self._running[job.id] = _Running(claimed=job, context=context)
-        # A thread per run, not a pool: a handler that overran its timeout keeps its thread
-        # (Python cannot kill threads) and must not take a slot's capacity with it.
-        threading.Thread(
-            target=self._run_job,
-            args=(job, context),
-            name=f"jobqueue-job-{job.id}",
-            daemon=True,
-        ).start()
+        self._handlers.submit(job, context)
 
     def _run_job(self, job: ClaimedJob, context: JobContext) -> None:
         try:
@@ -432,19 +556,36 @@ class Worker:
             except queue.Empty:
                 break
         done = [(job_id, r) for job_id, r in list(self._running.items()) if r.outcome is not None]
-        if not done:
+        if not done or not self._batch_closed(done):
             return
         self._guard.observe([r for _, r in done])
-        successes = [
-            (job_id, r)
-            for job_id, r in done
-            if r.outcome.status == "succeeded" and not r.context.lease_lost  # type: ignore[union-attr]
-        ]
+        successes: list[tuple[int, _Running]] = []
+        failures: list[tuple[int, _Running]] = []
+        for job_id, running in done:
+            if not running.context.lease_lost:
+                ok = running.outcome.status == "succeeded"  # type: ignore[union-attr]
+                (successes if ok else failures).append((job_id, running))
         if successes:
             self._ack_all(successes)
+        if failures:
+            self._nack_all(failures)
         for job_id, running in done:
-            if job_id in self._running and (job_id, running) not in successes:
+            # Lost leases, and rows a batch could not record: one by one, which says why.
+            if self._running.get(job_id) is running and running.context.lease_lost:
                 self._record(job_id, running)
+
+    def _batch_closed(self, done: list[tuple[int, _Running]]) -> bool:
+        """Return whether the outcomes in ``done`` should be recorded now, or wait for more."""
+        if (
+            self._stopping.is_set()
+            or len(done) == len(self._running)
+            or len(self._running) >= self.concurrency
+        ):
+            # Nothing else is running (nothing could join), every slot is taken (the next
+            # claim waits for these), or we are stopping: waiting would only cost time.
+            return True
+        oldest = min(running.done_at for _, running in done)
+        return time.monotonic() - oldest >= OUTCOME_BATCH_WINDOW_S
 
     def _ack_all(self, successes: list[tuple[int, _Running]]) -> None:
         # Jobs that finished while the previous statement ran are acked together: one round trip.
@@ -461,6 +602,30 @@ class Worker:
         for job_id, running in successes:
             if job_id in acked:
                 self._recorded(job_id, running, acked[job_id])
+            else:
+                self._record(job_id, running)
+
+    def _nack_all(self, failures: list[tuple[int, _Running]]) -> None:
+        # Failed attempts, like acks, go in one statement; each row is fenced by its own token.
+        nacks = [
+            Nack(
+                id=job_id,
+                lease_token=r.claimed.lease_token,
+                error=r.outcome.error or {},  # type: ignore[union-attr]
+                dead_reason=r.outcome.dead_reason if r.outcome.status == "dead" else None,  # type: ignore[union-attr]
+                delay_s=r.outcome.delay_s,  # type: ignore[union-attr]
+            )
+            for job_id, r in failures
+        ]
+        try:
+            with self._db_lock:
+                recorded = self.store.nack_many(nacks)
+        except DatabaseError as exc:
+            self._db_failed(exc, f"recording {len(nacks)} failed job(s)")
+            return
+        for job_id, running in failures:
+            if job_id in recorded:
+                self._recorded(job_id, running, recorded[job_id])
             else:
                 self._record(job_id, running)
 
@@ -518,8 +683,17 @@ class Worker:
         """Log the outcome the store recorded (one line per job), and free the slot."""
         outcome = running.outcome
         assert outcome is not None
-        label, took = self._label(running), self._took(running)
         error = outcome.error or {}
+        if state == "succeeded":
+            # The hot path: build the line only if it will be written.
+            self.stats["succeeded"] += 1
+            if logger.isEnabledFor(logging.INFO):
+                logger.info("%s succeeded in %s", self._label(running), self._took(running))
+            with self._lock:
+                self._running.pop(job_id, None)
+            self._send_outcome_signal(running, state)
+            return
+        label, took = self._label(running), self._took(running)
         if state == "cancelled":
             self.stats["cancelled"] += 1
             logger.warning(
@@ -528,11 +702,10 @@ class Worker:
                 outcome.status,
                 took,
             )
-        elif state == "succeeded":
-            self.stats["succeeded"] += 1
-            logger.info("%s succeeded in %s", label, took)
         elif state == "scheduled":
             self.stats["retried"] += 1
+            # This worker knows when its own retry falls due: claim it then, not at a poll.
+            self._add_timer(outcome.delay_s)
             logger.warning(
                 "%s failed in %s, retry in %.2f s: %s: %s",
                 label,
@@ -687,6 +860,8 @@ class Worker:
         self, heartbeat: threading.Thread, service_threads: Sequence[threading.Thread] = ()
     ) -> None:
         self._stopping.set()
+        if self._listener is not None:
+            self._listener.stop()
         self._record_ready_outcomes()
         for job_id, running in list(self._running.items()):
             try:

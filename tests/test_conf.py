@@ -31,6 +31,7 @@ def test_no_setting_gives_the_named_defaults():
     assert s.backoff == Backoff(policy="full", base_seconds=1.0, cap_seconds=3600.0)
     assert (s.poll_interval_seconds, s.max_payload_bytes) == (1.0, 1024 * 1024)
     assert s.queues == ("default",)
+    assert s.listen_notify is True
     assert conf.DEFAULT_LEASE_SECONDS == 30.0
     assert conf.DEFAULT_MAX_PAYLOAD_BYTES == 1024 * 1024
 
@@ -43,6 +44,7 @@ def test_valid_values_are_converted():
             "MAX_ATTEMPTS": 3,
             "BACKOFF": {"policy": "equal", "base_seconds": 2, "cap_seconds": 60},
             "POLL_INTERVAL_SECONDS": 0.2,
+            "LISTEN_NOTIFY": False,
             "MAX_PAYLOAD_BYTES": 100,
             "GRACE_SECONDS": 0,
             "REAPER_INTERVAL_SECONDS": 0.5,
@@ -58,6 +60,7 @@ def test_valid_values_are_converted():
         max_attempts=3,
         backoff=Backoff(policy="equal", base_seconds=2.0, cap_seconds=60.0),
         poll_interval_seconds=0.2,
+        listen_notify=False,
         max_payload_bytes=100,
         grace_seconds=0.0,
         reaper_interval_seconds=0.5,
@@ -101,6 +104,9 @@ def test_unknown_keys_are_an_error_that_names_them():
         ("MAX_ATTEMPTS", "8"),
         ("POLL_INTERVAL_SECONDS", 0),
         ("POLL_INTERVAL_SECONDS", -0.1),
+        ("LISTEN_NOTIFY", 0),
+        ("LISTEN_NOTIFY", "false"),
+        ("LISTEN_NOTIFY", None),
         ("MAX_PAYLOAD_BYTES", 0),
         ("MAX_PAYLOAD_BYTES", 1.5),
         ("MAX_PAYLOAD_BYTES", False),

@@ -125,7 +125,8 @@ def test_ordering_keys_keep_order_through_retries_and_a_killed_worker(workers, t
     runs = intervals(path)
     killed = procs[0].pid
     # The run whose ack counted is each job's last successful run: a run in the killed process
-    # may have finished its work and died before its ack, and then ran again (at least once).
+    # may have finished its work and died before its (batched) ack, and then ran again, as
+    # at-least-once delivery allows.
     final: dict[int, float] = {}
     spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
     key_of = {job_id: key for key, ids in ids_of.items() for job_id in ids}

@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 from jobqueue.errors import DuplicateJob, JobNotFound, LeaseLost
 from jobqueue.models import CronEntry, CronFire, Job, LeaderLease
 from jobqueue.states import DeadReason, JobState
-from jobqueue.store import ExpiredLease, NewJob, ReapDecision
+from jobqueue.store import ExpiredLease, Nack, NewJob, ReapDecision
 from jobqueue.store.cron import Advance, Fire
 
 from .conftest import requires_postgres
@@ -292,6 +292,75 @@ class StoreContract(DependencyContract):
         assert [e["message"] for e in row["errors"]] == ["never"]
         assert (row["lease_token"], row["lease_until"]) == (None, None)
         assert store.claim(["q"], "w1", 1, 30.0, now=self.now() + timedelta(days=1)) == []
+
+    def test_nack_many_records_each_failure_as_nack_does_and_skips_lost_leases(self, store):
+        j1, j2, j3, j4 = (self.make().id for _ in range(4))
+        claimed = {j.id: j for j in store.claim(["q"], "w1", 4, 30.0)}
+        # j3's lease is gone (released), so its old token no longer holds it.
+        store.release(j3, claimed[j3].lease_token)
+        snapshot = self.row(j3)
+        retry_at = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+        before = self.now()
+        recorded = store.nack_many(
+            [
+                Nack(id=j4, lease_token=claimed[j4].lease_token, error={"message": "m4"}),
+                Nack(
+                    id=j1,
+                    lease_token=claimed[j1].lease_token,
+                    error={"message": "m1", "attempt": 1},
+                    delay_s=5.0,
+                ),
+                Nack(id=j3, lease_token=claimed[j3].lease_token, error={"message": "m3"}),
+                Nack(
+                    id=j2,
+                    lease_token=claimed[j2].lease_token,
+                    error={"message": "m2"},
+                    dead_reason=DeadReason.PERMANENT_ERROR,
+                ),
+            ]
+        )
+        after = self.now()
+        assert recorded == {
+            j1: JobState.SCHEDULED,
+            j2: JobState.DEAD,
+            j4: JobState.SCHEDULED,
+        }
+        r1, r2, r4 = self.row(j1), self.row(j2), self.row(j4)
+        assert before + timedelta(seconds=5) <= r1["run_at"] <= after + timedelta(seconds=5)
+        assert [(e["message"], e["attempt"]) for e in r1["errors"]] == [("m1", 1)]
+        assert isinstance(r1["errors"][0]["at"], str)
+        assert (r1["finished_at"], r1["dead_reason"], r1["attempts"]) == (None, "", 1)
+        assert (r2["dead_reason"], [e["message"] for e in r2["errors"]]) == (
+            DeadReason.PERMANENT_ERROR,
+            ["m2"],
+        )
+        assert r2["finished_at"] is not None
+        assert before <= r4["run_at"] <= after  # delay 0: claimable again at once
+        for row in (r1, r2, r4):
+            assert (row["lease_token"], row["lease_until"]) == (None, None)
+        assert self.row(j3) == snapshot
+        # A second nack with the same token is fenced out, as is an empty batch.
+        assert store.nack_many([Nack(id=j1, lease_token=claimed[j1].lease_token, error={})]) == {}
+        assert store.nack_many([]) == {}
+        # retry_at is exact.
+        # (j3 was released: it is ready again, beside j4.)
+        again = {j.id: j for j in store.claim(["q"], "w1", 2, 30.0)}[j4]
+        assert store.nack_many(
+            [Nack(id=j4, lease_token=again.lease_token, error={}, retry_at=retry_at)]
+        ) == {j4: JobState.SCHEDULED}
+        assert self.row(j4)["run_at"] == retry_at
+        assert self.row(j4)["attempts"] == 2
+
+    def test_nack_many_of_a_cancel_requested_job_ends_it_cancelled(self, store):
+        job_id = self.make().id
+        [claimed] = store.claim(["q"], "w1", 1, 30.0)
+        assert store.cancel_or_request(job_id) == JobState.LEASED
+        assert store.nack_many(
+            [Nack(id=job_id, lease_token=claimed.lease_token, error={"message": "x"})]
+        ) == {job_id: JobState.CANCELLED}
+        row = self.row(job_id)
+        assert (row["state"], row["dead_reason"]) == (JobState.CANCELLED, "")
+        assert row["finished_at"] is not None
 
     # -- heartbeat -------------------------------------------------------------------------
 
@@ -738,6 +807,65 @@ class StoreContract(DependencyContract):
         ids = {store.enqueue(new_job()) for _ in range(3)}
         assert len(ids) == 3
         assert self.count() == 3
+
+    def test_enqueue_many_inserts_in_input_order_with_every_field(self, store):
+        before = self.now()
+        run_at = datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)
+        results = store.enqueue_many(
+            [
+                new_job(payload_json='{"n":0}', priority=5, tenant_id="t", max_attempts=3),
+                new_job(queue="other", payload_json='{"n":1}', run_at=run_at, timeout_s=2.5),
+                new_job(payload_json='{"n":2}', delay_s=60.0),
+            ]
+        )
+        after = self.now()
+        assert [created for _, created in results] == [True, True, True]
+        ids = [job_id for job_id, _ in results]
+        assert len(set(ids)) == 3
+        rows = [self.row(job_id) for job_id in ids]
+        assert [r["payload"] for r in rows] == [{"n": 0}, {"n": 1}, {"n": 2}]
+        assert [r["state"] for r in rows] == [
+            JobState.READY,
+            JobState.SCHEDULED,
+            JobState.SCHEDULED,
+        ]
+        assert (rows[0]["priority"], rows[0]["tenant_id"], rows[0]["max_attempts"]) == (5, "t", 3)
+        assert before <= rows[0]["run_at"] <= after
+        assert (rows[1]["queue"], rows[1]["run_at"], rows[1]["timeout_s"]) == ("other", run_at, 2.5)
+        minute = timedelta(seconds=60)
+        assert before + minute <= rows[2]["run_at"] <= after + minute
+        assert all(r["attempts"] == 0 and r["errors"] == [] for r in rows)
+        assert store.enqueue_many([]) == []
+
+    def test_enqueue_many_honours_dedupe_keys_live_and_within_the_batch(self, store):
+        live = store.enqueue(new_job(dedupe_key="held", payload_json='{"v":"live"}'))
+        results = store.enqueue_many(
+            [
+                new_job(dedupe_key="a", payload_json='{"v":1}'),
+                new_job(dedupe_key="held", payload_json='{"v":2}'),
+                new_job(payload_json='{"v":3}'),
+                new_job(dedupe_key="a", payload_json='{"v":4}'),
+                new_job(queue="other", dedupe_key="a", payload_json='{"v":5}'),
+            ]
+        )
+        a, held, plain, a_again, other_a = results
+        assert held == (live, False)
+        assert a[1] is True and a_again == (a[0], False)
+        assert plain[1] is True and other_a[1] is True
+        assert len({a[0], plain[0], other_a[0], live}) == 4
+        assert self.count() == 4
+        assert self.row(a[0])["payload"] == {"v": 1}
+        assert self.row(live)["payload"] == {"v": "live"}
+
+    def test_enqueue_many_joins_the_callers_transaction(self, store):
+        class Rollback(Exception):
+            pass
+
+        with pytest.raises(Rollback):
+            with transaction.atomic(using=self.alias):
+                store.enqueue_many([new_job(), new_job(dedupe_key="k")])
+                raise Rollback
+        assert self.count() == 0
 
     def test_enqueue_joins_the_callers_transaction(self, store):
         class Rollback(Exception):

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobqueue', '0005_fairness'),
+        ('jobqueue', '0006_notify'),
     ]
 
     operations = [

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from django.db import connections
 
-from .base import ClaimedJob, ExpiredLease, NewJob, ReapDecision, Store
+from .base import ClaimedJob, ExpiredLease, Nack, NewJob, ReapDecision, Store
 
-__all__ = ["ClaimedJob", "ExpiredLease", "NewJob", "ReapDecision", "Store", "get_store"]
+__all__ = ["ClaimedJob", "ExpiredLease", "Nack", "NewJob", "ReapDecision", "Store", "get_store"]
 
 
 def get_store(using: str | None = None) -> Store:

@@ -69,6 +69,28 @@ class ClaimedJob:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Nack:
+    """One failed attempt to record with :meth:`Store.nack_many` (the arguments of ``nack``).
+
+    Attributes:
+        id: the job.
+        lease_token: the token of the claim whose attempt failed.
+        error: the error-history entry (the store adds ``at``, database clock).
+        dead_reason: a :class:`~jobqueue.states.DeadReason` value to dead-letter the job, or
+            None to schedule a retry.
+        retry_at: aware datetime of the retry, exact; wins over ``delay_s``.
+        delay_s: seconds from now (database clock) to the retry, when ``retry_at`` is None.
+    """
+
+    id: int
+    lease_token: uuid.UUID
+    error: dict[str, Any]
+    dead_reason: str | None = None
+    retry_at: datetime | None = None
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HeldLease:
     """A lease a heartbeat extended: its new end, and whether the job was asked to cancel."""
 
@@ -97,6 +119,14 @@ class ReapDecision:
     delay_s: float
 
 
+#: Most jobs per statement in :meth:`Store.enqueue_many` (bounds one statement's memory).
+ENQUEUE_MANY_CHUNK = 10_000
+
+#: The channel PostgreSQL notifies (payload: the queue name) when jobs become ready; see
+#: migration 0006_notify and the ``*.sql`` files that make jobs ready.
+NOTIFY_CHANNEL = "jobqueue_ready"
+
+
 class Store(Protocol):
     """The queue operations a backend provides (see tests/test_store_contract.py)."""
 
@@ -116,6 +146,17 @@ class Store(Protocol):
         Returns:
             ``(job_id, created)``: ``created`` is False when a live job held the dedupe key and
             its id was returned instead.
+        """
+
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
+        """Insert ``jobs`` in the caller's transaction, each exactly as :meth:`enqueue_or_get`.
+
+        Several jobs with one (queue, dedupe key) become one job (the first of them); a live
+        job holding a key wins as in :meth:`enqueue`. On PostgreSQL this is one statement per
+        :data:`ENQUEUE_MANY_CHUNK` jobs.
+
+        Returns:
+            ``(job_id, created)`` per input job, in input order.
         """
 
     def claim(
@@ -179,6 +220,16 @@ class Store(Protocol):
 
         Returns:
             The job's new state. Raises LeaseLost.
+        """
+
+    def nack_many(self, nacks: Sequence[Nack]) -> dict[int, str]:
+        """Record each failed attempt of ``nacks`` exactly as :meth:`nack` would, together.
+
+        Each row is fenced on its own ``(id, lease_token, state = 'leased')``.
+
+        Returns:
+            ``{job_id: new state}`` for the jobs recorded; a missing id's lease was lost and
+            that job is unchanged.
         """
 
     def release(self, job_id: int, lease_token: uuid.UUID) -> str:

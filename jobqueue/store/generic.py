@@ -23,7 +23,15 @@ from django.utils import timezone
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..fairness import Candidate, ClaimPlan, serve_order
 from ..states import CANCELLABLE, CLAIMABLE, FINISHED, LIVE, RETRYABLE, JobState
-from .base import ClaimedJob, ExpiredLease, HeldLease, NewJob, ReapDecision, WorkerRegistry
+from .base import (
+    ClaimedJob,
+    ExpiredLease,
+    HeldLease,
+    Nack,
+    NewJob,
+    ReapDecision,
+    WorkerRegistry,
+)
 from .generic_breakers import GenericDependencyStore
 from .generic_cron import GenericCronStore
 
@@ -86,6 +94,12 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
                 if job.dedupe_key is None:
                     raise
         raise DuplicateJob(job.queue, job.dedupe_key or "")
+
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
+        # One transaction (SQLite: one commit): row by row, each as enqueue_or_get would. A
+        # repeated (queue, dedupe key) finds the job its first occurrence just inserted.
+        with transaction.atomic(using=self.alias):
+            return [self.enqueue_or_get(job) for job in jobs]
 
     def claim(
         self,
@@ -299,6 +313,23 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
             finished_at=None,
             dead_reason="",
         )
+
+    def nack_many(self, nacks: Sequence[Nack]) -> dict[int, str]:
+        recorded: dict[int, str] = {}
+        with transaction.atomic(using=self.alias):
+            for n in sorted(nacks, key=lambda n: n.id):
+                try:
+                    recorded[n.id] = self.nack(
+                        n.id,
+                        n.lease_token,
+                        n.error,
+                        dead_reason=n.dead_reason,
+                        retry_at=n.retry_at,
+                        delay_s=n.delay_s,
+                    )
+                except LeaseLost:
+                    continue
+        return recorded
 
     def release(self, job_id: int, lease_token: uuid.UUID) -> str:
         now = timezone.now()

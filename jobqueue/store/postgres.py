@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from importlib import resources
@@ -19,7 +20,16 @@ from django.db import IntegrityError, connections, transaction
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..fairness import ClaimPlan
-from .base import ClaimedJob, ExpiredLease, HeldLease, NewJob, ReapDecision, WorkerRegistry
+from .base import (
+    ENQUEUE_MANY_CHUNK,
+    ClaimedJob,
+    ExpiredLease,
+    HeldLease,
+    Nack,
+    NewJob,
+    ReapDecision,
+    WorkerRegistry,
+)
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
 
@@ -36,6 +46,28 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
+#: Statements that must never be JIT-compiled (see ``PostgresStore._execute``).
+_NO_JIT = frozenset({"claim"})
+#: Raw connections that have ``jit = off`` already.
+_jit_off: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _jobs_json(jobs: Sequence[NewJob]) -> str:
+    """Return ``jobs`` as one JSON array for enqueue_many.sql (payloads are JSON already)."""
+    dumps = json.dumps
+    return "[{}]".format(
+        ",".join(
+            f'{{"queue":{dumps(j.queue)},"type":{dumps(j.type)},"payload":{j.payload_json},'
+            f'"priority":{j.priority},"tenant_id":{dumps(j.tenant_id)},'
+            f'"at":{dumps(j.run_at.isoformat()) if j.run_at is not None else "null"},'
+            f'"delay_s":{float(j.delay_s)!r},"max_attempts":{j.max_attempts},'
+            f'"timeout_s":{float(j.timeout_s)!r},"dedupe_key":{dumps(j.dedupe_key)},'
+            f'"ordering_key":{dumps(j.ordering_key)}}}'
+            for j in jobs
+        )
+    )
+
+
 class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
     """The queue on PostgreSQL: SKIP LOCKED claims, fenced writes, batch heartbeats."""
 
@@ -43,7 +75,19 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
         self.alias = alias
 
     def _execute(self, name: str, params: dict[str, Any]) -> Any:
-        cursor = connections[self.alias].cursor()
+        connection = connections[self.alias]
+        cursor = connection.cursor()
+        if (
+            name in _NO_JIT
+            and not connection.in_atomic_block
+            and connection.connection not in _jit_off
+        ):
+            # The claim's planner estimate (recursive CTEs, row-count guesses) passes
+            # jit_above_cost, and JIT-compiling it took 5-7 s per claim on a 20,000-job backlog
+            # (bench/run_all.py) for a statement that runs in milliseconds. Once per connection,
+            # in autocommit (the worker's case): inside a transaction a rollback would undo it.
+            cursor.execute("SET jit = off")
+            _jit_off.add(connection.connection)
         cursor.execute(sql(name), params)
         return cursor
 
@@ -76,6 +120,38 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
             if row is not None:
                 return row[0], False
         raise DuplicateJob(job.queue, job.dedupe_key or "")
+
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
+        results: list[tuple[int, bool] | None] = [None] * len(jobs)
+        # A batch may name one (queue, dedupe key) several times: the first one stands for all.
+        first: dict[tuple[str, str], int] = {}
+        unique: list[int] = []
+        for index, job in enumerate(jobs):
+            if job.dedupe_key is not None:
+                key = (job.queue, job.dedupe_key)
+                if key in first:
+                    continue
+                first[key] = index
+            unique.append(index)
+        for start in range(0, len(unique), ENQUEUE_MANY_CHUNK):
+            chunk = unique[start : start + ENQUEUE_MANY_CHUNK]
+            batch = [jobs[i] for i in chunk]
+            params = {"jobs": _jobs_json(batch)}
+            with self._execute("enqueue_many", params) as cursor:
+                rows = cursor.fetchall()
+            for ordinal, job_id, created in rows:
+                index = chunk[ordinal - 1]
+                # None: the key's holder committed after this statement's snapshot; the
+                # single-row path waits for it and reads it (or inserts, if it is gone).
+                results[index] = (
+                    (job_id, created) if job_id is not None else self.enqueue_or_get(jobs[index])
+                )
+        for index, job in enumerate(jobs):
+            if results[index] is None:
+                holder = results[first[(job.queue, job.dedupe_key)]]  # type: ignore[index]
+                assert holder is not None
+                results[index] = (holder[0], False)
+        return results  # type: ignore[return-value]
 
     def claim(
         self,
@@ -198,6 +274,20 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
         if row is None:
             raise LeaseLost(job_id)
         return row[0]
+
+    def nack_many(self, nacks: Sequence[Nack]) -> dict[int, str]:
+        if not nacks:
+            return {}
+        params = {
+            "ids": [n.id for n in nacks],
+            "tokens": [n.lease_token for n in nacks],
+            "errors": [json.dumps(n.error) for n in nacks],
+            "dead_reasons": [n.dead_reason for n in nacks],
+            "retry_ats": [n.retry_at for n in nacks],
+            "delays": [n.delay_s for n in nacks],
+        }
+        with self._execute("nack_many", params) as cursor:
+            return {job_id: state for job_id, state in cursor.fetchall()}
 
     def release(self, job_id: int, lease_token: uuid.UUID) -> str:
         with self._execute("release", {"id": job_id, "lease_token": lease_token}) as cursor:

@@ -1,5 +1,6 @@
 -- release: give a job back at graceful shutdown; the attempt it was on is not spent.
 -- Fenced on (id, lease_token, state = 'leased'). A job whose cancel was requested ends cancelled.
+-- A job made ready sends pg_notify('jobqueue_ready', queue) at commit, like an insert (migration 0006_notify).
 UPDATE jobqueue_job
 SET state = CASE WHEN cancel_requested_at IS NULL THEN 'ready' ELSE 'cancelled' END,
     run_at = now(), attempts = greatest(attempts - 1, 0),
@@ -9,4 +10,4 @@ SET state = CASE WHEN cancel_requested_at IS NULL THEN 'ready' ELSE 'cancelled' 
         'message', 'released at shutdown; the attempt is not counted')),
     lease_token = NULL, lease_until = NULL
 WHERE id = %(id)s AND lease_token = %(lease_token)s::uuid AND state = 'leased'
-RETURNING state
+RETURNING state, CASE WHEN state = 'ready' THEN pg_notify('jobqueue_ready', queue) END

@@ -3,6 +3,7 @@
 -- The first CTE locks the rows in id order (two bulk retries never deadlock) and re-reads their state after any
 -- wait. A row whose dedupe key a live job holds is left alone, as is every row but the lowest id of a group of
 -- selected rows sharing one key: retrying them all would put two live jobs on one key.
+-- A job made ready sends pg_notify('jobqueue_ready', queue) at commit, like an insert (migration 0006_notify).
 WITH picked AS (
     SELECT id, queue, dedupe_key
     FROM jobqueue_job
@@ -32,4 +33,4 @@ SET state = 'ready', run_at = now(), attempts = 0, finished_at = NULL, dead_reas
         'message', 'retried by operator'))
 FROM eligible AS e
 WHERE j.id = e.id AND j.state IN ('dead', 'cancelled')
-RETURNING j.id
+RETURNING j.id, pg_notify('jobqueue_ready', j.queue)

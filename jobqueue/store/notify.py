@@ -1,0 +1,129 @@
+"""Internal: the PostgreSQL side of wake-ups. A thread that LISTENs and wakes a worker's claim loop.
+
+Enqueue needs nothing from here: migration 0006_notify's trigger sends
+``pg_notify('jobqueue_ready', <queue>)`` once per statement and queue (PostgreSQL delivers it at
+commit), and the statements that make existing jobs ready (release, retry, run now) send the same.
+
+The listener holds its own psycopg connection, outside Django's connection handling: it sits
+idle in LISTEN for hours, which Django's per-thread connections (closed and reopened around
+requests and ``CONN_MAX_AGE``) are not built for. If the connection drops (a database restart,
+``pg_terminate_backend``, a failover) it reconnects with backoff and LISTENs again, and wakes the
+worker once, for whatever was enqueued while it was deaf. Polling covers the gap meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.db import connections
+
+from .base import NOTIFY_CHANNEL
+
+logger = logging.getLogger("jobqueue.worker")
+
+#: Longest wait between attempts to re-open a dropped listening connection, seconds.
+MAX_RECONNECT_DELAY_S = 10.0
+#: How often an idle listening connection is checked with ``SELECT 1``, seconds: a connection
+#: cut without a TCP reset (a failover behind a load balancer) shows up within this long.
+PING_INTERVAL_S = 30.0
+#: Longest a notification wait blocks before the stop flag is looked at, seconds.
+STOP_CHECK_S = 0.5
+
+
+def listen_connection_params(alias: str) -> dict[str, Any]:
+    """Return psycopg connection arguments for database ``alias``, without Django's extras.
+
+    Raises:
+        django.core.exceptions.ImproperlyConfigured: the alias is not usable PostgreSQL.
+    """
+    params = dict(connections[alias].get_connection_params())
+    # Django's cursor class and type adapters are for its own connections; ours only LISTENs.
+    for key in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(key, None)
+    return params
+
+
+class ReadyListener:
+    """LISTEN on the ready channel and call ``wake(delay_s)`` for the worker's queues.
+
+    A notification's payload is ``"<queue>"`` (jobs are ready now: ``wake(0.0)``) or
+    ``"<queue> <seconds>"`` (delayed jobs: the earliest is due in that many seconds).
+
+    Args:
+        alias: database alias of the queues (PostgreSQL).
+        queues: the queue names the worker serves; notifications for other queues are ignored.
+        wake: ``wake(delay_s)``, called on the listener's thread; must be cheap and thread-safe.
+        name: the connection's ``application_name`` (shown in ``pg_stat_activity``).
+    """
+
+    def __init__(
+        self, alias: str, queues: Iterable[str], wake: Callable[[float], None], name: str
+    ) -> None:
+        self.alias = alias
+        self.queues = frozenset(queues)
+        self.wake = wake
+        self.name = name[:63]  # PostgreSQL truncates application_name to 63 bytes
+        self.connected = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failures = 0
+
+    def start(self) -> None:
+        """Start listening on a daemon thread."""
+        self._thread = threading.Thread(target=self._run, name="jobqueue-listener", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop listening and wait up to ``timeout`` seconds for the thread to end."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        import psycopg
+
+        delay = 0.5
+        while not self._stop.is_set():
+            try:
+                params = listen_connection_params(self.alias)
+                with psycopg.connect(**params, autocommit=True, application_name=self.name) as conn:
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self._listening()
+                    delay = 0.5
+                    self._serve(conn)
+            except psycopg.Error as exc:
+                self.connected.clear()
+                self._failures += 1
+                if self._failures == 1:
+                    logger.warning("listener: connection lost (%s); polling until it is back", exc)
+                else:
+                    logger.debug("listener: still no connection (%d): %s", self._failures, exc)
+                self._stop.wait(delay)
+                delay = min(delay * 2, MAX_RECONNECT_DELAY_S)
+        self.connected.clear()
+
+    def _listening(self) -> None:
+        if self._failures:
+            logger.warning("listener: listening again after %d failure(s)", self._failures)
+            self._failures = 0
+        self.connected.set()
+        # Jobs enqueued while we were not listening sent notifications nobody heard.
+        self.wake(0.0)
+
+    def _serve(self, conn: Any) -> None:
+        last_ping = time.monotonic()
+        while not self._stop.is_set():
+            for notify in conn.notifies(timeout=STOP_CHECK_S):
+                queue, _, due = notify.payload.partition(" ")
+                if queue in self.queues:
+                    try:
+                        self.wake(float(due) if due else 0.0)
+                    except ValueError:
+                        self.wake(0.0)  # not ours to judge: claim, which costs little
+            if time.monotonic() - last_ping >= PING_INTERVAL_S:
+                conn.execute("SELECT 1")
+                last_ping = time.monotonic()
