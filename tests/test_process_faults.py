@@ -261,7 +261,10 @@ def test_worker_rides_out_its_connections_being_cut(workers, tmp_path):
     """
     path = tmp_path / "runs.txt"
     j = jobqueue.enqueue("cut", jobs.record, {"path": str(path), "sleep_s": 2})
-    w1 = workers.start("--queues", "cut", "--worker-id", "cut-w1", settings=FAST_WORKER_SETTINGS)
+    # A 5 s lease: the point is reconnecting, and on a loaded machine three reconnects can take
+    # longer than the fast settings' 1.5 s lease (the reaper would then rightly rerun J).
+    settings = {**FAST_WORKER_SETTINGS, "LEASE_SECONDS": 5}
+    w1 = workers.start("--queues", "cut", "--worker-id", "cut-w1", settings=settings)
     wait_for(lambda: runs_of(path, j), timeout=30)
     cut = 0
     for _ in range(3):
