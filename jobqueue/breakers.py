@@ -240,7 +240,12 @@ def open_breaker(
 
 
 def close_breaker(name: str, *, reason: str = "", using: str | None = None) -> bool:
-    """Close the breaker of dependency ``name`` now: its jobs run again at their run_at.
+    """Close the breaker of dependency ``name`` now, and run its held-back jobs now.
+
+    The jobs the breaker held back (``scheduled`` with a ``deferred`` history entry) become
+    ``ready`` at once instead of waiting for the cool-down they were pushed to: whoever closes a
+    breaker knows the dependency is back. Jobs are found by the job types registered in this
+    process with this dependency (``DISCOVER_MODULES`` imports them at startup).
 
     Returns:
         False when the dependency has no breaker row (it never failed: it is closed).
@@ -248,6 +253,14 @@ def close_breaker(name: str, *, reason: str = "", using: str | None = None) -> b
     Raises:
         ValueError: a bad name.
     """
+    from .jobs import registry
+
     validate_dependency_name(name)
     conf = get_settings().breaker
-    return get_store(using).close_breaker(name, reason or "closed by code", conf)
+    store = get_store(using)
+    closed = store.close_breaker(name, reason or "closed by code", conf)
+    types = sorted(t for t, job_type in registry().items() if job_type.dependency == name)
+    released = store.release_deferred(types)
+    if released:
+        logger.info("dependency %s: breaker closed; %d held-back job(s) ready now", name, released)
+    return closed

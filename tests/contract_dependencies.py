@@ -185,6 +185,34 @@ class DependencyContract:
         [again] = store.claim(["q"], "w2", 1, 30.0, now=later)
         assert again.attempt == 1
 
+    def test_release_deferred_makes_held_jobs_of_the_types_ready_now(self, store):
+        held, other_type, failed_since = (self.make() for _ in range(3))
+        claimed = store.claim(["q"], "w1", 3, 30.0)
+        later = self.now() + timedelta(minutes=10)
+        store.defer_many(
+            [
+                Deferral(id=c.id, lease_token=c.lease_token, run_at=later, message="open")
+                for c in claimed
+            ]
+        )
+        from jobqueue.models import Job
+
+        jobs = Job.objects.using(self.alias)
+        jobs.filter(id=other_type.id).update(type="tests.testapp.jobs.add")
+        # A job whose newest history entry is its own failure keeps its backoff.
+        row = jobs.get(id=failed_since.id)
+        jobs.filter(id=failed_since.id).update(errors=[*row.errors, {"kind": "error"}])
+        assert store.release_deferred([held.type]) == 1
+        rows = {r["id"]: r for r in jobs.filter(id__in=[c.id for c in claimed]).values()}
+        assert (rows[held.id]["state"], rows[held.id]["attempts"]) == (JobState.READY, 0)
+        assert rows[held.id]["run_at"] <= self.now() + timedelta(seconds=1)
+        assert (rows[failed_since.id]["state"], rows[failed_since.id]["run_at"]) == (
+            JobState.SCHEDULED,
+            later,
+        )
+        assert rows[other_type.id]["state"] == JobState.SCHEDULED
+        assert store.release_deferred([]) == 0
+
     def test_defer_many_of_a_job_whose_cancel_was_requested_cancels_it(self, store):
         job = self.make()
         [claimed] = store.claim(["q"], "w1", 1, 30.0)

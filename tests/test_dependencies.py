@@ -15,6 +15,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
+from django.utils import timezone
 
 from jobqueue import checks
 from jobqueue.breakers import BreakerGate, close_breaker, open_breaker, verdict
@@ -287,6 +288,34 @@ def test_open_and_close_breaker_from_code():
     assert (b.state, b.reason) == ("open", "maintenance window")
     assert close_breaker("partner", reason="back") is True
     assert DependencyBreaker.objects.get(name="partner").state == "closed"
+
+
+@pytest.mark.django_db
+def test_closing_a_breaker_runs_the_jobs_it_held_back_now():
+    """An operator closes a breaker because the dependency is back: its held-back jobs must not
+    wait out the cool-down they were pushed to (a new user waited 30 s to 5 min for them)."""
+    from jobqueue.store.breakers import Deferral
+    from tests.testapp import jobs
+
+    store = get_store()
+    held = jobqueue_enqueue_partner(jobs)
+    [claimed] = store.claim(["default"], "w1", 1, 30.0)
+    later = timezone.now() + timedelta(minutes=5)
+    deferral = Deferral(id=held, lease_token=claimed.lease_token, run_at=later, message="open")
+    store.defer_many([deferral])
+    open_breaker("partner", reason="down")
+    assert Job.objects.get(id=held).state == "scheduled"
+    assert close_breaker("partner", reason="back") is True
+    job = Job.objects.get(id=held)
+    assert (job.state, job.attempts) == ("ready", 0)
+    assert job.run_at <= timezone.now()
+    assert [e["kind"] for e in job.errors] == ["deferred"]
+
+
+def jobqueue_enqueue_partner(jobs) -> int:
+    import jobqueue
+
+    return jobqueue.enqueue("default", jobs.call_partner, {"path": "/dev/null", "down_flag": "/x"})
 
 
 class FakeRun:

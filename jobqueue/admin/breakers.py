@@ -115,8 +115,8 @@ class DependencyBreakerAdmin(admin.ModelAdmin):
                 queryset,
                 "close_selected",
                 "close",
-                "Their jobs run again from their scheduled time; if the dependency is still "
-                "down, the breaker opens again after enough failures.",
+                "The jobs they held back run now; if the dependency is still down, the "
+                "breaker opens again after enough failures.",
             )
         user = request.user.get_username()
         names = sorted(queryset.values_list("name", flat=True))

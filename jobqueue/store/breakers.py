@@ -127,6 +127,13 @@ class DependencyStore(Protocol):
             False when there is no such breaker.
         """
 
+    def release_deferred(self, job_types: Sequence[str], now: datetime | None = None) -> int:
+        """Make the held-back jobs of ``job_types`` ready now (their breaker was closed).
+
+        Only ``scheduled`` jobs whose newest history entry is a deferral; attempts and history
+        are kept. Returns how many jobs were released.
+        """
+
     def defer_many(
         self, deferrals: Sequence[Deferral], now: datetime | None = None
     ) -> dict[int, str]:

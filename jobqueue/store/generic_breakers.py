@@ -137,6 +137,21 @@ class GenericDependencyStore:
             )
         )
 
+    def release_deferred(self, job_types: Sequence[str], now: datetime | None = None) -> int:
+        from ..models import Job
+
+        now = now or timezone.now()
+        jobs = Job.objects.using(self.alias)
+        with transaction.atomic(using=self.alias):
+            held = [
+                job_id
+                for job_id, errors in jobs.filter(
+                    state="scheduled", type__in=list(job_types)
+                ).values_list("id", "errors")
+                if errors and errors[-1].get("kind") == "deferred"
+            ]
+            return jobs.filter(id__in=held, state="scheduled").update(state="ready", run_at=now)
+
     def defer_many(
         self, deferrals: Sequence[Deferral], now: datetime | None = None
     ) -> dict[int, str]:

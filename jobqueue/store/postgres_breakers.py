@@ -113,6 +113,12 @@ class PostgresDependencyStore:
         with self._execute("close_breaker", params) as cursor:
             return cursor.fetchone() is not None
 
+    def release_deferred(self, job_types: Sequence[str], now: datetime | None = None) -> int:
+        if not job_types:
+            return 0
+        with self._execute("release_deferred", {"types": list(job_types), "now": now}) as cursor:
+            return len(cursor.fetchall())
+
     def defer_many(
         self, deferrals: Sequence[Deferral], now: datetime | None = None
     ) -> dict[int, str]:
