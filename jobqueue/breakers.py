@@ -90,6 +90,8 @@ class BreakerGate:
         self.rng = rng or random.Random()
         #: Probe jobs this worker holds: job id -> dependency.
         self.probes: dict[int, str] = {}
+        # Dependencies whose opening this worker logged, so the log says it once per opening.
+        self._reported_open: set[str] = set()
 
     def admit(self, claimed: Sequence[ClaimedJob], now: datetime | None = None) -> list[ClaimedJob]:
         """Return the jobs of ``claimed`` to run; put back those whose breaker holds them.
@@ -118,6 +120,7 @@ class BreakerGate:
         breakers = self.store.breaker_states(list(by_dependency), now=now)
         spread_s = get_settings().breaker.cooldown_seconds
         deferrals: list[Deferral] = []
+        held_of: set[str] = set()
         for name, jobs in by_dependency.items():
             view = breakers.get(name)
             if view is None or view.state == "closed":
@@ -136,6 +139,8 @@ class BreakerGate:
             # must not come back as one wave (the storm the breaker is there to prevent).
             start = view.open_until if view.state == "open" else view.now
             start = max(start or view.now, view.now)
+            if waiting:
+                held_of.add(name)
             for job in waiting:
                 run_at = start + timedelta(seconds=self.rng.uniform(0.0, spread_s))
                 deferrals.append(
@@ -150,7 +155,11 @@ class BreakerGate:
                 )
         if deferrals:
             self.store.defer_many(deferrals, now=now)
-            logger.info("circuit breakers held back %d job(s)", len(deferrals))
+            logger.info(
+                "circuit breakers held back %d job(s) of %s",
+                len(deferrals),
+                ", ".join(sorted(held_of)),
+            )
         return {d.id for d in deferrals}
 
     def observe(
@@ -194,6 +203,18 @@ class BreakerGate:
         try:
             if batch:
                 states = self.store.record_breaker_outcomes(batch, conf, now=now)
+                for name in sorted(counts):
+                    if name not in probes and counts[name]["failed"] and states.get(name) == "open":
+                        if name not in self._reported_open:
+                            logger.warning(
+                                "dependency %s: breaker open after %d failure(s) in this batch; "
+                                "its jobs are held back for the cool-down",
+                                name,
+                                counts[name]["failed"],
+                            )
+                        self._reported_open.add(name)
+                    elif states.get(name) == "closed":
+                        self._reported_open.discard(name)
                 for name, (job_id, result) in probes.items():
                     logger.warning(
                         "dependency %s: probe job %s %s; breaker %s",

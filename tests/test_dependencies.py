@@ -255,7 +255,8 @@ def test_after_the_cool_down_one_claimed_job_probes_and_the_rest_wait(store):
 @override_settings(
     JOBQUEUE={"BREAKER": {"failure_threshold": 2, "cooldown_seconds": 4, "max_cooldown_seconds": 8}}
 )
-def test_observe_counts_failures_ignores_permanent_errors_and_honours_retry_after(store):
+def test_observe_counts_failures_ignores_permanent_errors_and_honours_retry_after(store, caplog):
+    caplog.set_level("WARNING", logger="jobqueue.breakers")
     gate = BreakerGate(store, 30.0)
     c1, c2 = claimed_job(job_id=1), claimed_job(job_id=2)
     gate.observe([(c1, failure_outcome(c1, PermanentError("400"), "w"))] * 3)
@@ -265,6 +266,13 @@ def test_observe_counts_failures_ignores_permanent_errors_and_honours_retry_afte
     assert DependencyBreaker.objects.get(name="partner").state == "closed"
     gate.observe([(c2, failure_outcome(c2, ConnectionError("down"), "w"))])
     assert DependencyBreaker.objects.get(name="partner").state == "open"
+    # The opening is logged once, naming the dependency (a new user saw no line for it).
+    gate.observe([(c2, failure_outcome(c2, ConnectionError("down"), "w"))])
+    opened = [r.getMessage() for r in caplog.records if "breaker open after" in r.getMessage()]
+    assert opened == [
+        "dependency partner: breaker open after 1 failure(s) in this batch; its jobs are held "
+        "back for the cool-down"
+    ]
     # A handler of another type names a dependency in its RetryAfter: that one opens too.
     noop = claimed_job(NOOP, job_id=3)
     gate.observe([(noop, failure_outcome(noop, RetryAfter(120, dependency="billing"), "w"))])
