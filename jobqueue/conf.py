@@ -192,7 +192,7 @@ class JobQueueSettings:
     queues: tuple[str, ...] = DEFAULT_QUEUES
     queue_weights: tuple[int, ...] = (1,)
     tenant_max_running: int | None = None
-    tenant_max_running_overrides: Mapping[str, int] = field(
+    tenant_max_running_overrides: Mapping[str, int | None] = field(
         default_factory=lambda: MappingProxyType({})
     )
     discover_modules: tuple[str, ...] = DEFAULT_DISCOVER_MODULES
@@ -251,8 +251,8 @@ def parse_queues_setting(value: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
         raise JobQueueConfigurationError(f"JOBQUEUE['QUEUES']: {exc}") from None
 
 
-def parse_tenant_overrides(value: Any) -> Mapping[str, int]:
-    """Validate ``JOBQUEUE["TENANT_MAX_RUNNING_OVERRIDES"]``: ``{tenant_id: cap >= 1}``.
+def parse_tenant_overrides(value: Any) -> Mapping[str, int | None]:
+    """Validate ``JOBQUEUE["TENANT_MAX_RUNNING_OVERRIDES"]``: ``{tenant_id: cap >= 1 or None}``.
 
     Raises:
         JobQueueConfigurationError: not a dict, a tenant id that is not a string of at most 100
@@ -268,9 +268,9 @@ def parse_tenant_overrides(value: Any) -> Mapping[str, int]:
             raise JobQueueConfigurationError(
                 f"{where}: tenant ids are strings of at most 100 characters, got {tenant!r}"
             )
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
             raise JobQueueConfigurationError(
-                f"{where}[{tenant!r}] must be an integer >= 1, got {cap!r}"
+                f"{where}[{tenant!r}] must be an integer >= 1 (or None: no cap), got {cap!r}"
             )
     return MappingProxyType(dict(value))
 

@@ -62,6 +62,9 @@ def parse_queue_spec(spec: str | Sequence[str]) -> tuple[tuple[str, ...], tuple[
     names: list[str] = []
     weights: list[int] = []
     for item in items:
+        if item.endswith(":"):
+            # Legal in a queue name, but here it is a weight left out ("critical:,bulk").
+            raise ValueError(f"queue weight missing after ':' in {item!r}")
         match = _WEIGHT_SUFFIX.match(item)
         name, weight = (match["name"], match["weight"]) if match else (item, "1")
         if not re.fullmatch(r"[0-9]+", weight) or not 1 <= int(weight) <= MAX_WEIGHT:
@@ -84,16 +87,17 @@ class TenantCaps:
         default: the cap of every tenant without an override; None means no cap. Jobs without a
             tenant (``tenant_id=""``) are the site's own work and are not capped by the default;
             give ``""`` an override to cap them too.
-        overrides: ``{tenant_id: cap}`` for tenants with their own cap.
+        overrides: ``{tenant_id: cap}`` for tenants with their own cap; a cap of None exempts
+            that tenant from the default.
     """
 
     default: int | None = None
-    overrides: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    overrides: Mapping[str, int | None] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def enabled(self) -> bool:
         """True when some tenant has a cap (the claim must then be serialized to honour it)."""
-        return self.default is not None or bool(self.overrides)
+        return self.default is not None or any(v is not None for v in self.overrides.values())
 
     def cap_of(self, tenant_id: str) -> int | None:
         """Return ``tenant_id``'s cap, or None when it has none."""

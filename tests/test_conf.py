@@ -51,7 +51,7 @@ def test_valid_values_are_converted():
             "CONCURRENCY": 4,
             "QUEUES": ["emails:2", "reports:nightly"],
             "TENANT_MAX_RUNNING": 3,
-            "TENANT_MAX_RUNNING_OVERRIDES": {"acme": 10},
+            "TENANT_MAX_RUNNING_OVERRIDES": {"acme": 10, "internal": None},
         }
     )
     assert s == JobQueueSettings(
@@ -68,7 +68,7 @@ def test_valid_values_are_converted():
         queues=("emails", "reports:nightly"),
         queue_weights=(2, 1),
         tenant_max_running=3,
-        tenant_max_running_overrides={"acme": 10},
+        tenant_max_running_overrides={"acme": 10, "internal": None},
     )
     assert isinstance(s.lease_seconds, float)
     # A partial BACKOFF keeps the defaults for the keys it leaves out.

@@ -58,6 +58,7 @@ def test_queue_spec_parses_names_and_weights(spec, names, weights):
         ("", "expected comma-separated queues"),
         ("a:2,a:3", "queue named twice in 'a:2,a:3': a"),
         ("bad queue:2", "queue name must match [A-Za-z0-9_.:-]{1,100}, got 'bad queue'"),
+        ("critical:,bulk", "queue weight missing after ':' in 'critical:'"),
     ],
 )
 def test_queue_spec_refuses_bad_weights_by_name(spec, message):
@@ -229,6 +230,15 @@ class FairnessContract:
         self.make_many(5, queue="r", tenant_id="", run_at=self.past())
         capped_site = TenantCaps(default=2, overrides={"": 11})
         assert len(self.claim(store, QueueSelector(["r"], caps=capped_site), 30)) == 1
+
+    def test_an_override_of_none_exempts_a_tenant_from_the_default_cap(self, store):
+        self.make_many(6, tenant_id="vip", run_at=self.past())
+        self.make_many(6, tenant_id="other", run_at=self.past())
+        caps = TenantCaps(default=2, overrides={"vip": None})
+        claimed = self.claim(store, QueueSelector(["q"], caps=caps), 20)
+        assert Counter(j.tenant_id for j in claimed) == {"vip": 6, "other": 2}
+        only_vip = TenantCaps(overrides={"vip": None})
+        assert not only_vip.enabled
 
     def test_the_cap_counts_leases_in_every_queue(self, store):
         self.make_many(5, queue="a", tenant_id="A", run_at=self.past())

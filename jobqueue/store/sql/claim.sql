@@ -41,7 +41,9 @@ tenants AS (
 ),
 capped AS (
     SELECT d.tenant_id,
-           coalesce(o.cap, CASE WHEN d.tenant_id = '' THEN NULL ELSE %(default_cap)s::int END) AS cap
+           CASE WHEN o.tenant_id IS NOT NULL THEN o.cap  -- an override; NULL exempts the tenant
+                WHEN d.tenant_id = '' THEN NULL
+                ELSE %(default_cap)s::int END AS cap
     FROM (SELECT DISTINCT tenant_id FROM tenants WHERE tenant_id IS NOT NULL) AS d
     LEFT JOIN unnest(%(cap_tenants)s::text[], %(cap_values)s::int[]) AS o(tenant_id, cap)
         ON o.tenant_id = d.tenant_id
