@@ -10,7 +10,8 @@ import math
 import random
 import traceback as traceback_module
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -185,8 +186,40 @@ def _job_id(job_id: Any) -> int:
     return job_id
 
 
-def _unavailable(exc: Exception, using: str | None) -> QueueUnavailable:
-    return QueueUnavailable(f"queue database {using or 'default'!r} is unavailable: {exc}")
+@contextmanager
+def _writing(using: str | None) -> Iterator[None]:
+    """Turn a lost database into ``QueueUnavailable``; let SQLSTATE class 40 through.
+
+    A serialization failure or deadlock is not an outage: the database asks the caller to retry
+    its transaction, and retry wrappers look for that very error (e.g. a dedupe key committed by
+    a competitor under REPEATABLE READ).
+    """
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        if (getattr(exc.__cause__, "sqlstate", None) or "").startswith("40"):
+            raise
+        raise QueueUnavailable(
+            f"queue database {using or 'default'!r} is unavailable: {exc}"
+        ) from exc
+
+
+def _send_enqueued(job: NewJob, job_id: int, using: str | None) -> None:
+    """Send ``job_enqueued`` for a job that was inserted (not for a dedupe hit)."""
+    if not signals.job_enqueued.has_listeners():
+        return
+    from .models import Job
+
+    signals.job_enqueued.send(
+        sender=Job,
+        job_id=job_id,
+        job_type=job.type,
+        queue=job.queue,
+        priority=job.priority,
+        run_at=job.run_at,
+        tenant_id=job.tenant_id,
+        using=using or "default",
+    )
 
 
 def enqueue(
@@ -285,29 +318,10 @@ def enqueue_or_get(
         tenant_id=tenant_id,
         ordering_key=ordering_key,
     )
-    try:
+    with _writing(using):
         job_id, created = get_store(using).enqueue_or_get(new_job)
-    except (OperationalError, InterfaceError) as exc:
-        # SQLSTATE class 40 (serialization failure, deadlock) is not an outage: the database
-        # asks the caller to retry its transaction, and retry wrappers look for that very error
-        # (e.g. a dedupe key committed by a competitor under REPEATABLE READ).
-        if (getattr(exc.__cause__, "sqlstate", None) or "").startswith("40"):
-            raise
-        raise _unavailable(exc, using) from exc
-
     if created:
-        from .models import Job
-
-        signals.job_enqueued.send(
-            sender=Job,
-            job_id=job_id,
-            job_type=new_job.type,
-            queue=new_job.queue,
-            priority=new_job.priority,
-            run_at=new_job.run_at,
-            tenant_id=new_job.tenant_id,
-            using=using or "default",
-        )
+        _send_enqueued(new_job, job_id, using)
     return job_id, created
 
 
@@ -386,27 +400,11 @@ def enqueue_many(jobs: Iterable[Mapping[str, Any]], *, using: str | None = None)
             raise InvalidJobOption(f"{where}.{exc.option}", exc.problem) from None
     if not new_jobs:
         return []
-    try:
+    with _writing(using):
         results = get_store(using).enqueue_many(new_jobs)
-    except (OperationalError, InterfaceError) as exc:
-        if (getattr(exc.__cause__, "sqlstate", None) or "").startswith("40"):
-            raise
-        raise _unavailable(exc, using) from exc
-    if signals.job_enqueued.has_listeners():
-        from .models import Job
-
-        for job, (job_id, created) in zip(new_jobs, results, strict=True):
-            if created:
-                signals.job_enqueued.send(
-                    sender=Job,
-                    job_id=job_id,
-                    job_type=job.type,
-                    queue=job.queue,
-                    priority=job.priority,
-                    run_at=job.run_at,
-                    tenant_id=job.tenant_id,
-                    using=using or "default",
-                )
+    for job, (job_id, created) in zip(new_jobs, results, strict=True):
+        if created:
+            _send_enqueued(job, job_id, using)
     return [job_id for job_id, _ in results]
 
 

@@ -24,8 +24,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from .conf import validate_queue_name
+
+if TYPE_CHECKING:
+    from .store.base import ClaimedJob
 
 __all__ = ["ClaimPlan", "QueueSelector", "TenantCaps", "parse_queue_spec"]
 
@@ -167,12 +171,15 @@ class QueueSelector:
             caps=self.caps,
         )
 
-    def claimed(self, tags: Mapping[str, float]) -> None:
-        """Advance the virtual start of each queue past the largest tag it was given.
+    def claimed(self, jobs: Sequence[ClaimedJob]) -> None:
+        """Advance the virtual start of each queue past the largest tag a claim gave it.
 
         Args:
-            tags: ``{queue: largest tag claimed from it}`` for the queues that got jobs.
+            jobs: what the claim returned (each carries its queue and tag).
         """
+        tags: dict[str, float] = {}
+        for job in jobs:
+            tags[job.queue] = max(tags.get(job.queue, job.tag), job.tag)
         if self.strict or not tags:
             return
         now = min(tags.values())

@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.db import DatabaseError, close_old_connections, connections
 
@@ -410,12 +410,9 @@ class Worker:
                 except DatabaseError as exc:
                     self._db_failed(exc, "claiming")
                     continue
-                tags: dict[str, float] = {}
-                for job in claimed:
-                    tags[job.queue] = max(tags.get(job.queue, job.tag), job.tag)
+                self.selector.claimed(claimed)
                 for job in self._guard.admit(claimed):
                     self._start(job)
-                self.selector.claimed(tags)
                 if self.burst and not claimed and not self._running:
                     return
                 if claimed and len(claimed) == free:
@@ -593,17 +590,7 @@ class Worker:
             (job_id, r.claimed.lease_token, r.outcome.result_json)  # type: ignore[union-attr]
             for job_id, r in successes
         ]
-        try:
-            with self._db_lock:
-                acked = self.store.ack_many(acks)
-        except DatabaseError as exc:
-            self._db_failed(exc, f"acking {len(acks)} job(s)")
-            return
-        for job_id, running in successes:
-            if job_id in acked:
-                self._recorded(job_id, running, acked[job_id])
-            else:
-                self._record(job_id, running)
+        self._record_batch(successes, self.store.ack_many, acks, f"acking {len(acks)} job(s)")
 
     def _nack_all(self, failures: list[tuple[int, _Running]]) -> None:
         # Failed attempts, like acks, go in one statement; each row is fenced by its own token.
@@ -617,15 +604,31 @@ class Worker:
             )
             for job_id, r in failures
         ]
+        self._record_batch(
+            failures, self.store.nack_many, nacks, f"recording {len(nacks)} failed job(s)"
+        )
+
+    def _record_batch(
+        self,
+        runs: list[tuple[int, _Running]],
+        write: Callable[[Any], dict[int, str]],
+        rows: Any,
+        doing: str,
+    ) -> None:
+        """Write ``rows`` with ``write`` (one statement); finish each run it recorded.
+
+        A run the statement did not record (its lease was lost meanwhile) is recorded on its
+        own, which says why; a database error leaves every run for the next pass.
+        """
         try:
             with self._db_lock:
-                recorded = self.store.nack_many(nacks)
+                states = write(rows)
         except DatabaseError as exc:
-            self._db_failed(exc, f"recording {len(nacks)} failed job(s)")
+            self._db_failed(exc, doing)
             return
-        for job_id, running in failures:
-            if job_id in recorded:
-                self._recorded(job_id, running, recorded[job_id])
+        for job_id, running in runs:
+            if job_id in states:
+                self._recorded(job_id, running, states[job_id])
             else:
                 self._record(job_id, running)
 

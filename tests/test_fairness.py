@@ -96,10 +96,7 @@ class FairnessContract:
         claimed = store.claim(
             list(selector.queues), "w1", max_jobs, 30.0, now=now, plan=selector.plan()
         )
-        tags: dict[str, float] = {}
-        for job in claimed:
-            tags[job.queue] = max(tags.get(job.queue, job.tag), job.tag)
-        selector.claimed(tags)
+        selector.claimed(claimed)
         return claimed
 
     def ack(self, store, job) -> None:

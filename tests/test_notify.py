@@ -214,18 +214,3 @@ def test_the_jobs_table_is_tuned_for_churn():
         "autovacuum_vacuum_threshold=1000",
         "fillfactor=80",
     ]
-
-
-@pg
-def test_claims_run_without_jit():
-    """JIT-compiling the claim cost seconds per claim on a 20,000-job backlog; its connection
-    turns JIT off once."""
-    jobqueue.enqueue("a", NOOP)
-    with pytest.raises(ZeroDivisionError):
-        with transaction.atomic():
-            get_store().claim(["a"], "w", 1, 30.0)
-            1 / 0  # noqa: B018 (the rollback undoes the SET)
-    get_store().claim(["a"], "w", 1, 30.0)
-    with connection.cursor() as cur:
-        cur.execute("SHOW jit")
-        assert cur.fetchone()[0] == "off"

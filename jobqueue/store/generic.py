@@ -116,17 +116,14 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
         lease_until = now + timedelta(seconds=lease_s)
         claimed: list[ClaimedJob] = []
         with transaction.atomic(using=self.alias):
-            candidates = self._candidates(queues, max_jobs, plan, now)
-            tenants = {c.tenant_id for c in candidates}
-            running: dict[str, int] = {}
-            if len(tenants) > 1 or any(plan.caps.cap_of(t) is not None for t in tenants):
-                rows = (
-                    self._jobs.filter(state=JobState.LEASED, tenant_id__in=tenants)
-                    .values("tenant_id")
-                    .annotate(n=Count("id"))
-                )
-                running = {row["tenant_id"]: row["n"] for row in rows}
-            for candidate, tag in serve_order(candidates, queues, plan, running, max_jobs):
+            claimable = self._jobs.filter(queue__in=queues, state__in=CLAIMABLE)
+            # order_by(): Job's default ordering would add "id" to the DISTINCT.
+            pairs = sorted(claimable.order_by().values_list("queue", "tenant_id").distinct())
+            running = self._running({t for _, t in pairs}, plan)
+            candidates = self._candidates(claimable, pairs, max_jobs, plan, running, now)
+            picked = serve_order(candidates, queues, plan, running, max_jobs)
+            rows = self._jobs.in_bulk([c.id for c, _ in picked], field_name="id") if picked else {}
+            for candidate, tag in picked:
                 token = uuid.uuid4()
                 # Conditional per row: a backend without row locks still cannot double-claim.
                 won = self._jobs.filter(id=candidate.id, state__in=CLAIMABLE).update(
@@ -138,17 +135,15 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
                     started_at=now,
                 )
                 if won:
-                    job = self._jobs.values(
-                        "type", "payload", "attempts", "max_attempts", "timeout_s"
-                    ).get(id=candidate.id)
+                    job = rows[candidate.id]
                     claimed.append(
                         ClaimedJob(
                             id=candidate.id,
-                            job_type=job["type"],
-                            payload=job["payload"],
-                            attempt=job["attempts"],
-                            max_attempts=job["max_attempts"],
-                            timeout_s=job["timeout_s"],
+                            job_type=job.type,
+                            payload=job.payload,
+                            attempt=job.attempts + 1,
+                            max_attempts=job.max_attempts,
+                            timeout_s=job.timeout_s,
                             lease_token=token,
                             lease_until=lease_until,
                             queue=candidate.queue,
@@ -159,24 +154,37 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
                     )
         return claimed
 
+    def _running(self, tenants: set[str], plan: ClaimPlan) -> dict[str, int]:
+        """Return leased jobs per tenant of ``tenants``, when a cap or a choice needs them."""
+        if len(tenants) <= 1 and all(plan.caps.cap_of(t) is None for t in tenants):
+            return {}
+        rows = (
+            self._jobs.filter(state=JobState.LEASED, tenant_id__in=tenants)
+            .values("tenant_id")
+            .annotate(n=Count("id"))
+        )
+        return {row["tenant_id"]: row["n"] for row in rows}
+
     def _candidates(
-        self, queues: list[str], max_jobs: int, plan: ClaimPlan, now: datetime
+        self,
+        claimable: Any,
+        pairs: list[tuple[str, str]],
+        max_jobs: int,
+        plan: ClaimPlan,
+        running: dict[str, int],
+        now: datetime,
     ) -> list[Candidate]:
         """Return each (queue, tenant)'s first ``max_jobs`` due jobs a claim may take.
 
         As in the SQL claim: a tenant at its cap has none, and a job with an ordering key is
         left out while an earlier live job of its key exists or one of its key is leased.
         """
-        claimable = self._jobs.filter(queue__in=queues, state__in=CLAIMABLE)
-        # order_by(): Job's default ordering would add "id" to the DISTINCT.
-        pairs = claimable.order_by().values_list("queue", "tenant_id").distinct()
-        leased = self._jobs.filter(state=JobState.LEASED)
         out: list[Candidate] = []
-        for queue, tenant_id in sorted(pairs):
+        for queue, tenant_id in pairs:
             room = max_jobs
             cap = plan.caps.cap_of(tenant_id)
             if cap is not None:
-                room = min(room, cap - leased.filter(tenant_id=tenant_id).count())
+                room = min(room, cap - running.get(tenant_id, 0))
             rows = (
                 claimable.filter(queue=queue, tenant_id=tenant_id, run_at__lte=now)
                 .order_by("-priority", "run_at", "id")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from importlib import resources
@@ -46,12 +45,6 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
-#: Statements that must never be JIT-compiled (see ``PostgresStore._execute``).
-_NO_JIT = frozenset({"claim"})
-#: Raw connections that have ``jit = off`` already.
-_jit_off: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
 def _jobs_json(jobs: Sequence[NewJob]) -> str:
     """Return ``jobs`` as one JSON array for enqueue_many.sql (payloads are JSON already)."""
     dumps = json.dumps
@@ -75,19 +68,7 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
         self.alias = alias
 
     def _execute(self, name: str, params: dict[str, Any]) -> Any:
-        connection = connections[self.alias]
-        cursor = connection.cursor()
-        if (
-            name in _NO_JIT
-            and not connection.in_atomic_block
-            and connection.connection not in _jit_off
-        ):
-            # The claim's planner estimate (recursive CTEs, row-count guesses) passes
-            # jit_above_cost, and JIT-compiling it took 5-7 s per claim on a 20,000-job backlog
-            # (bench/run_all.py) for a statement that runs in milliseconds. Once per connection,
-            # in autocommit (the worker's case): inside a transaction a rollback would undo it.
-            cursor.execute("SET jit = off")
-            _jit_off.add(connection.connection)
+        cursor = connections[self.alias].cursor()
         cursor.execute(sql(name), params)
         return cursor
 
