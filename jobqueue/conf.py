@@ -19,6 +19,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .errors import MAX_DELAY_SECONDS, CronConfigurationError, JobQueueConfigurationError
+from .txlimits import TransactionLimits, parse_transaction_limits
 
 DEFAULT_LEASE_SECONDS = 30.0
 """How long a claim holds a job before another worker may take it; workers heartbeat every third."""
@@ -208,6 +209,7 @@ class JobQueueSettings:
     breaker: Breaker = field(default_factory=Breaker)
     #: None: no retry budget (retries wait for their backoff only).
     retry_budget: RetryBudgetSettings | None = field(default_factory=RetryBudgetSettings)
+    transaction_limits: TransactionLimits = field(default_factory=TransactionLimits)
 
 
 def _number(
@@ -363,6 +365,7 @@ _KEYS = {
     "CRON_FIRE_RETENTION_SECONDS",
     "BREAKER",
     "RETRY_BUDGET",
+    "TRANSACTION_LIMITS",
 }
 
 #: Keys of one ``JOBQUEUE["CRON"]`` entry; the first two are required.
@@ -514,6 +517,9 @@ def build_settings(raw: Any) -> JobQueueSettings:
         built = replace(built, breaker=parse_breaker(raw["BREAKER"]))
     if "RETRY_BUDGET" in raw:
         built = replace(built, retry_budget=parse_retry_budget(raw["RETRY_BUDGET"]))
+    if "TRANSACTION_LIMITS" in raw:
+        limits = parse_transaction_limits(raw["TRANSACTION_LIMITS"])
+        built = replace(built, transaction_limits=limits)
     if "CRON" in raw:
         # Last: an entry's error is a CronConfigurationError (check jobqueue.E005).
         built = replace(built, cron=parse_cron_setting(raw["CRON"], built.max_payload_bytes))

@@ -23,6 +23,7 @@ from .crontab import InvalidTimezone, Schedule, parse_cron_expression, zone
 from .errors import InvalidJobOption, InvalidPayload
 from .payloads import to_json
 from .store import NewJob, get_store
+from .store.bounded import own_transaction
 from .store.cron import Advance, CronStore, DueEntry, Fire, Fired, Leadership
 
 if TYPE_CHECKING:
@@ -497,21 +498,18 @@ def fire(
     leader: Leadership | None,
     now: datetime,
     injected_now: datetime | None = None,
-    idle_timeout_s: float | None = None,
     using: str | None = None,
 ) -> FireOutcome:
     """Fire ``entry`` at ``fire_time`` (None: only advance) and move it to ``next_fire_at``.
 
     One transaction: the fire record, the job and the compare-and-set of ``next_fire_at``
     (from the ``entry.next_fire_at`` the plan started with) commit together or not at all. A
-    fire time that already fired is not an error: the entry still advances past it. With
-    ``idle_timeout_s``, the database aborts the transaction if this process stalls in it
-    that long (paused, cut off), so the next leader is not kept waiting on its locks.
+    fire time that already fired is not an error: the entry still advances past it. The
+    transaction is bounded (``store/bounded.py``): the database aborts it if this process
+    stalls in it (paused, cut off), so the next leader is not kept waiting on its locks.
     """
     try:
-        with transaction.atomic(using=using or "default"):
-            if idle_timeout_s is not None:
-                store.limit_idle_transaction(idle_timeout_s)
+        with own_transaction(using or "default"):
             fired = Fired(leading=True, job_id=None)
             if fire_time is not None:
                 fired = store.fire_cron(

@@ -217,7 +217,6 @@ class Scheduler:
                     leader=lead,
                     now=lead.now,
                     injected_now=now,
-                    idle_timeout_s=self.lease_s,
                     using=self.using,
                 )
             except ValueError as exc:  # the payload outgrew MAX_PAYLOAD_BYTES, say

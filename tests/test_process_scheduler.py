@@ -18,11 +18,12 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
-from django.db import DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, connection, connections
 
 import jobqueue
-from jobqueue import cron
 from jobqueue.models import CronEntry, CronFire, Job, LeaderLease
+from jobqueue.store.bounded import own_transaction
+from jobqueue.txlimits import TransactionLimits
 from tests.conftest import FAST_WORKER_SETTINGS, ROOT, requires_postgres, subprocess_env, wait_for
 
 pytestmark = [pytest.mark.slow, requires_postgres(), pytest.mark.django_db(transaction=True)]
@@ -272,13 +273,12 @@ def test_delayed_job_starts_between_2_and_3_seconds_later_on_an_idle_worker(work
 
 def test_a_stalled_fire_transaction_is_aborted_by_the_database_within_the_lease():
     """A leader paused inside a fire transaction must not hold its locks for long."""
-    store = cron.cron_store()
     outcome: list[BaseException | None] = []
 
     def stall() -> None:
         try:
-            with transaction.atomic():
-                store.limit_idle_transaction(0.3)
+            # The fire's transaction is an own_transaction (jobqueue.cron.fire).
+            with own_transaction("default", TransactionLimits(idle_in_transaction_seconds=0.3)):
                 CronEntry.objects.count()
                 time.sleep(1.0)  # the client stalls (SIGSTOP, a cut network)
                 CronEntry.objects.count()

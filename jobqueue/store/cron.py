@@ -152,14 +152,6 @@ class CronStore(Protocol):
         or is the one that counts (the new leader's insert then finds "already fired").
         """
 
-    def limit_idle_transaction(self, seconds: float) -> None:
-        """Have the database abort the current transaction if its client idles ``seconds``.
-
-        A leader paused or cut off in the middle of a fire would otherwise hold its
-        uncommitted fire record, and so the next leader's fire of that time, until the
-        connection died. No-op where transactions cannot outlive their process (SQLite).
-        """
-
     def advance_cron(self, advance: Advance) -> bool:
         """Compare-and-set ``next_fire_at``; return False if the entry moved or changed."""
 

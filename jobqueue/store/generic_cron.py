@@ -117,9 +117,6 @@ class GenericCronStore:
             for e in rows
         ]
 
-    def limit_idle_transaction(self, seconds: float) -> None:
-        return None  # SQLite transactions are local to one process; nothing can stall them
-
     def fire_cron(self, fire: Fire) -> Fired:
         from ..models import CronFire
 

@@ -2,7 +2,8 @@
 
 Each public method is one statement (``reap`` is two, in one transaction) and runs in the
 caller's transaction when there is one, so an enqueue commits or rolls back with the caller's
-business data.
+business data. A transaction the store opens itself (a statement in autocommit included) runs
+under the transaction limits (``bounded.py``); a caller's transaction gets none.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..fairness import ClaimPlan
+from . import bounded
 from .base import (
     ENQUEUE_MANY_CHUNK,
     ClaimedJob,
@@ -68,9 +70,8 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
         self.alias = alias
 
     def _execute(self, name: str, params: dict[str, Any]) -> Any:
-        cursor = connections[self.alias].cursor()
-        cursor.execute(sql(name), params)
-        return cursor
+        # In autocommit, under jobqueue's transaction limits; in a transaction, as it is.
+        return bounded.execute(self.alias, sql(name), params)
 
     def enqueue(self, job: NewJob) -> int:
         return self.enqueue_or_get(job)[0]
@@ -162,10 +163,13 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
         if caps.enabled:
             # Two claims running at once would each read the other's leases as not yet taken
             # and could together pass a tenant's cap. Capped claims take turns: the lock is held
-            # to commit, and the claim statement that follows reads the counts after it.
-            with transaction.atomic(using=self.alias):
+            # to commit, and the claim statement that follows reads the counts after it. The
+            # transaction limits bound the wait for the turn (lock timeout) and how long a frozen
+            # holder keeps it (idle limit).
+            with bounded.own_transaction(self.alias):
                 with self._execute("claim_turn", {}) as cursor:
                     cursor.fetchone()
+                bounded.checkpoint("claim", self.alias)
                 with self._execute("claim", params) as cursor:
                     rows = cursor.fetchall()
         else:
@@ -301,10 +305,11 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
         limit: int = 500,
         now: datetime | None = None,
     ) -> tuple[int, int]:
-        with transaction.atomic(using=self.alias):
+        with bounded.own_transaction(self.alias):
             expired = self.expired_leases(limit, now)
             if not expired:
                 return 0, 0
+            bounded.checkpoint("reaper", self.alias)
             decisions = [decide(lease) for lease in expired]
             params = {
                 "ids": [d.id for d in decisions],
@@ -336,7 +341,7 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
     def retry(self, job_id: int) -> bool:
         try:
             # A savepoint, so a refused retry leaves the caller's transaction usable.
-            with transaction.atomic(using=self.alias):
+            with bounded.own_transaction(self.alias):
                 with self._execute("retry", {"id": job_id}) as cursor:
                     if cursor.fetchone() is not None:
                         return True
@@ -363,7 +368,7 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
         try:
             # A savepoint: a dedupe key taken by a concurrent enqueue between the check and the
             # update aborts only this statement; then each row goes through retry() on its own.
-            with transaction.atomic(using=self.alias):
+            with bounded.own_transaction(self.alias):
                 with self._execute("retry_many", {"ids": ids}) as cursor:
                     return {row[0] for row in cursor.fetchall()}
         except IntegrityError:
@@ -397,8 +402,11 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
             "limit": limit,
             "now": now,
         }
-        with self._execute("prune", params) as cursor:
-            return cursor.rowcount
+        with bounded.own_transaction(self.alias):
+            with self._execute("prune", params) as cursor:
+                deleted = cursor.rowcount
+            bounded.checkpoint("pruner", self.alias)
+        return deleted
 
     def count_prunable(
         self, states: Sequence[str], older_than_s: float, now: datetime | None = None

@@ -70,10 +70,6 @@ class PostgresCronStore:
             for r in rows
         ]
 
-    def limit_idle_transaction(self, seconds: float) -> None:
-        with self._execute("limit_idle_transaction", {"ms": str(max(1, round(seconds * 1000)))}):
-            pass
-
     def fire_cron(self, fire: Fire) -> Fired:
         job = fire.job
         params = {
