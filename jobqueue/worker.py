@@ -47,7 +47,9 @@ from .executor import Outcome, execute, failure_outcome, send_outcome_signal
 from .fairness import QueueSelector, TenantCaps
 from .guard import DependencyGuard
 from .jobs import JobContext
+from .recovery import ReapHold
 from .store import ClaimedJob, ExpiredLease, Nack, ReapDecision, get_store
+from .store.bounded import timed_out
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -277,6 +279,9 @@ class Worker:
         # Lease tokens of runs failed for passing timeout_s whose handler has not returned yet.
         self._overrun: set[uuid.UUID] = set()
         self._db_failures = 0
+        # Set when outcomes could not be recorded: no claim until they are (after an outage,
+        # acks go before new work).
+        self._unflushed = False
         self.stats = {
             "succeeded": 0,
             "retried": 0,
@@ -395,7 +400,7 @@ class Worker:
                 continue
             free = self.concurrency - len(self._running)
             claimed: list[ClaimedJob] = []
-            if free > 0:
+            if free > 0 and not self._unflushed:
                 self._wake_pending = False
                 self._due_timers()
                 try:
@@ -408,6 +413,12 @@ class Worker:
                     )
                     self._db_recovered()
                 except DatabaseError as exc:
+                    limit = timed_out(exc)
+                    if limit is not None:
+                        # The database is up; another transaction held the claim up (a frozen
+                        # process holding the capped claim's turn, say). Try again.
+                        logger.warning("claiming: %s (%s); trying again", limit, exc)
+                        continue
                     self._db_failed(exc, "claiming")
                     continue
                 self.selector.claimed(claimed)
@@ -547,6 +558,7 @@ class Worker:
     # -- outcomes --------------------------------------------------------------------------
 
     def _record_ready_outcomes(self) -> None:
+        self._unflushed = False
         while True:
             try:
                 self._take(self._outcomes.get_nowait())
@@ -624,6 +636,7 @@ class Worker:
             with self._db_lock:
                 states = write(rows)
         except DatabaseError as exc:
+            self._unflushed = True
             self._db_failed(exc, doing)
             return
         for job_id, running in runs:
@@ -674,6 +687,7 @@ class Worker:
             # Keep the job (and its heartbeat) and try again on the next pass: the outcome is
             # recorded when the database is back, or the job runs again once its lease expires.
             running.record_failures += 1
+            self._unflushed = True
             self._db_failed(exc, f"recording {self._label(running)}")
             return
         else:
@@ -744,6 +758,7 @@ class Worker:
         next_reap = time.monotonic()
         next_prune = time.monotonic() + WORKER_PRUNE_INTERVAL_S
         outage = _OutageLog("heartbeat")
+        hold = ReapHold(self.heartbeat_interval_s)
         try:
             while not self._heartbeat_stop.wait(tick):
                 now = time.monotonic()
@@ -751,7 +766,8 @@ class Worker:
                     if now >= next_beat:
                         next_beat = now + self.heartbeat_interval_s
                         self._beat()
-                    if now >= next_reap and not self._stopping.is_set():
+                        hold.ok()
+                    if now >= next_reap and not self._stopping.is_set() and hold.may_reap():
                         next_reap = now + self.reaper_interval_s
                         retried, dead = self.store.reap(self._reap_decision)
                         if retried or dead:
@@ -772,6 +788,10 @@ class Worker:
                     outage.ok()
                 except DatabaseError as exc:
                     outage.failed(exc)
+                    hold.failed()
+                    # Renew at the next tick, not a heartbeat interval later: after an outage
+                    # the leases must be renewed before other workers' reapers resume.
+                    next_beat = now
                     connections[self.using].close()
         finally:
             connections.close_all()
