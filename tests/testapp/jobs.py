@@ -6,7 +6,7 @@ import time
 
 from jobqueue import job
 from jobqueue.errors import PermanentError, RetryAfter
-from tests.testapp import receivers  # noqa: F401  (connects the signal receivers)
+from tests.testapp import hooks, receivers  # noqa: F401  (signal receivers, test hooks)
 
 
 @job
@@ -210,3 +210,35 @@ def fail_first_attempt(context, path):
     if context.attempt == 1:
         raise ConnectionError("first attempt fails")
     return context.attempt
+
+
+@job(takes_context=True)
+def wait_for_gate(context, path, gate, max_s=60.0):
+    """Record 'job_id attempt pid start', wait until the file ``gate`` exists, record 'done'."""
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()} start\n")
+    deadline = time.monotonic() + max_s
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()} done\n")
+    return "done"
+
+
+@job(takes_context=True)
+def leaky(context, path):
+    """A handler that leaves a transaction open on its thread's connection (case 29, fault a).
+
+    Turns autocommit off, reads the job table once, records its backend pid, returns without
+    committing.
+    """
+    from django.db import connection
+
+    connection.set_autocommit(False)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM jobqueue_job")
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {backend}\n")
+    return "left a transaction open"
