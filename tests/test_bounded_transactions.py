@@ -136,6 +136,21 @@ def test_a_callers_transaction_keeps_its_settings():
 # -- jobqueue's own transactions -----------------------------------------------------------
 
 
+@pg
+def test_in_autocommit_claim_heartbeat_and_ack_stay_one_round_trip_each(
+    django_assert_num_queries,
+):
+    """The limits travel in the statement's own query string: no extra round trip."""
+    job_id = jobqueue.enqueue("trips", NOOP)
+    with django_assert_num_queries(1):
+        [claimed] = jobqueue.claim("trips", "w1", 1)
+    with django_assert_num_queries(1):
+        jobqueue.heartbeat(job_id, claimed.lease_token)
+    with django_assert_num_queries(1):
+        jobqueue.ack(job_id, claimed.lease_token)
+    assert Job.objects.get(id=job_id).state == JobState.SUCCEEDED
+
+
 def _blocker(sql: str, params: list, release: threading.Event) -> threading.Thread:
     """Hold a lock from another connection until ``release`` (or 20 s) in a thread."""
     ready = threading.Event()
