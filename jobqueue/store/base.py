@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from django.utils import timezone
 
 from ..fairness import ClaimPlan
+from .bounded import own_transaction
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -322,7 +323,10 @@ class Store(Protocol):
 
 
 class WorkerRegistry:
-    """Worker rows: written rarely, so plain ORM is enough for every backend."""
+    """Worker rows: written rarely, so plain ORM is enough for every backend.
+
+    Each write is a transaction of jobqueue's own, bounded like the others (``bounded.py``).
+    """
 
     alias: str
 
@@ -333,26 +337,28 @@ class WorkerRegistry:
         from ..models import Worker
 
         now = timezone.now()
-        Worker.objects.using(self.alias).update_or_create(
-            worker_id=worker_id,
-            defaults={
-                "host": socket.gethostname(),
-                "pid": _pid(),
-                "queues": list(queues),
-                "concurrency": concurrency,
-                "started_at": now,
-                "last_seen_at": now,
-                "heartbeat_interval_s": heartbeat_interval_s,
-            },
-        )
+        with own_transaction(self.alias):
+            Worker.objects.using(self.alias).update_or_create(
+                worker_id=worker_id,
+                defaults={
+                    "host": socket.gethostname(),
+                    "pid": _pid(),
+                    "queues": list(queues),
+                    "concurrency": concurrency,
+                    "started_at": now,
+                    "last_seen_at": now,
+                    "heartbeat_interval_s": heartbeat_interval_s,
+                },
+            )
 
     def touch_worker(self, worker_id: str, running_jobs: int = 0, status: str = "running") -> None:
         """Mark the worker seen now, with how many jobs it runs and whether it is draining."""
         from ..models import Worker
 
-        Worker.objects.using(self.alias).filter(worker_id=worker_id).update(
-            last_seen_at=timezone.now(), running_jobs=running_jobs, status=status
-        )
+        with own_transaction(self.alias):
+            Worker.objects.using(self.alias).filter(worker_id=worker_id).update(
+                last_seen_at=timezone.now(), running_jobs=running_jobs, status=status
+            )
 
     def prune_workers(self, silent_for_s: float) -> int:
         """Delete the rows of workers not seen for ``silent_for_s`` seconds; return how many.
@@ -363,14 +369,16 @@ class WorkerRegistry:
         from ..models import Worker
 
         cutoff = timezone.now() - timedelta(seconds=silent_for_s)
-        deleted, _ = Worker.objects.using(self.alias).filter(last_seen_at__lt=cutoff).delete()
+        with own_transaction(self.alias):
+            deleted, _ = Worker.objects.using(self.alias).filter(last_seen_at__lt=cutoff).delete()
         return deleted
 
     def deregister_worker(self, worker_id: str) -> None:
         """Delete the worker's row at clean exit."""
         from ..models import Worker
 
-        Worker.objects.using(self.alias).filter(worker_id=worker_id).delete()
+        with own_transaction(self.alias):
+            Worker.objects.using(self.alias).filter(worker_id=worker_id).delete()
 
 
 def _pid() -> int:
