@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
+from . import arguments
 from .arguments import validate_options
 from .conf import DEFAULT_CRON_MISSED_CAP, get_settings
 from .crontab import InvalidTimezone, Schedule, parse_cron_expression, zone
@@ -290,8 +291,10 @@ def schedule(
         The saved :class:`~jobqueue.models.CronEntry` (its ``source`` is ``code``).
 
     Raises:
-        InvalidCronExpression, InvalidJobOption, InvalidPayload: bad input; nothing is written.
+        InvalidCronExpression, InvalidJobOption, InvalidPayload: bad input (``using`` too);
+            nothing is written.
     """
+    arguments.alias(using)
     values = validate_entry(
         name=name,
         cron_expr=cron_expr,
