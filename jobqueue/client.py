@@ -115,7 +115,7 @@ def enqueue(
         InvalidPayload: the payload is not JSON (the message names the path), holds a NUL or a
             lone surrogate, or is over ``MAX_PAYLOAD_BYTES``.
         InvalidJobOption: a bad queue, priority, run_at (naive under USE_TZ), delay,
-            max_attempts, timeout_s, tenant_id, dedupe_key or ordering_key.
+            max_attempts, timeout_s, tenant_id, dedupe_key, ordering_key or using.
         QueueUnavailable: the database cannot be reached; nothing was written.
         django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
             the caller's transaction; retry the transaction.
