@@ -43,6 +43,7 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from . import client
+from .arguments import validate_options
 from .conf import Backoff, parse_backoff, validate_queue_name
 from .errors import JobQueueConfigurationError, PermanentError
 from .jobs import JobContext, JobType, register
@@ -150,7 +151,7 @@ def _task_option(task: Task, name: str) -> Any:
 
 def _validate_extras(task: JobQueueTask) -> None:
     try:
-        client.validate_options(max_attempts=task.max_attempts, timeout_s=task.timeout_s)
+        validate_options(max_attempts=task.max_attempts, timeout_s=task.timeout_s)
     except ValueError as exc:
         raise InvalidTask(str(exc)) from None
     if task.timeout_s is not None and not math.isfinite(task.timeout_s):
@@ -214,7 +215,7 @@ def parse_backend_params(alias: str, params: dict[str, Any]) -> BackendOptions:
             f"{where}['OPTIONS']['database'] is {database!r}, which is not in DATABASES"
         )
     try:
-        client.validate_options(
+        validate_options(
             max_attempts=options.get("max_attempts"), timeout_s=options.get("timeout_s")
         )
         backoff = options.get("backoff")

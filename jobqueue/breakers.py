@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
-from .conf import get_settings, validate_dependency_name
+from . import arguments
+from .conf import get_settings
+from .outage import writing
 from .states import DeadReason
 from .store import ClaimedJob, get_store
 from .store.breakers import PROBE_FAILED, PROBE_NEUTRAL, PROBE_OK, BreakerOutcomes, Deferral
@@ -232,6 +234,10 @@ class BreakerGate:
             logger.error("could not update circuit breakers: %s", exc)
 
 
+#: Longest ``reason`` of an open or close (the breaker row's ``reason`` column).
+REASON_CHARS = 200
+
+
 def open_breaker(
     name: str, seconds: float | None = None, *, reason: str = "", using: str | None = None
 ) -> datetime:
@@ -250,14 +256,18 @@ def open_breaker(
         When the cool-down ends (aware datetime, database clock).
 
     Raises:
-        ValueError: a bad name, or ``seconds`` not > 0.
+        InvalidJobOption: (a ``ValueError``) a bad name, ``seconds`` not a finite number > 0,
+            ``reason`` not a string of at most 200 characters without NUL, or ``using`` not
+            an alias.
+        QueueUnavailable: the database cannot be reached.
     """
-    validate_dependency_name(name)
+    using = arguments.alias(using)
+    arguments.dependency_name(name)
+    arguments.text("reason", reason, REASON_CHARS)
     conf = get_settings().breaker
-    seconds = conf.max_cooldown_seconds if seconds is None else seconds
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
-        raise ValueError(f"seconds must be a number > 0, got {seconds!r}")
-    return get_store(using).open_breaker(name, float(seconds), reason or "opened by code", conf)
+    cooldown = arguments.seconds("seconds", seconds, conf.max_cooldown_seconds)
+    with writing(using):
+        return get_store(using).open_breaker(name, cooldown, reason or "opened by code", conf)
 
 
 def close_breaker(name: str, *, reason: str = "", using: str | None = None) -> bool:
@@ -272,16 +282,21 @@ def close_breaker(name: str, *, reason: str = "", using: str | None = None) -> b
         False when the dependency has no breaker row (it never failed: it is closed).
 
     Raises:
-        ValueError: a bad name.
+        InvalidJobOption: (a ``ValueError``) a bad name, ``reason`` not a string of at most 200
+            characters without NUL, or ``using`` not an alias.
+        QueueUnavailable: the database cannot be reached.
     """
     from .jobs import registry
 
-    validate_dependency_name(name)
+    using = arguments.alias(using)
+    arguments.dependency_name(name)
+    arguments.text("reason", reason, REASON_CHARS)
     conf = get_settings().breaker
     store = get_store(using)
-    closed = store.close_breaker(name, reason or "closed by code", conf)
     types = sorted(t for t, job_type in registry().items() if job_type.dependency == name)
-    released = store.release_deferred(types)
+    with writing(using):
+        closed = store.close_breaker(name, reason or "closed by code", conf)
+        released = store.release_deferred(types)
     if released:
         logger.info("dependency %s: breaker closed; %d held-back job(s) ready now", name, released)
     return closed

@@ -6,29 +6,27 @@ commits or rolls back with the caller's business data.
 
 from __future__ import annotations
 
-import math
 import random
 import traceback as traceback_module
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings as django_settings
-from django.db import InterfaceError, OperationalError
-from django.utils import timezone
-
-from . import signals
+from . import arguments, signals
 from .backoff import backoff_delay
-from .conf import get_settings, validate_queue_name
-from .errors import MAX_DELAY_SECONDS, InvalidJobOption, InvalidPayload, QueueUnavailable
+from .conf import get_settings
+from .errors import InvalidJobOption, LeaseLost, PermanentError
 from .fairness import QueueSelector, TenantCaps
-from .jobs import JobType, registered, signature_of
+from .jobs import JobType, registered
+from .newjobs import new_job as build_job
+from .newjobs import new_jobs as build_jobs
+from .outage import writing as _writing
 from .payloads import sanitize_text, to_json
-from .states import DeadReason, JobState
+from .states import RETRYABLE, DeadReason, JobState
 from .store import ClaimedJob, NewJob, get_store
+from .store.base import ENQUEUE_MANY_CHUNK_BYTES
 
 __all__ = [
     "BulkRetry",
@@ -44,8 +42,6 @@ __all__ = [
     "run_now",
 ]
 
-PRIORITY_MIN, PRIORITY_MAX = -100, 100
-MAX_ATTEMPTS_LIMIT = 10_000
 TRACEBACK_TAIL_CHARS = 4000
 ERROR_MESSAGE_CHARS = 2000
 
@@ -55,153 +51,6 @@ def _safe_str(value: object) -> str:
         return str(value)
     except Exception:  # noqa: BLE001 - any __str__ may raise; the type still tells something
         return f"<unprintable {type(value).__qualname__}>"
-
-
-def validate_options(
-    *,
-    queue: Any = None,
-    priority: Any = None,
-    max_attempts: Any = None,
-    timeout_s: Any = None,
-) -> None:
-    """Check enqueue options that also appear as ``@job`` defaults. None means "not given".
-
-    Raises:
-        InvalidJobOption: naming the option and the bad value.
-    """
-    if queue is not None:
-        _queue_option(queue)
-    if priority is not None and (
-        isinstance(priority, bool)
-        or not isinstance(priority, int)
-        or not PRIORITY_MIN <= priority <= PRIORITY_MAX
-    ):
-        raise InvalidJobOption(
-            "priority", f"must be an integer in {PRIORITY_MIN}..{PRIORITY_MAX}, got {priority!r}"
-        )
-    if max_attempts is not None and (
-        isinstance(max_attempts, bool)
-        or not isinstance(max_attempts, int)
-        or not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT
-    ):
-        raise InvalidJobOption(
-            "max_attempts", f"must be an integer in 1..{MAX_ATTEMPTS_LIMIT}, got {max_attempts!r}"
-        )
-    if timeout_s is not None and (
-        isinstance(timeout_s, bool)
-        or not isinstance(timeout_s, int | float)
-        or not math.isfinite(timeout_s)
-        or timeout_s <= 0
-    ):
-        raise InvalidJobOption("timeout_s", f"must be a number of seconds > 0, got {timeout_s!r}")
-
-
-def _queue_option(queue: Any) -> None:
-    try:
-        validate_queue_name(queue)
-    except ValueError as exc:
-        raise InvalidJobOption("queue", str(exc)) from None
-
-
-def _lease_option(lease_s: Any) -> float:
-    # NaN and infinity pass "> 0" but make PostgreSQL fail mid-transaction ("interval out of
-    # range"), so the caller's transaction would be aborted instead of getting a clear error.
-    lease = get_settings().lease_seconds if lease_s is None else lease_s
-    if (
-        isinstance(lease, bool)
-        or not isinstance(lease, int | float)
-        or not math.isfinite(lease)
-        or lease <= 0
-    ):
-        raise InvalidJobOption("lease_s", f"must be a number of seconds > 0, got {lease_s!r}")
-    return float(lease)
-
-
-def _text_option(name: str, value: Any, max_length: int, *, allow_none: bool) -> None:
-    if value is None and allow_none:
-        return
-    if not isinstance(value, str) or len(value) > max_length or "\x00" in value:
-        raise InvalidJobOption(
-            name, f"must be a string of at most {max_length} characters without NUL, got {value!r}"
-        )
-
-
-def _run_at(run_at: Any, delay: Any, name: str = "run_at") -> tuple[datetime | None, float]:
-    if run_at is not None and delay is not None:
-        raise InvalidJobOption(name, "give run_at or delay, not both")
-    if run_at is not None:
-        if not isinstance(run_at, datetime):
-            raise InvalidJobOption(name, f"must be a datetime, got {run_at!r}")
-        if timezone.is_naive(run_at):
-            if django_settings.USE_TZ:
-                raise InvalidJobOption(
-                    name,
-                    f"{run_at.isoformat()} is naive but USE_TZ is True; pass an aware datetime "
-                    "(e.g. django.utils.timezone.now() + timedelta(...))",
-                )
-            run_at = timezone.make_aware(run_at)
-        return run_at, 0.0
-    if delay is None:
-        return None, 0.0
-    if isinstance(delay, timedelta):
-        seconds = delay.total_seconds()
-    elif isinstance(delay, int | float) and not isinstance(delay, bool):
-        seconds = float(delay)
-    else:
-        raise InvalidJobOption("delay", f"must be seconds or a timedelta, got {delay!r}")
-    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DELAY_SECONDS:
-        raise InvalidJobOption(
-            "delay", f"must be between 0 and {MAX_DELAY_SECONDS:.0f} seconds, got {delay!r}"
-        )
-    return None, seconds
-
-
-def _check_arguments(job_type: JobType | None, payload: dict[Any, Any]) -> None:
-    """Refuse a payload its handler cannot be called with (known handlers only).
-
-    A missing or unexpected argument would otherwise fail on every attempt, long after the
-    caller could have fixed it. Types unknown in this process (another service's) are not
-    checked.
-    """
-    if job_type is None:
-        return
-    signature = signature_of(job_type.func)
-    if signature is None:
-        return
-    args = (None,) if job_type.takes_context else ()
-    # Only the names matter, as the handler will get them after the JSON round trip.
-    names = dict.fromkeys(str(key) for key in payload)
-    try:
-        signature.bind(*args, **names)
-    except TypeError as exc:
-        raise InvalidPayload("payload", f"does not fit {job_type.name}{signature}: {exc}") from None
-
-
-def _job_id(job_id: Any) -> int:
-    # A job id is a positive integer; anything else names no job (rather than a database error).
-    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
-        from .errors import JobNotFound
-
-        raise JobNotFound(job_id)
-    return job_id
-
-
-@contextmanager
-def _writing(using: str | None) -> Iterator[None]:
-    """Turn a lost database into ``QueueUnavailable``; let SQLSTATE class 40 through.
-
-    A serialization failure or deadlock is not an outage: the database asks the caller to retry
-    its transaction, and retry wrappers look for that very error (e.g. a dedupe key committed by
-    a competitor under REPEATABLE READ).
-    """
-    try:
-        yield
-    except (OperationalError, InterfaceError) as exc:
-        if (getattr(exc.__cause__, "sqlstate", None) or "").startswith("40"):
-            raise
-        raise QueueUnavailable(
-            f"queue database {using or 'default'!r} is unavailable: {exc}"
-        ) from exc
 
 
 def _send_enqueued(job: NewJob, job_id: int, using: str | None) -> None:
@@ -241,7 +90,9 @@ def enqueue(
 
     Args:
         queue: queue name, ``[A-Za-z0-9_.:-]{1,100}``.
-        job_type: a registered type name, or the object ``@job`` returned.
+        job_type: a registered type name, or the object ``@job`` returned. Options left None
+            take the type's ``@job`` defaults either way (its module is imported if needed),
+            then the ``JOBQUEUE`` settings.
         payload: a JSON object of the handler's keyword arguments (default ``{}``).
         run_at: aware datetime from which the job may run; in the past means now.
         delay: seconds (or a timedelta) from now, by the database clock; exclusive with run_at.
@@ -264,7 +115,7 @@ def enqueue(
         InvalidPayload: the payload is not JSON (the message names the path), holds a NUL or a
             lone surrogate, or is over ``MAX_PAYLOAD_BYTES``.
         InvalidJobOption: a bad queue, priority, run_at (naive under USE_TZ), delay,
-            max_attempts, timeout_s, tenant_id, dedupe_key or ordering_key.
+            max_attempts, timeout_s, tenant_id, dedupe_key, ordering_key or using.
         QueueUnavailable: the database cannot be reached; nothing was written.
         django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
             the caller's transaction; retry the transaction.
@@ -305,7 +156,8 @@ def enqueue_or_get(
     ``created`` is False when a live job held ``dedupe_key`` and its id was returned. Sends
     ``job_enqueued`` for a new row only.
     """
-    new_job = _new_job(
+    using = arguments.alias(using)
+    new_job = build_job(
         queue,
         job_type,
         payload,
@@ -325,28 +177,20 @@ def enqueue_or_get(
     return job_id, created
 
 
-#: The keys one job of :func:`enqueue_many` may have: :func:`enqueue`'s arguments but ``using``.
-ENQUEUE_MANY_KEYS = (
-    "queue",
-    "job_type",
-    "payload",
-    "run_at",
-    "delay",
-    "priority",
-    "dedupe_key",
-    "max_attempts",
-    "timeout_s",
-    "tenant_id",
-    "ordering_key",
-)
-
-
-def enqueue_many(jobs: Iterable[Mapping[str, Any]], *, using: str | None = None) -> list[int]:
+def enqueue_many(
+    jobs: Iterable[Mapping[str, Any]],
+    *,
+    using: str | None = None,
+    chunk_bytes: int | None = None,
+) -> list[int]:
     """Put many jobs on their queues in the caller's transaction; return their ids in order.
 
     Every job is validated before anything is written, so one bad job writes nothing. Then
-    they are inserted in one statement per 10,000 jobs on PostgreSQL (one notification per
-    queue wakes the workers at commit), or one by one in one transaction elsewhere.
+    they are inserted in one statement per 10,000 jobs or ``chunk_bytes`` of them on
+    PostgreSQL (one notification per queue wakes the workers at commit), or one by one in one
+    transaction elsewhere. Several statements are still all or nothing: they run in the
+    caller's transaction (under a savepoint), or in one of their own. Jobs with dedupe keys
+    take them in one stable order, so concurrent batches sharing keys never deadlock.
 
     Dedupe keys work as in :func:`enqueue`: a job whose (queue, dedupe key) a live job holds
     gets that job's id and writes nothing, and jobs of one call that share a (queue, dedupe key)
@@ -360,134 +204,43 @@ def enqueue_many(jobs: Iterable[Mapping[str, Any]], *, using: str | None = None)
         )
 
     Args:
-        jobs: one mapping per job, of :func:`enqueue`'s keyword arguments (``queue`` and
-            ``job_type`` required; the others optional; see :data:`ENQUEUE_MANY_KEYS`).
+        jobs: one mapping per job, of :func:`enqueue`'s keyword arguments (``job_type``
+            required; ``queue`` too unless the type is registered with ``@job(queue=)``; the
+            others optional, and type defaults apply as in :func:`enqueue`; see
+            :data:`ENQUEUE_MANY_KEYS`).
         using: database alias of the queues; default ``"default"``.
+        chunk_bytes: most bytes of jobs per statement (>= 1); default
+            ``ENQUEUE_MANY_CHUNK_BYTES`` (8 MiB). The client's extra memory stays near it. A
+            job larger than it goes in a statement of its own.
 
     Returns:
         One id per input job, in input order (repeated ids where dedupe keys matched).
 
     Raises:
-        InvalidJobOption: a job is not a mapping, lacks ``queue`` or ``job_type``, has an
-            unknown key, or has a bad option; ``option`` names it as ``jobs[<index>].<key>``.
-        InvalidPayload: a payload is not JSON; ``path`` starts with ``jobs[<index>]``.
+        InvalidJobOption: ``jobs`` is not an iterable of mappings, a job lacks ``job_type``
+            (or ``queue``, for a type not registered here), has an unknown key, or a bad
+            option (``option`` names it as ``jobs[<index>].<key>``); or ``chunk_bytes`` or
+            ``using`` is bad.
+        InvalidPayload: a payload is not JSON, or one job alone is over what one PostgreSQL
+            message can carry; ``path`` starts with ``jobs[<index>]``.
         QueueUnavailable: the database cannot be reached; nothing was written.
         django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
             the caller's transaction; retry the transaction.
     """
-    new_jobs: list[NewJob] = []
-    memo: dict[Any, Any] = {}
-    for index, spec in enumerate(jobs):
-        where = f"jobs[{index}]"
-        if not isinstance(spec, Mapping):
-            raise InvalidJobOption(
-                where, f"must be a dict of enqueue arguments, got {type(spec).__name__}"
-            )
-        unknown = sorted(map(str, set(spec) - set(ENQUEUE_MANY_KEYS)))
-        if unknown:
-            raise InvalidJobOption(
-                where,
-                f"unknown keys: {', '.join(unknown)} (known: {', '.join(ENQUEUE_MANY_KEYS)})",
-            )
-        missing = [key for key in ("queue", "job_type") if key not in spec]
-        if missing:
-            raise InvalidJobOption(where, f"needs {' and '.join(missing)}")
-        try:
-            new_jobs.append(_new_job(**spec, memo=memo))
-        except InvalidPayload as exc:
-            raise InvalidPayload(f"{where}.{exc.path}", exc.problem) from None
-        except InvalidJobOption as exc:
-            raise InvalidJobOption(f"{where}.{exc.option}", exc.problem) from None
+    using = arguments.alias(using)
+    if chunk_bytes is None:
+        chunk_bytes = ENQUEUE_MANY_CHUNK_BYTES
+    elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
+        raise InvalidJobOption("chunk_bytes", f"must be an integer >= 1, got {chunk_bytes!r}")
+    new_jobs = build_jobs(jobs)
     if not new_jobs:
         return []
     with _writing(using):
-        results = get_store(using).enqueue_many(new_jobs)
+        results = get_store(using).enqueue_many(new_jobs, chunk_bytes)
     for job, (job_id, created) in zip(new_jobs, results, strict=True):
         if created:
             _send_enqueued(job, job_id, using)
     return [job_id for job_id, _ in results]
-
-
-def _new_job(
-    queue: str,
-    job_type: str | JobType,
-    payload: dict[str, Any] | None = None,
-    *,
-    run_at: datetime | None = None,
-    delay: float | timedelta | None = None,
-    priority: int | None = None,
-    dedupe_key: str | None = None,
-    max_attempts: int | None = None,
-    timeout_s: float | None = None,
-    tenant_id: str = "",
-    ordering_key: str | None = None,
-    memo: dict[Any, Any] | None = None,
-) -> NewJob:
-    """Validate :func:`enqueue`'s arguments and return the job to insert (writes nothing).
-
-    ``memo`` (a dict kept across the calls of one :func:`enqueue_many`) remembers the checks
-    whose answer depends only on the queue name, or on the job type and the payload's keys.
-
-    Raises:
-        InvalidPayload, InvalidJobOption: as :func:`enqueue` documents.
-    """
-    conf = get_settings()
-    type_defaults = job_type if isinstance(job_type, JobType) else None
-    type_name = job_type.name if isinstance(job_type, JobType) else job_type
-    _text_option("job_type", type_name, 200, allow_none=False)
-    if not type_name:
-        raise InvalidJobOption("job_type", "must not be empty")
-    if priority is None:
-        priority = type_defaults.priority if type_defaults else 0
-    if max_attempts is None:
-        max_attempts = (type_defaults and type_defaults.max_attempts) or conf.max_attempts
-    if timeout_s is None:
-        timeout_s = (type_defaults and type_defaults.timeout_s) or conf.timeout_seconds
-    # The queue is required here: validate_options would read None as "not given", and the
-    # insert would then fail on NOT NULL and abort the caller's transaction.
-    if memo is None or not isinstance(queue, str) or ("queue", queue) not in memo:
-        _queue_option(queue)
-        if memo is not None:
-            memo["queue", queue] = True
-    validate_options(priority=priority, max_attempts=max_attempts, timeout_s=timeout_s)
-    _text_option("tenant_id", tenant_id, 100, allow_none=False)
-    _text_option("dedupe_key", dedupe_key, 200, allow_none=True)
-    if dedupe_key == "":
-        # An empty key would silently merge unrelated jobs of the queue into one.
-        raise InvalidJobOption("dedupe_key", "must be a non-empty string, or None for no key")
-    _text_option("ordering_key", ordering_key, 200, allow_none=True)
-    if ordering_key == "":
-        # An empty key would chain every keyless-looking job of the site into one line.
-        raise InvalidJobOption("ordering_key", "must be a non-empty string, or None for no key")
-    when, delay_s = _run_at(run_at, delay)
-    if payload is None:
-        payload = {}
-    if not isinstance(payload, dict):
-        raise InvalidJobOption(
-            "payload", f"must be a dict of keyword arguments, got {type(payload).__name__}"
-        )
-    payload_json = to_json(payload, max_bytes=conf.max_payload_bytes)
-    if memo is None:
-        _check_arguments(type_defaults or registered(type_name), payload)
-    else:
-        # The same job type with the same argument names binds the same way every time.
-        key = ("args", type_defaults or type_name, tuple(payload))
-        if key not in memo:
-            _check_arguments(type_defaults or registered(type_name), payload)
-            memo[key] = True
-    return NewJob(
-        queue=queue,
-        type=type_name,
-        payload_json=payload_json,
-        priority=priority,
-        tenant_id=tenant_id,
-        run_at=when,
-        delay_s=delay_s,
-        max_attempts=max_attempts,
-        timeout_s=float(timeout_s),
-        dedupe_key=dedupe_key,
-        ordering_key=ordering_key,
-    )
 
 
 def claim(
@@ -514,22 +267,30 @@ def claim(
         The claimed jobs, in the order they were served; each carries its lease token.
 
     Raises:
-        InvalidJobOption: a bad queue name, worker_id, max_jobs or lease_s.
+        InvalidJobOption: a bad queue name, worker_id, max_jobs, lease_s or using.
+        QueueUnavailable: the database cannot be reached.
     """
-    queues = [queue] if isinstance(queue, str) or queue is None else list(queue)
+    using = arguments.alias(using)
+    if isinstance(queue, str) or queue is None:
+        queues = [queue]
+    elif isinstance(queue, Iterable) and not isinstance(queue, bytes | Mapping):
+        queues = list(queue)
+    else:
+        raise InvalidJobOption("queue", f"must be a queue name or a list of them, got {queue!r}")
     if not queues:
         raise InvalidJobOption("queue", "give at least one queue name")
     for name in queues:
-        _queue_option(name)
+        arguments.queue_name(name)
     # worker_id is stored in leased_by (200 characters, no NUL in PostgreSQL text).
-    _text_option("worker_id", worker_id, 200, allow_none=False)
-    if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
-        raise InvalidJobOption("max_jobs", f"must be an integer >= 1, got {max_jobs!r}")
-    lease = _lease_option(lease_s)
+    arguments.text("worker_id", worker_id, 200)
+    if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or not 1 <= max_jobs <= 10_000:
+        raise InvalidJobOption("max_jobs", f"must be an integer in 1..10000, got {max_jobs!r}")
+    lease = arguments.lease_seconds(lease_s)
     conf = get_settings()
     caps = TenantCaps(conf.tenant_max_running, conf.tenant_max_running_overrides)
     plan = QueueSelector(queues, caps=caps).plan()
-    return get_store(using).claim(queues, worker_id, max_jobs, lease, plan=plan)
+    with _writing(using):
+        return get_store(using).claim(queues, worker_id, max_jobs, lease, plan=plan)
 
 
 def heartbeat(
@@ -537,14 +298,25 @@ def heartbeat(
 ) -> datetime:
     """Extend one lease to ``now() + lease_s`` and return the new ``lease_until``.
 
-    Raises:
-        LeaseLost: the job is no longer leased under this token.
-        InvalidJobOption: ``lease_s`` is not a finite number of seconds > 0.
-    """
-    from .errors import LeaseLost
+    Args:
+        job_id: the job (an int).
+        lease_token: the token from its claim (a UUID, or its text).
+        lease_s: seconds from now; default ``JOBQUEUE["LEASE_SECONDS"]``.
+        using: database alias.
 
-    lease = _lease_option(lease_s)
-    kept = get_store(using).extend_leases([(job_id, lease_token)], lease)
+    Raises:
+        LeaseLost: the job is no longer leased under this token, or no job or lease can have
+            this id or token (not an int in bigint range, not a UUID).
+        InvalidJobOption: ``lease_s`` is not a finite number of seconds > 0, or ``using`` is
+            not an alias.
+        QueueUnavailable: the database cannot be reached.
+    """
+    using = arguments.alias(using)
+    job_id = arguments.leased_job_id(job_id)
+    lease_token = arguments.lease_token(lease_token, job_id)
+    lease = arguments.lease_seconds(lease_s)
+    with _writing(using):
+        kept = get_store(using).extend_leases([(job_id, lease_token)], lease)
     if job_id not in kept:
         raise LeaseLost(job_id)
     return kept[job_id].lease_until
@@ -562,11 +334,18 @@ def ack(
         The job's new state: ``"succeeded"``, or ``"cancelled"``.
 
     Raises:
-        LeaseLost: another claim or the reaper has moved the job; nothing changed.
+        LeaseLost: another claim or the reaper has moved the job, or no job or lease can have
+            this id or token; nothing changed.
         InvalidPayload: ``result`` is not JSON.
+        InvalidJobOption: ``using`` is not an alias.
+        QueueUnavailable: the database cannot be reached.
     """
+    using = arguments.alias(using)
+    job_id = arguments.leased_job_id(job_id)
+    lease_token = arguments.lease_token(lease_token, job_id)
     result_json = to_json(result, root="result")
-    return get_store(using).ack(job_id, lease_token, result_json)
+    with _writing(using):
+        return get_store(using).ack(job_id, lease_token, result_json)
 
 
 def error_entry(
@@ -626,13 +405,30 @@ def nack(
         ``"scheduled"`` (will retry) or ``"dead"`` (attempts spent, or a PermanentError).
 
     Raises:
-        LeaseLost: the job is no longer leased under this token; nothing changed.
+        LeaseLost: the job is no longer leased under this token, or no job or lease can have
+            this id or token; nothing changed.
+        InvalidJobOption: ``error`` is neither an exception nor a string, ``retry_at`` not an
+            aware datetime, or ``using`` not an alias.
+        QueueUnavailable: the database cannot be reached.
     """
-    from .errors import PermanentError
-
-    store = get_store(using)
+    using = arguments.alias(using)
+    job_id = arguments.leased_job_id(job_id)
+    lease_token = arguments.lease_token(lease_token, job_id)
+    if not isinstance(error, BaseException | str):
+        raise InvalidJobOption("error", f"must be an exception or a message, got {error!r:.100}")
     if retry_at is not None:
-        retry_at, _ = _run_at(retry_at, None, name="retry_at")
+        retry_at, _ = arguments.run_at(retry_at, None, name="retry_at")
+    with _writing(using):
+        return _nack(get_store(using), job_id, lease_token, error, retry_at)
+
+
+def _nack(
+    store: Any,
+    job_id: int,
+    lease_token: uuid.UUID,
+    error: BaseException | str,
+    retry_at: datetime | None,
+) -> str:
     info = store.lease_info(job_id, lease_token)
     entry = error_entry(error, attempt=info.attempts)
     if isinstance(error, PermanentError):
@@ -659,10 +455,14 @@ def cancel(job_id: int, *, using: str | None = None) -> bool:
         finished or a cancel was already requested (cancelling twice is a no-op).
 
     Raises:
-        JobNotFound: no job has this id.
+        JobNotFound: no job has this id (or can have it: not an int in bigint range).
+        InvalidJobOption: ``using`` is not an alias.
+        QueueUnavailable: the database cannot be reached.
     """
-    job_id = _job_id(job_id)
-    state = get_store(using).cancel_or_request(job_id)
+    using = arguments.alias(using)
+    job_id = arguments.job_id(job_id)
+    with _writing(using):
+        state = get_store(using).cancel_or_request(job_id)
     if state == JobState.CANCELLED:
         # A running job's cancel is only requested here; its worker sends the signal when the
         # job ends cancelled.
@@ -683,9 +483,15 @@ def retry(job_id: int, *, using: str | None = None) -> bool:
 
     Raises:
         JobNotFound: no job has this id.
-        DuplicateJob: a live job now holds the same dedupe key on the same queue.
+        DuplicateJob: a live job now holds the same dedupe key on the same queue; its
+            ``queue``, ``dedupe_key`` and ``existing_id`` name it. The row is unchanged.
+        InvalidJobOption: ``using`` is not an alias.
+        QueueUnavailable: the database cannot be reached.
     """
-    return get_store(using).retry(_job_id(job_id))
+    using = arguments.alias(using)
+    job_id = arguments.job_id(job_id)
+    with _writing(using):
+        return get_store(using).retry(job_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -697,13 +503,16 @@ class BulkRetry:
         not_retryable: id -> state, for jobs that are not dead or cancelled (now).
         duplicate: ids left dead or cancelled because a live job holds their dedupe key (or
             another id of the same call, with the same key, was retried instead).
-        missing: ids of no job.
+        holders: for each id of ``duplicate``, the id of the live job holding its key (absent
+            if that job finished in the meantime).
+        missing: ids of no job, and values no job can have as its id.
     """
 
     retried: tuple[int, ...] = ()
     not_retryable: dict[int, str] = field(default_factory=dict)
     duplicate: tuple[int, ...] = ()
-    missing: tuple[int, ...] = ()
+    holders: dict[int, int] = field(default_factory=dict)
+    missing: tuple[Any, ...] = ()
 
 
 #: Ids per statement in :func:`retry_many`.
@@ -719,28 +528,56 @@ def retry_many(job_ids: Iterable[int], *, using: str | None = None) -> BulkRetry
     dedupe key; when several of the ids share one key, the lowest id is retried.
 
     Returns:
-        A :class:`BulkRetry` saying what happened to every id.
-    """
-    from .models import Job
-    from .states import RETRYABLE
+        A :class:`BulkRetry` saying what happened to every id; a value no job can have as its
+        id (not an int in 1..bigint, e.g. ``"abc"``) is reported in ``missing``, as it is.
 
-    ids = sorted({int(job_id) for job_id in job_ids})
-    store = get_store(using)
+    Raises:
+        InvalidJobOption: ``job_ids`` is not an iterable (a string is refused), or ``using`` is
+            not an alias; nothing was retried.
+        QueueUnavailable: the database cannot be reached.
+    """
+    using = arguments.alias(using)
+    valid, impossible = arguments.job_ids(job_ids)
+    ids = sorted(set(valid))
+    with _writing(using):
+        return _retry_many(get_store(using), ids, impossible)
+
+
+def _retry_many(store: Any, ids: list[int], impossible: list[Any]) -> BulkRetry:
+    from .models import Job
+
     retried: set[int] = set()
     for start in range(0, len(ids), RETRY_MANY_BATCH):
         retried |= store.retry_many(ids[start : start + RETRY_MANY_BATCH])
     rest = [job_id for job_id in ids if job_id not in retried]
-    states = dict(
-        Job.objects.using(store.alias).filter(id__in=rest).values_list("id", "state")
-        if rest
-        else []
-    )
+    rows = Job.objects.using(store.alias).filter(id__in=rest) if rest else Job.objects.none()
+    found = {i: (s, q, k) for i, s, q, k in rows.values_list("id", "state", "queue", "dedupe_key")}
+    duplicate = sorted(i for i, (s, _, _) in found.items() if s in RETRYABLE)
     return BulkRetry(
         retried=tuple(sorted(retried)),
-        not_retryable={i: s for i, s in sorted(states.items()) if s not in RETRYABLE},
-        duplicate=tuple(i for i, s in sorted(states.items()) if s in RETRYABLE),
-        missing=tuple(i for i in rest if i not in states),
+        not_retryable={i: s for i, (s, _, _) in sorted(found.items()) if s not in RETRYABLE},
+        duplicate=tuple(duplicate),
+        holders=_key_holders(store.alias, {i: found[i][1:] for i in duplicate}),
+        missing=(*[i for i in rest if i not in found], *impossible),
     )
+
+
+def _key_holders(alias: str, keys: dict[int, tuple[str, str | None]]) -> dict[int, int]:
+    """Return, per job id, the live job holding its (queue, dedupe key) now."""
+    from django.db.models import Q
+
+    from .models import Job
+    from .states import LIVE
+
+    wanted = {key for key in keys.values() if key[1] is not None}
+    if not wanted:
+        return {}
+    match = Q()
+    for queue, dedupe_key in wanted:
+        match |= Q(queue=queue, dedupe_key=dedupe_key)
+    live = Job.objects.using(alias).filter(match, state__in=LIVE)
+    holder = {(q, k): i for i, q, k in live.values_list("id", "queue", "dedupe_key")}
+    return {i: holder[key] for i, key in keys.items() if key in holder}
 
 
 def run_now(job_id: int, *, using: str | None = None) -> bool:
@@ -752,9 +589,14 @@ def run_now(job_id: int, *, using: str | None = None) -> bool:
         True if the job is ready now; False if it is not scheduled (e.g. claimed meanwhile).
 
     Raises:
-        JobNotFound: no job has this id.
+        JobNotFound: no job has this id (or can have it: not an int in bigint range).
+        InvalidJobOption: ``using`` is not an alias.
+        QueueUnavailable: the database cannot be reached.
     """
-    return get_store(using).run_now(job_id)
+    using = arguments.alias(using)
+    job_id = arguments.job_id(job_id)
+    with _writing(using):
+        return get_store(using).run_now(job_id)
 
 
 def backoff_for(job_type: str, attempt: int, rng: random.Random | None = None) -> float:
@@ -763,8 +605,6 @@ def backoff_for(job_type: str, attempt: int, rng: random.Random | None = None) -
     Uses the type's ``@job(backoff=...)`` policy when it is registered here, else
     ``JOBQUEUE["BACKOFF"]``. Pass a seeded ``rng`` for repeatable delays.
     """
-    from .jobs import registered
-
     found = registered(job_type)
     policy = (found.backoff if found else None) or get_settings().backoff
     return backoff_delay(attempt, policy, rng)

@@ -18,9 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
+from . import arguments
+from .arguments import validate_options
 from .conf import DEFAULT_CRON_MISSED_CAP, get_settings
 from .crontab import InvalidTimezone, Schedule, parse_cron_expression, zone
 from .errors import InvalidJobOption, InvalidPayload
+from .options import EnqueueOptions, job_type_of
 from .payloads import to_json
 from .store import NewJob, get_store
 from .store.bounded import own_transaction
@@ -113,7 +116,6 @@ def validate_entry(
             missed_cap or enabled (the message names the option and the value).
         InvalidPayload: the payload is not a JSON object, or holds the reserved ``fire_time``.
     """
-    from .client import validate_options
     from .jobs import JobType
 
     if not isinstance(name, str) or not name.strip() or len(name) > 200 or "\x00" in name:
@@ -290,8 +292,10 @@ def schedule(
         The saved :class:`~jobqueue.models.CronEntry` (its ``source`` is ``code``).
 
     Raises:
-        InvalidCronExpression, InvalidJobOption, InvalidPayload: bad input; nothing is written.
+        InvalidCronExpression, InvalidJobOption, InvalidPayload: bad input (``using`` too);
+            nothing is written.
     """
+    arguments.alias(using)
     values = validate_entry(
         name=name,
         cron_expr=cron_expr,
@@ -453,22 +457,27 @@ def build_job(entry: DueEntry | CronEntry, fire_time: datetime, now: datetime) -
     A fire time still ahead of ``now`` (the scheduler fires up to one tick early) becomes the
     job's ``run_at``, so the job starts on time and not before; otherwise it may run now.
 
+    The job type's ``@job(max_attempts=, timeout_s=)`` defaults apply, as for any enqueue
+    (:class:`~jobqueue.options.EnqueueOptions`); the entry's own queue and priority are
+    explicit options.
+
     Raises:
         InvalidPayload: the payload no longer fits ``MAX_PAYLOAD_BYTES``.
+        InvalidJobOption: the entry's queue or priority is no longer valid.
     """
-    from .jobs import registered
-
     conf = get_settings()
-    found = registered(entry.job_type)
+    options = EnqueueOptions(queue=entry.queue, priority=entry.priority).resolve(
+        job_type_of(entry.job_type)
+    )
     payload = {**entry.payload, FIRE_TIME_KEY: fire_time.astimezone(UTC).isoformat()}
     return NewJob(
-        queue=entry.queue,
+        queue=options.queue,
         type=entry.job_type,
         payload_json=to_json(payload, max_bytes=conf.max_payload_bytes),
-        priority=entry.priority,
+        priority=options.priority,
         run_at=fire_time if fire_time > now else None,
-        max_attempts=(found and found.max_attempts) or conf.max_attempts,
-        timeout_s=float((found and found.timeout_s) or conf.timeout_seconds),
+        max_attempts=options.max_attempts,
+        timeout_s=options.timeout_s,
     )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .arguments import validate_options
 from .conf import Backoff, JobQueueConfigurationError, parse_backoff, validate_dependency_name
 from .errors import UnknownJobType
 
@@ -251,8 +252,6 @@ def job(
     """
 
     def register(f: Callable[..., Any]) -> JobType:
-        from .client import validate_options
-
         type_name = name or f"{f.__module__}.{f.__qualname__}"
         where = f"@job for {type_name}"
         try:

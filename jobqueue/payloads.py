@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 from .errors import InvalidPayload
 
 MAX_DEPTH = 100
 """Deepest nesting of lists and dicts accepted in a payload or result."""
+
+_INT_CHECK_BITS = 2000
+"""Ints up to this many bits (about 600 digits) are under any int-to-text limit Python allows."""
 
 
 def _describe(value: Any) -> str:
@@ -41,6 +45,19 @@ def _check(value: Any, path: str, containing: set[int] | None = None) -> None:
     if value is None or isinstance(value, bool):
         return
     if isinstance(value, int):
+        # Python refuses to turn an int of more than sys.get_int_max_str_digits() digits into
+        # text (or back, in the worker's json.loads): a plain ValueError naming no path. A bit
+        # length this small cannot reach the limit, so most ints cost no conversion here.
+        if value.bit_length() > _INT_CHECK_BITS:
+            try:
+                int.__repr__(value)
+            except ValueError:
+                raise InvalidPayload(
+                    path,
+                    f"an integer of about {int(value.bit_length() * 0.30103)} digits is over "
+                    f"Python's limit of {sys.get_int_max_str_digits()} digits "
+                    "(sys.set_int_max_str_digits); send it as a string",
+                ) from None
         return
     if isinstance(value, float):
         if not math.isfinite(value):

@@ -357,7 +357,7 @@ def test_retry_reports_a_dedupe_key_held_by_a_live_job_and_a_vanished_job(admin)
     Job.objects.filter(id=gone).delete()
     response = confirm(admin, DEAD, "retry_jobs", [held, gone])
     assert messages_of(response) == [
-        f"Skipped 1 job whose dedupe key a live job holds (#{held}).",
+        f"Skipped 1 job whose dedupe key a live job holds: #{held} (held by #{live}).",
         f"Skipped 1 job that no longer exists (#{gone}).",
     ]
     assert state(held) == JobState.DEAD and state(live) == JobState.READY

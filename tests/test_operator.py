@@ -39,6 +39,7 @@ def test_retry_many_says_what_happened_to_every_id():
         retried=(dead, cancelled),
         not_retryable={ready: JobState.READY, succeeded: JobState.SUCCEEDED},
         duplicate=(held,),
+        holders={held: live},
         missing=(10**12,),
     )
     assert row(dead)["state"] == row(cancelled)["state"] == JobState.READY

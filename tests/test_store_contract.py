@@ -857,6 +857,27 @@ class StoreContract(DependencyContract):
         assert self.row(a[0])["payload"] == {"v": 1}
         assert self.row(live)["payload"] == {"v": "live"}
 
+    @pytest.mark.parametrize("chunk_bytes", [1, 400])
+    def test_enqueue_many_in_small_chunks_keeps_ids_in_input_order_and_the_dedupe_rules(
+        self, store, chunk_bytes
+    ):
+        # One job per statement (1 byte) or a few: the same answer as one statement.
+        live = store.enqueue(new_job(dedupe_key="held"))
+        jobs = [
+            new_job(dedupe_key="z", payload_json='{"v":0}'),
+            new_job(payload_json='{"v":1}', ordering_key="o"),
+            new_job(dedupe_key="held", payload_json='{"v":2}'),
+            new_job(dedupe_key="a", payload_json='{"v":3}', ordering_key="o"),
+            new_job(dedupe_key="z", payload_json='{"v":4}'),
+        ]
+        results = store.enqueue_many(jobs, chunk_bytes=chunk_bytes)
+        z, plain, held, a, z_again = results
+        assert held == (live, False) and z_again == (z[0], False)
+        created = [z[0], plain[0], a[0]]
+        assert created == sorted(created)  # ids follow input order, whatever the chunks
+        assert [self.row(i)["payload"]["v"] for i in created] == [0, 1, 3]
+        assert self.count() == 4
+
     def test_enqueue_many_joins_the_callers_transaction(self, store):
         class Rollback(Exception):
             pass

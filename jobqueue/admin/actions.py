@@ -41,6 +41,8 @@ class Outcome:
     #: id -> the state it is in now, for jobs no longer eligible.
     changed: dict[int, str] = field(default_factory=dict)
     duplicate: list[int] = field(default_factory=list)
+    #: id -> the live job holding its dedupe key, for ``duplicate`` jobs.
+    holders: dict[int, int] = field(default_factory=dict)
     missing: list[int] = field(default_factory=list)
 
 
@@ -65,6 +67,15 @@ def _ids(ids: Iterable[int]) -> str:
     if len(ids) > MAX_IDS_NAMED:
         named += f" and {len(ids) - MAX_IDS_NAMED} more"
     return named
+
+
+def _held(ids: Sequence[int], holders: dict[int, int]) -> str:
+    """Name each job and the live job holding its key: ``#5 (held by #9)``."""
+    named = [f"#{i} (held by #{holders[i]})" if i in holders else f"#{i}" for i in ids]
+    shown = ", ".join(named[:MAX_IDS_NAMED])
+    if len(named) > MAX_IDS_NAMED:
+        shown += f" and {len(named) - MAX_IDS_NAMED} more"
+    return shown
 
 
 def _chunks(ids: Sequence[int], size: int = CHUNK_SIZE) -> Iterable[Sequence[int]]:
@@ -117,6 +128,7 @@ def retry_jobs(ids: Sequence[int], using: str) -> Outcome:
         done=list(result.retried),
         changed=dict(result.not_retryable),
         duplicate=list(result.duplicate),
+        holders=dict(result.holders),
         missing=list(result.missing),
     )
 
@@ -209,11 +221,11 @@ def report(modeladmin: Any, request: Any, action: BulkAction, outcome: Outcome) 
         modeladmin.message_user(
             request,
             ngettext(
-                "Skipped %(count)d job whose dedupe key a live job holds (%(ids)s).",
-                "Skipped %(count)d jobs whose dedupe key a live job holds (%(ids)s).",
+                "Skipped %(count)d job whose dedupe key a live job holds: %(ids)s.",
+                "Skipped %(count)d jobs whose dedupe keys live jobs hold: %(ids)s.",
                 n,
             )
-            % {"count": n, "ids": _ids(outcome.duplicate)},
+            % {"count": n, "ids": _held(outcome.duplicate, outcome.holders)},
             messages.WARNING,
         )
     if outcome.missing:

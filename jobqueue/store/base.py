@@ -123,6 +123,16 @@ class ReapDecision:
 #: Most jobs per statement in :meth:`Store.enqueue_many` (bounds one statement's memory).
 ENQUEUE_MANY_CHUNK = 10_000
 
+#: Most bytes of jobs per statement in :meth:`Store.enqueue_many` (8 MiB): a batch of large
+#: payloads goes in several statements, so the client never builds one message of the whole
+#: batch and the server never sees one over its 1 GB message limit. ``enqueue_many(...,
+#: chunk_bytes=)`` lowers or raises it.
+ENQUEUE_MANY_CHUNK_BYTES = 8 * 1024 * 1024
+
+#: Largest job (its JSON, bytes) one statement can carry: PostgreSQL refuses a message over
+#: 1 GB (``MaxAllocSize``), and closes the connection instead of answering an error.
+MAX_STATEMENT_BYTES = 1024 * 1024 * 1024 - 64 * 1024
+
 #: The channel PostgreSQL notifies (payload: the queue name) when jobs become ready; see
 #: migration 0006_notify and the ``*.sql`` files that make jobs ready.
 NOTIFY_CHANNEL = "jobqueue_ready"
@@ -149,12 +159,17 @@ class Store(Protocol):
             its id was returned instead.
         """
 
-    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], chunk_bytes: int = ENQUEUE_MANY_CHUNK_BYTES
+    ) -> list[tuple[int, bool]]:
         """Insert ``jobs`` in the caller's transaction, each exactly as :meth:`enqueue_or_get`.
 
         Several jobs with one (queue, dedupe key) become one job (the first of them); a live
-        job holding a key wins as in :meth:`enqueue`. On PostgreSQL this is one statement per
-        :data:`ENQUEUE_MANY_CHUNK` jobs.
+        job holding a key wins as in :meth:`enqueue`. All or nothing. Ids follow input order.
+        Jobs with dedupe keys take them in (queue, key) byte order, so two batches sharing keys
+        never deadlock. On PostgreSQL this is one statement per :data:`ENQUEUE_MANY_CHUNK` jobs
+        or ``chunk_bytes`` bytes of them (a job alone may be larger), plus one that draws the
+        ids when there are several.
 
         Returns:
             ``(job_id, created)`` per input job, in input order.

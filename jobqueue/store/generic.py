@@ -24,6 +24,7 @@ from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..fairness import Candidate, ClaimPlan, serve_order
 from ..states import CANCELLABLE, CLAIMABLE, FINISHED, LIVE, RETRYABLE, JobState
 from .base import (
+    ENQUEUE_MANY_CHUNK_BYTES,
     ClaimedJob,
     ExpiredLease,
     HeldLease,
@@ -95,8 +96,11 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
                     raise
         raise DuplicateJob(job.queue, job.dedupe_key or "")
 
-    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
-        # One transaction (SQLite: one commit): row by row, each as enqueue_or_get would. A
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], chunk_bytes: int = ENQUEUE_MANY_CHUNK_BYTES
+    ) -> list[tuple[int, bool]]:
+        # chunk_bytes bounds PostgreSQL's statements; here every job is its own. One
+        # transaction (SQLite: one commit): row by row, each as enqueue_or_get would. A
         # repeated (queue, dedupe key) finds the job its first occurrence just inserted.
         with transaction.atomic(using=self.alias):
             return [self.enqueue_or_get(job) for job in jobs]

@@ -22,7 +22,7 @@ from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..fairness import ClaimPlan
 from . import bounded
 from .base import (
-    ENQUEUE_MANY_CHUNK,
+    ENQUEUE_MANY_CHUNK_BYTES,
     ClaimedJob,
     ExpiredLease,
     HeldLease,
@@ -31,6 +31,7 @@ from .base import (
     ReapDecision,
     WorkerRegistry,
 )
+from .chunks import plan_chunks
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
 
@@ -47,7 +48,7 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
-def _jobs_json(jobs: Sequence[NewJob]) -> str:
+def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
     """Return ``jobs`` as one JSON array for enqueue_many.sql (payloads are JSON already)."""
     dumps = json.dumps
     return "[{}]".format(
@@ -57,8 +58,8 @@ def _jobs_json(jobs: Sequence[NewJob]) -> str:
             f'"at":{dumps(j.run_at.isoformat()) if j.run_at is not None else "null"},'
             f'"delay_s":{float(j.delay_s)!r},"max_attempts":{j.max_attempts},'
             f'"timeout_s":{float(j.timeout_s)!r},"dedupe_key":{dumps(j.dedupe_key)},'
-            f'"ordering_key":{dumps(j.ordering_key)}}}'
-            for j in jobs
+            f'"ordering_key":{dumps(j.ordering_key)},"id":{dumps(job_id)}}}'
+            for j, job_id in zip(jobs, ids, strict=True)
         )
     )
 
@@ -103,7 +104,11 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
                 return row[0], False
         raise DuplicateJob(job.queue, job.dedupe_key or "")
 
-    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[tuple[int, bool]]:
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], chunk_bytes: int = ENQUEUE_MANY_CHUNK_BYTES
+    ) -> list[tuple[int, bool]]:
+        if not jobs:
+            return []
         results: list[tuple[int, bool] | None] = [None] * len(jobs)
         # A batch may name one (queue, dedupe key) several times: the first one stands for all.
         first: dict[tuple[str, str], int] = {}
@@ -115,25 +120,50 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
                     continue
                 first[key] = index
             unique.append(index)
-        for start in range(0, len(unique), ENQUEUE_MANY_CHUNK):
-            chunk = unique[start : start + ENQUEUE_MANY_CHUNK]
-            batch = [jobs[i] for i in chunk]
-            params = {"jobs": _jobs_json(batch)}
-            with self._execute("enqueue_many", params) as cursor:
-                rows = cursor.fetchall()
-            for ordinal, job_id, created in rows:
-                index = chunk[ordinal - 1]
-                # None: the key's holder committed after this statement's snapshot; the
-                # single-row path waits for it and reads it (or inserts, if it is gone).
-                results[index] = (
-                    (job_id, created) if job_id is not None else self.enqueue_or_get(jobs[index])
-                )
+        chunks = plan_chunks(jobs, unique, chunk_bytes)
+        if len(chunks) == 1:
+            self._insert_chunk(jobs, chunks[0], {}, results)
+        else:
+            # Several statements are still one batch: all or nothing, in the caller's
+            # transaction (a savepoint) or in one of their own (autocommit).
+            with transaction.atomic(using=self.alias):
+                reserved = self._reserve_ids(jobs, unique)
+                for chunk in chunks:
+                    self._insert_chunk(jobs, chunk, reserved, results)
         for index, job in enumerate(jobs):
             if results[index] is None:
                 holder = results[first[(job.queue, job.dedupe_key)]]  # type: ignore[index]
                 assert holder is not None
                 results[index] = (holder[0], False)
         return results  # type: ignore[return-value]
+
+    def _reserve_ids(self, jobs: Sequence[NewJob], unique: Sequence[int]) -> dict[int, int]:
+        """Draw one id per job to insert, ascending in input order (reserve_ids.sql)."""
+        keys = sorted({k for i in unique if (k := jobs[i].ordering_key) is not None})
+        params = {"n": len(unique), "ordering_keys": keys}
+        with self._execute("reserve_ids", params) as cursor:
+            ids = [row[0] for row in cursor.fetchall()]
+        return dict(zip(unique, ids, strict=True))
+
+    def _insert_chunk(
+        self,
+        jobs: Sequence[NewJob],
+        chunk: Sequence[int],
+        reserved: dict[int, int],
+        results: list[tuple[int, bool] | None],
+    ) -> None:
+        batch = [jobs[i] for i in chunk]
+        params = {"jobs": _jobs_json(batch, [reserved.get(i) for i in chunk])}
+        with self._execute("enqueue_many", params) as cursor:
+            rows = cursor.fetchall()
+        del params
+        for ordinal, job_id, created in rows:
+            index = chunk[ordinal - 1]
+            # None: the key's holder committed after this statement's snapshot; the
+            # single-row path waits for it and reads it (or inserts, if it is gone).
+            results[index] = (
+                (job_id, created) if job_id is not None else self.enqueue_or_get(jobs[index])
+            )
 
     def claim(
         self,

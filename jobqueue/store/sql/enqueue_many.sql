@@ -1,8 +1,11 @@
 -- enqueue_many: insert many jobs in one statement, in the caller's transaction; row for row what enqueue.sql does.
 -- ON CONFLICT infers the partial unique index jobqueue_job_live_dedupe_key; the live holder's id is read through it.
 -- Ids are drawn from the sequence in the MATERIALIZED CTE (once per input row, in input order), so each input row
--- knows its id whether it was inserted or not. A row that lost to a live dedupe key gets the holder's id if this
--- statement's snapshot sees it (NULL when the holder committed after the snapshot: the caller looks again).
+-- knows its id whether it was inserted or not; a batch of several statements brings ids from reserve_ids.sql.
+-- Rows are inserted in (queue, dedupe_key) order, byte order (COLLATE "C", as Python sorts the chunks), so two
+-- batches sharing keys in any order take the unique index's entries in one order and never deadlock. A row that
+-- lost to a live dedupe key gets the holder's id if this statement's snapshot sees it (NULL when the holder
+-- committed after the snapshot: the caller looks again).
 -- The caller collapses duplicate (queue, dedupe_key) pairs within the batch first.
 WITH batch AS MATERIALIZED (
     -- One JSON array of jobs (one parameter): PostgreSQL parses it faster than psycopg dumps
@@ -11,9 +14,10 @@ WITH batch AS MATERIALIZED (
     FROM ROWS FROM (
         jsonb_to_recordset(%(jobs)s::jsonb) AS (
             queue text, type text, payload jsonb, priority int, tenant_id text, at timestamptz,
-            delay_s float8, max_attempts int, timeout_s float8, dedupe_key text, ordering_key text)
+            delay_s float8, max_attempts int, timeout_s float8, dedupe_key text, ordering_key text,
+            id bigint)
     ) WITH ORDINALITY AS u(queue, type, payload, priority, tenant_id, at, delay_s, max_attempts,
-                           timeout_s, dedupe_key, ordering_key, ord)
+                           timeout_s, dedupe_key, ordering_key, reserved_id, ord)
 ),
 -- As enqueue.sql does for one key: the ordering keys' advisory locks are taken before any id is
 -- drawn, so two transactions enqueueing one key commit in id order. Sorted, so two batches
@@ -25,8 +29,11 @@ locked AS MATERIALIZED (
 ),
 input AS MATERIALIZED (
     -- The sequence is looked up once (an InitPlan), not once per row. Joining "locked" (one
-    -- row) makes every id wait for the locks.
-    SELECT nextval((SELECT pg_get_serial_sequence('jobqueue_job', 'id'))::regclass) AS id, b.*,
+    -- row) makes every id wait for the locks. COALESCE evaluates nextval only without a
+    -- reserved id.
+    SELECT coalesce(b.reserved_id,
+                    nextval((SELECT pg_get_serial_sequence('jobqueue_job', 'id'))::regclass)) AS id,
+           b.*,
            coalesce(b.at, now() + make_interval(secs => b.delay_s)) AS run_at
     FROM batch AS b CROSS JOIN locked AS l
     WHERE l.n >= 0
@@ -40,7 +47,7 @@ inserted AS (
            CASE WHEN run_at > now() THEN 'scheduled' ELSE 'ready' END,
            run_at, 0, max_attempts, timeout_s, '', dedupe_key, ordering_key, '[]'::jsonb, '', now()
     FROM input
-    ORDER BY ord
+    ORDER BY queue COLLATE "C", dedupe_key COLLATE "C", ord
     ON CONFLICT (queue, dedupe_key)
         WHERE dedupe_key IS NOT NULL AND state IN ('leased', 'ready', 'scheduled')
         DO NOTHING

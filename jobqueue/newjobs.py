@@ -1,0 +1,165 @@
+"""Internal: turn ``enqueue``'s and ``enqueue_many``'s arguments into jobs to insert (no SQL).
+
+Everything is checked here, before the store is called, so bad input writes nothing and leaves
+the caller's transaction usable. Type defaults are applied in one place,
+:class:`~jobqueue.options.EnqueueOptions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import arguments
+from .conf import get_settings
+from .errors import InvalidJobOption, InvalidPayload
+from .jobs import JobType, signature_of
+from .options import EnqueueOptions, job_type_of
+from .payloads import to_json
+from .store.base import NewJob
+
+__all__ = ["ENQUEUE_MANY_KEYS", "new_job", "new_jobs"]
+
+#: The keys one job of ``enqueue_many`` may have: ``enqueue``'s arguments but ``using``.
+ENQUEUE_MANY_KEYS = (
+    "queue",
+    "job_type",
+    "payload",
+    "run_at",
+    "delay",
+    "priority",
+    "dedupe_key",
+    "max_attempts",
+    "timeout_s",
+    "tenant_id",
+    "ordering_key",
+)
+
+
+def _check_arguments(job_type: JobType | None, payload: dict[Any, Any]) -> None:
+    """Refuse a payload its handler cannot be called with (known handlers only).
+
+    A missing or unexpected argument would otherwise fail on every attempt, long after the
+    caller could have fixed it. Types unknown in this process (another service's) are not
+    checked.
+    """
+    if job_type is None:
+        return
+    signature = signature_of(job_type.func)
+    if signature is None:
+        return
+    args = (None,) if job_type.takes_context else ()
+    # Only the names matter, as the handler will get them after the JSON round trip.
+    names = dict.fromkeys(str(key) for key in payload)
+    try:
+        signature.bind(*args, **names)
+    except TypeError as exc:
+        raise InvalidPayload("payload", f"does not fit {job_type.name}{signature}: {exc}") from None
+
+
+def new_job(
+    queue: str | None,
+    job_type: str | JobType,
+    payload: dict[str, Any] | None = None,
+    *,
+    run_at: Any = None,
+    delay: Any = None,
+    priority: int | None = None,
+    dedupe_key: str | None = None,
+    max_attempts: int | None = None,
+    timeout_s: float | None = None,
+    tenant_id: str = "",
+    ordering_key: str | None = None,
+    memo: dict[Any, Any] | None = None,
+    queue_given: bool = True,
+) -> NewJob:
+    """Validate ``enqueue``'s arguments and return the job to insert (writes nothing).
+
+    ``memo`` (a dict kept across the calls of one ``enqueue_many``) remembers the answers that
+    depend only on the job type, or on the type and the payload's keys. ``queue_given=False``
+    (an ``enqueue_many`` job without a ``queue`` key) takes the type's ``@job(queue=)``; a
+    queue given as None is refused, as any bad queue name.
+
+    Raises:
+        InvalidPayload, InvalidJobOption: as ``jobqueue.enqueue`` documents.
+    """
+    type_name = job_type.name if isinstance(job_type, JobType) else job_type
+    arguments.text("job_type", type_name, 200)
+    if not type_name:
+        raise InvalidJobOption("job_type", "must not be empty")
+    if queue_given:
+        arguments.queue_name(queue)
+    memo = {} if memo is None else memo
+    found_key = ("type", job_type)
+    if found_key not in memo:
+        memo[found_key] = job_type_of(job_type)
+    found: JobType | None = memo[found_key]
+    options = EnqueueOptions(
+        queue=queue, priority=priority, max_attempts=max_attempts, timeout_s=timeout_s
+    ).resolve(found)
+    arguments.text("tenant_id", tenant_id, 100)
+    arguments.key("dedupe_key", dedupe_key)
+    arguments.key("ordering_key", ordering_key)
+    when, delay_s = arguments.run_at(run_at, delay)
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise InvalidJobOption(
+            "payload", f"must be a dict of keyword arguments, got {type(payload).__name__}"
+        )
+    payload_json = to_json(payload, max_bytes=get_settings().max_payload_bytes)
+    # The same job type with the same argument names binds the same way every time.
+    args_key = ("args", found, tuple(payload))
+    if args_key not in memo:
+        _check_arguments(found, payload)
+        memo[args_key] = True
+    return NewJob(
+        queue=options.queue,
+        type=type_name,
+        payload_json=payload_json,
+        priority=options.priority,
+        tenant_id=tenant_id,
+        run_at=when,
+        delay_s=delay_s,
+        max_attempts=options.max_attempts,
+        timeout_s=options.timeout_s,
+        dedupe_key=dedupe_key,
+        ordering_key=ordering_key,
+    )
+
+
+def new_jobs(specs: Iterable[Mapping[str, Any]]) -> list[NewJob]:
+    """Validate every job of an ``enqueue_many`` call; return them in order (writes nothing).
+
+    Raises:
+        InvalidJobOption: a job is not a mapping, lacks ``job_type`` (or ``queue`` where its
+            type has no default), has an unknown key, or a bad option; ``option`` names it as
+            ``jobs[<index>].<key>``.
+        InvalidPayload: a payload is not JSON; ``path`` starts with ``jobs[<index>]``.
+    """
+    if isinstance(specs, Mapping | str | bytes) or not isinstance(specs, Iterable):
+        raise InvalidJobOption("jobs", f"must be an iterable of job dicts, got {specs!r:.100}")
+    built: list[NewJob] = []
+    memo: dict[Any, Any] = {}
+    for index, spec in enumerate(specs):
+        where = f"jobs[{index}]"
+        if not isinstance(spec, Mapping):
+            raise InvalidJobOption(
+                where, f"must be a dict of enqueue arguments, got {type(spec).__name__}"
+            )
+        unknown = sorted(map(str, set(spec) - set(ENQUEUE_MANY_KEYS)))
+        if unknown:
+            raise InvalidJobOption(
+                where,
+                f"unknown keys: {', '.join(unknown)} (known: {', '.join(ENQUEUE_MANY_KEYS)})",
+            )
+        if "job_type" not in spec:
+            raise InvalidJobOption(where, "needs job_type")
+        try:
+            given = "queue" in spec
+            built.append(new_job(**{"queue": None, **spec}, memo=memo, queue_given=given))
+        except InvalidPayload as exc:
+            raise InvalidPayload(f"{where}.{exc.path}", exc.problem) from None
+        except InvalidJobOption as exc:
+            raise InvalidJobOption(f"{where}.{exc.option}", exc.problem) from None
+    return built

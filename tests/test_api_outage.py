@@ -1,0 +1,117 @@
+"""A database outage gives ``QueueUnavailable`` from every public function that talks to it,
+inside the caller's ``transaction.atomic()`` as well as outside one.
+
+Runs on a private cluster (tests/pgcluster.py): each call meets a server that was stopped after
+the caller's connection was opened, as a real outage does. Before the fix, a call inside
+``atomic()`` raised Django's ``OperationalError`` (the block's exit reconnected to roll back,
+failed, and replaced the error), and ``cancel``, ``retry``, ``run_now``... raised it everywhere.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, subprocess_env
+from tests.pgcluster import PrivateCluster
+
+pytestmark = pytest.mark.slow
+
+CALLS = {
+    "enqueue": "jobqueue.enqueue('q', 'tests.testapp.jobs.noop', {})",
+    "enqueue_many": "jobqueue.enqueue_many([{'queue': 'q', 'job_type': 'tests.jobs.x'}])",
+    "claim": "jobqueue.claim('q', 'w', 1)",
+    "heartbeat": "jobqueue.heartbeat(leased, token)",
+    "ack": "jobqueue.ack(leased, token)",
+    "nack": "jobqueue.nack(leased, token, 'boom')",
+    "cancel": "jobqueue.cancel(dead)",
+    "retry": "jobqueue.retry(dead)",
+    "retry_many": "jobqueue.retry_many([dead])",
+    "run_now": "jobqueue.run_now(dead)",
+}
+
+# Reads a call name per line; opens a connection, says READY, waits for the server to be stopped
+# (a second line), makes the call (in atomic() or not) and prints the exception's class.
+SCRIPT = """
+import sys, uuid
+import django
+django.setup()
+from django.db import connection, transaction
+import jobqueue
+from tests.factories import make_job
+dead = make_job('dead').id
+leased_job = make_job('leased')
+leased, token = leased_job.id, leased_job.lease_token
+calls = {calls!r}
+print('SETUP', flush=True)
+for line in sys.stdin:
+    name, mode = line.split()
+    connection.ensure_connection()
+    print('READY', flush=True)
+    sys.stdin.readline()
+    try:
+        if mode == 'atomic':
+            with transaction.atomic():
+                eval(calls[name])
+        else:
+            eval(calls[name])
+        print('RESULT none', flush=True)
+    except Exception as exc:
+        print('RESULT', type(exc).__module__ + '.' + type(exc).__qualname__, flush=True)
+    connection.close()
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    try:
+        found = PrivateCluster()
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot make a private PostgreSQL cluster: {exc}")
+    found.start()
+    try:
+        yield found
+    finally:
+        found.destroy()
+
+
+def test_every_public_function_raises_queue_unavailable_in_an_outage(cluster):
+    url = cluster.create_database("jq_outage")
+    env = subprocess_env()
+    env["DATABASE_URL"] = url
+    subprocess.run(
+        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, cwd=ROOT, check=True
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT.format(calls=CALLS)],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    seen: dict[tuple[str, str], str] = {}
+    try:
+        assert proc.stdout.readline().strip() == "SETUP"
+        for mode in ("atomic", "autocommit"):
+            for name in CALLS:
+                proc.stdin.write(f"{name} {mode}\n")
+                proc.stdin.flush()
+                ready = proc.stdout.readline()
+                assert ready.strip() == "READY", ready + proc.stdout.read()
+                cluster.stop()
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+                result = proc.stdout.readline().split()
+                assert result and result[0] == "RESULT", result
+                seen[name, mode] = result[1]
+                cluster.start()
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    expected = {key: "jobqueue.errors.QueueUnavailable" for key in seen}
+    assert len(seen) == 2 * len(CALLS)
+    assert seen == expected
