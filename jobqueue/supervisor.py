@@ -2,10 +2,15 @@
 
 The supervisor itself touches no database. It forks each worker (so Django is set up once, and a
 child starts in milliseconds), watches them, and restarts a child that died, after a backoff that
-grows while a slot keeps dying young, so a crash loop does not spin. SIGTERM is passed on to
-every child (each drains within its grace period); a second SIGTERM, or SIGINT, is passed on as
-SIGINT (release at once). A child that exits with :data:`EXIT_RECYCLE` (its handler ran past its
-timeout and its thread could not be stopped) is replaced at once.
+grows while a slot keeps dying young, so a crash loop does not spin. A child that exits with
+:data:`EXIT_RECYCLE` (its handler ran past its timeout and its thread could not be stopped) is
+replaced at once.
+
+Stopping (``jobqueue/stopping.py``): the supervisor counts the SIGTERMs it receives. The first
+is passed on to every child as :data:`~jobqueue.stopping.DRAIN_SIGNAL` (each drains within its
+grace period); a second one, or SIGINT, as :data:`~jobqueue.stopping.FORCE_SIGNAL` (release at
+once). Children treat SIGTERM as a drain however often it comes, so a SIGTERM sent to the whole
+process group drains exactly like one sent to the supervisor alone.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import connections
+
+from .stopping import DRAIN_SIGNAL, FORCE_SIGNAL, SUPERVISED
 
 logger = logging.getLogger("jobqueue.supervisor")
 
@@ -46,7 +53,7 @@ class _Slot:
 
 
 def _terminate_with_parent() -> None:
-    """Ask Linux to send this process SIGTERM when its parent (the supervisor) dies.
+    """Ask Linux to send this process the drain signal when its parent (the supervisor) dies.
 
     A supervisor killed with SIGKILL then leaves no orphans running: each worker drains and
     exits as on a deploy. Elsewhere this is a no-op.
@@ -56,7 +63,7 @@ def _terminate_with_parent() -> None:
 
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+        libc.prctl(pr_set_pdeathsig, DRAIN_SIGNAL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
 
@@ -85,12 +92,18 @@ class Supervisor:
     # -- signals ----------------------------------------------------------------------------
 
     def _on_signal(self, signum: int, frame: object) -> None:
-        if self._stop_signal is None and signum == signal.SIGTERM:
-            self._stop_signal = signum
-            self._forward.append(signal.SIGTERM)
-        else:
-            self._stop_signal = signal.SIGINT
-            self._forward.append(signal.SIGINT)
+        # The same policy as a supervised child's, except that SIGTERM escalates here: this is
+        # the one place that counts SIGTERMs.
+        force = signum in SUPERVISED.force or (
+            signum == signal.SIGTERM and self._stop_signal is not None
+        )
+        if force:
+            if self._stop_signal != FORCE_SIGNAL:
+                self._stop_signal = FORCE_SIGNAL
+                self._forward.append(FORCE_SIGNAL)
+        elif self._stop_signal is None:
+            self._stop_signal = DRAIN_SIGNAL
+            self._forward.append(DRAIN_SIGNAL)
 
     def _send(self, signum: int) -> None:
         for slot in self.slots:
@@ -106,12 +119,15 @@ class Supervisor:
         # A connection opened before the fork (system checks can open one) must not be shared
         # by parent and child.
         connections.close_all()
+        # The child is born with the stop signals blocked; its worker unblocks them once its
+        # handlers are in place, so a stop sent in between is held, not lost or fatal.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED.handled)
         pid = os.fork()
         if pid == 0:  # the child
             code = 1
             try:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                for signum in SUPERVISED.handled:
+                    signal.signal(signum, signal.SIG_DFL)
                 _terminate_with_parent()
                 code = self.run_worker(slot.index)
             except BaseException:
@@ -119,6 +135,7 @@ class Supervisor:
             finally:
                 logging.shutdown()
                 os._exit(code)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         slot.pid = pid
         slot.started = time.monotonic()
         slot.restart_at = None
@@ -178,8 +195,8 @@ class Supervisor:
 
     def run(self) -> int:
         """Start the workers and supervise them until they are stopped. Returns 0."""
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        for signum in SUPERVISED.handled:
+            signal.signal(signum, self._on_signal)
         for slot in self.slots:
             self._spawn(slot)
         while True:
@@ -187,7 +204,7 @@ class Supervisor:
                 signum = self._forward.pop(0)
                 logger.warning(
                     "%s: passing it on to %d worker process(es)",
-                    signal.Signals(signum).name,
+                    "drain" if signum == DRAIN_SIGNAL else "release now",
                     sum(s.pid is not None for s in self.slots),
                 )
                 self._send(signum)

@@ -22,6 +22,7 @@ from jobqueue.management.arguments import (
 )
 from jobqueue.pruning import Pruner
 from jobqueue.scheduler import Scheduler
+from jobqueue.stopping import STANDALONE, SUPERVISED
 from jobqueue.supervisor import Supervisor
 from jobqueue.worker import Worker, default_worker_id
 
@@ -59,8 +60,8 @@ class Command(BaseCommand):
     help = (
         "Run a jobqueue worker: claim jobs from the queues, run them on a thread pool, "
         "heartbeat their leases, and fire cron entries while this process holds the leader "
-        "lease. SIGTERM drains within --grace; SIGINT or a second SIGTERM releases running "
-        "jobs at once."
+        "lease. SIGTERM (to this process or to its whole process group) drains within "
+        "--grace; SIGINT (Ctrl-C) or a second SIGTERM releases running jobs at once."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -171,7 +172,12 @@ class Command(BaseCommand):
                 # Every worker prunes in small SKIP LOCKED batches: safe to run in many at once.
                 services.append(Pruner(using=using))
             worker = Worker(
-                worker_id=worker_id, services=services, recycle_on_overrun=recycle, **settings
+                worker_id=worker_id,
+                services=services,
+                recycle_on_overrun=recycle,
+                # Under the supervisor (recycle): a group-wide SIGTERM must drain only once.
+                stop_signals=SUPERVISED if recycle else STANDALONE,
+                **settings,
             )
             try:
                 worker.exit_code = worker.run()

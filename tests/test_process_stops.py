@@ -1,0 +1,101 @@
+"""Stops under ``--processes N``: SIGTERM to the supervisor alone or to the whole process group
+(systemd ``KillMode=control-group``, Kubernetes) drains the same way; a second, separate SIGTERM,
+or Ctrl-C's SIGINT to the group, releases at once (DESIGN.md "A stop is a stop").
+
+Real supervisors, real children, real signals; outcomes are job states, attempts and which
+handlers ran, never durations.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+import jobqueue
+from jobqueue.models import Job
+from tests.conftest import FAST_WORKER_SETTINGS, record_lines, requires_postgres, wait_for
+from tests.testapp import jobs
+
+pytestmark = [pytest.mark.slow, requires_postgres(), pytest.mark.django_db(transaction=True)]
+
+
+def send(proc, signum: int, target: str) -> None:
+    """Send ``signum`` to the supervisor alone, or to its whole process group."""
+    if target == "group":
+        os.killpg(proc.pid, signum)  # what systemd and Kubernetes do
+    else:
+        proc.send_signal(signum)
+
+
+def start_four_running(workers, tmp_path, q: str, sleep_s: float, grace: str):
+    """Two processes of two threads, four jobs running (sleep_s each) and three queued."""
+    path = tmp_path / "runs.txt"
+    running = [
+        jobqueue.enqueue(q, jobs.record, {"path": str(path), "sleep_s": sleep_s}, timeout_s=120)
+        for _ in range(4)
+    ]
+    sup = workers.start(
+        "--queues", q, "--processes", "2", "--concurrency", "2", "--grace", grace,
+        settings=FAST_WORKER_SETTINGS,
+    )  # fmt: skip
+    wait_for(lambda: len(record_lines(path)) == 4, timeout=60)
+    # Queued only now, so that they cannot have been among the first claims.
+    queued = [jobqueue.enqueue(q, jobs.record, {"path": str(path)}) for _ in range(3)]
+    return sup, path, running, queued
+
+
+@pytest.mark.parametrize("target", ["supervisor", "group"])
+def test_sigterm_drains_running_jobs_whether_sent_to_the_supervisor_or_the_group(
+    workers, tmp_path, target
+):
+    """Four 3 s jobs mid-run, grace 60 s: all four finish (succeeded, attempt 1), the three
+    queued jobs never start, the supervisor exits 0 (before the fix, the group's SIGTERM plus
+    the supervisor's forwarded one counted as two in each child: all four were released)."""
+    sup, path, running, queued = start_four_running(workers, tmp_path, f"stop-{target}", 3, "60")
+
+    send(sup, signal.SIGTERM, target)
+
+    assert workers.exit_code(sup, timeout=90) == 0, workers.log(sup)
+    finished = {j.id: (j.state, j.attempts, j.errors) for j in Job.objects.filter(id__in=running)}
+    assert finished == {i: ("succeeded", 1, []) for i in running}, workers.log(sup)
+    assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=queued)} == {("ready", 0)}
+    assert len(record_lines(path)) == 4  # no queued job started
+    log = workers.log(sup)
+    assert "releasing running jobs now" not in log, log
+    assert "released at shutdown" not in log, log
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("group", "group"), ("group", "supervisor"), ("supervisor", "group")],
+)
+def test_a_second_separate_sigterm_releases_running_jobs_at_once(workers, tmp_path, first, second):
+    """Four 60 s jobs mid-run, grace 120 s: a first SIGTERM drains, a second, separate one
+    (to the group or to the supervisor) releases all four now: ready, attempt not counted."""
+    sup, _, running, queued = start_four_running(workers, tmp_path, "stop-twice", 60, "120")
+
+    send(sup, signal.SIGTERM, first)
+    wait_for(lambda: workers.log(sup).count("no new claims") == 2, timeout=30)
+    send(sup, signal.SIGTERM, second)
+
+    assert workers.exit_code(sup, timeout=60) == 0, workers.log(sup)
+    for job in Job.objects.filter(id__in=running):
+        assert (job.state, job.attempts, job.lease_token) == ("ready", 0, None), workers.log(sup)
+        assert [(e["kind"], e["attempt"]) for e in job.errors] == [("released", 1)]
+    assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=queued)} == {("ready", 0)}
+    assert workers.log(sup).count("released at shutdown") == 4
+
+
+def test_ctrl_c_to_the_group_releases_running_jobs_at_once(workers, tmp_path):
+    """Ctrl-C sends SIGINT to the whole foreground group: running jobs are released now (their
+    attempt not counted), nothing else starts, the supervisor exits 0."""
+    sup, path, running, queued = start_four_running(workers, tmp_path, "stop-int", 60, "120")
+
+    send(sup, signal.SIGINT, "group")
+
+    assert workers.exit_code(sup, timeout=60) == 0, workers.log(sup)
+    assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=running)} == {("ready", 0)}
+    assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=queued)} == {("ready", 0)}
+    assert len(record_lines(path)) == 4
