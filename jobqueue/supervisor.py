@@ -6,6 +6,12 @@ grows while a slot keeps dying young, so a crash loop does not spin. A child tha
 :data:`EXIT_RECYCLE` (its handler ran past its timeout and its thread could not be stopped) is
 replaced at once.
 
+A child that dies (killed, or exiting with an error) may leave leases behind. When given a
+``hand_back`` callable, the supervisor forks a short-lived process that runs it with the dead
+child's worker id (``jobqueue/deaths.py``: the one job of a child that ran one is charged, the
+jobs of a child that ran several are refunded and run alone next), and restarts the slot only
+once that process has ended. The supervisor itself still touches no database.
+
 Stopping (``jobqueue/stopping.py``): the supervisor counts the SIGTERMs it receives. The first
 is passed on to every child as :data:`~jobqueue.stopping.DRAIN_SIGNAL` (each drains within its
 grace period); a second one, or SIGINT, as :data:`~jobqueue.stopping.FORCE_SIGNAL` (release at
@@ -39,6 +45,8 @@ RESTART_BACKOFF_CAP_S = 30.0
 STABLE_AFTER_S = 30.0
 #: How long after the stop signal's grace period children get before SIGKILL, seconds.
 KILL_AFTER_GRACE_S = 10.0
+#: Longest a hand-back process may run before it is killed (its leases then expire), seconds.
+HAND_BACK_TIMEOUT_S = 30.0
 
 
 @dataclass(slots=True)
@@ -50,6 +58,10 @@ class _Slot:
     restart_at: float | None = None
     done: bool = False
     restarts: int = 0
+    worker_id: str = ""
+    #: The process handing back the leases of this slot's dead child, and its deadline.
+    hand_back_pid: int | None = None
+    hand_back_until: float = 0.0
 
 
 def _terminate_with_parent() -> None:
@@ -73,17 +85,35 @@ class Supervisor:
 
     Args:
         processes: how many worker processes (>= 1).
-        run_worker: called in each forked child; returns the child's exit status. It builds and
-            runs a :class:`~jobqueue.worker.Worker` (it must not return into the supervisor).
+        run_worker: ``run_worker(slot, worker_id)``, called in each forked child; returns the
+            child's exit status. It builds and runs a :class:`~jobqueue.worker.Worker` holding
+            its leases under ``worker_id`` (it must not return into the supervisor).
         grace_s: the workers' grace period, seconds; the supervisor waits that long plus
             :data:`KILL_AFTER_GRACE_S` for children to exit after SIGTERM before killing them.
+        worker_id_for: ``worker_id_for(slot)`` names the next child of a slot, in the
+            supervisor before the fork, so the supervisor knows whose leases a dead child held.
+        hand_back: ``hand_back(worker_id)``, run in a forked process after a child died (not
+            while stopping) to hand back its leases; None leaves them to expire.
+
+    Raises:
+        ValueError: ``processes`` is below 1.
     """
 
-    def __init__(self, *, processes: int, run_worker: Callable[[int], int], grace_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        processes: int,
+        run_worker: Callable[[int, str], int],
+        grace_s: float,
+        worker_id_for: Callable[[int], str],
+        hand_back: Callable[[str], object] | None = None,
+    ) -> None:
         if processes < 1:
             raise ValueError(f"processes must be >= 1, got {processes}")
         self.slots = [_Slot(index=i) for i in range(processes)]
         self.run_worker = run_worker
+        self.worker_id_for = worker_id_for
+        self.hand_back = hand_back
         self.grace_s = grace_s
         self._stop_signal: int | None = None
         self._stop_deadline: float | None = None
@@ -121,6 +151,7 @@ class Supervisor:
         connections.close_all()
         # The child is born with the stop signals blocked; its worker unblocks them once its
         # handlers are in place, so a stop sent in between is held, not lost or fatal.
+        slot.worker_id = self.worker_id_for(slot.index)
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED.handled)
         pid = os.fork()
         if pid == 0:  # the child
@@ -129,7 +160,7 @@ class Supervisor:
                 for signum in SUPERVISED.handled:
                     signal.signal(signum, signal.SIG_DFL)
                 _terminate_with_parent()
-                code = self.run_worker(slot.index)
+                code = self.run_worker(slot.index, slot.worker_id)
             except BaseException:
                 logger.exception("worker process %d crashed", os.getpid())
             finally:
@@ -139,7 +170,30 @@ class Supervisor:
         slot.pid = pid
         slot.started = time.monotonic()
         slot.restart_at = None
-        logger.info("started worker process %d (slot %d)", pid, slot.index)
+        logger.info("started worker process %d (slot %d, %s)", pid, slot.index, slot.worker_id)
+
+    def _start_hand_back(self, slot: _Slot) -> None:
+        assert self.hand_back is not None
+        connections.close_all()
+        # Born with the stop signals blocked: it is short, and a stop must not cut it off.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED.handled)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                self.hand_back(slot.worker_id)
+                code = 0
+            except BaseException:
+                logger.exception(
+                    "could not hand back the leases of %s; they expire by themselves",
+                    slot.worker_id,
+                )
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        slot.hand_back_pid = pid
+        slot.hand_back_until = time.monotonic() + HAND_BACK_TIMEOUT_S
 
     def _reap_children(self) -> None:
         while True:
@@ -149,6 +203,10 @@ class Supervisor:
                 return
             if pid == 0:
                 return
+            helper = next((s for s in self.slots if s.hand_back_pid == pid), None)
+            if helper is not None:
+                helper.hand_back_pid = None
+                continue
             slot = next((s for s in self.slots if s.pid == pid), None)
             if slot is None:
                 continue
@@ -167,6 +225,8 @@ class Supervisor:
             slot.done = True
             logger.info("worker process of slot %d %s", slot.index, how)
             return
+        if code not in (0, EXIT_RECYCLE) and self.hand_back is not None:
+            self._start_hand_back(slot)
         if code == 0:
             # A burst worker that drained its queues: nothing to restart.
             slot.done = True
@@ -191,6 +251,17 @@ class Supervisor:
             delay,
         )
 
+    def _kill_late_hand_backs(self) -> None:
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.hand_back_pid is not None and now > slot.hand_back_until:
+                logger.error("handing back the leases of %s timed out", slot.worker_id)
+                try:
+                    os.kill(slot.hand_back_pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                slot.hand_back_until = float("inf")  # reaped by _reap_children
+
     # -- main loop ------------------------------------------------------------------------------
 
     def run(self) -> int:
@@ -211,9 +282,10 @@ class Supervisor:
                 if self._stop_deadline is None:
                     self._stop_deadline = time.monotonic() + self.grace_s + KILL_AFTER_GRACE_S
             self._reap_children()
+            self._kill_late_hand_backs()
             running = [s for s in self.slots if s.pid is not None]
             if self._stop_signal is not None:
-                if not running:
+                if not running and all(s.hand_back_pid is None for s in self.slots):
                     break
                 if self._stop_deadline is not None and time.monotonic() > self._stop_deadline:
                     logger.error("worker processes outlived their grace period; killing them")
@@ -221,7 +293,12 @@ class Supervisor:
             else:
                 now = time.monotonic()
                 for slot in self.slots:
-                    if slot.pid is None and slot.restart_at is not None and now >= slot.restart_at:
+                    if (
+                        slot.pid is None
+                        and slot.hand_back_pid is None  # the replacement may reuse the id
+                        and slot.restart_at is not None
+                        and now >= slot.restart_at
+                    ):
                         slot.restarts += 1
                         self._spawn(slot)
                 if all(s.done for s in self.slots):

@@ -48,6 +48,7 @@ from .executor import Outcome, execute, failure_outcome, send_outcome_signal
 from .fairness import QueueSelector, TenantCaps
 from .guard import DependencyGuard
 from .jobs import JobContext
+from .solo import SoloGate, give_back
 from .stopping import STANDALONE, StopSignals
 from .store import ClaimedJob, ExpiredLease, Nack, ReapDecision, get_store
 
@@ -258,6 +259,8 @@ class Worker:
         self.store = get_store(self.using)
         # Circuit breakers and retry budgets: two hooks, in _loop and _record_ready_outcomes.
         self._guard = DependencyGuard(self.store, self.lease_s)
+        # A suspect job (its process died beside others) runs alone: a hook in _loop.
+        self._solo = SoloGate()
         self.listen_notify = (
             conf.listen_notify if listen_notify is None else listen_notify
         ) and connections[self.using].vendor == "postgresql"
@@ -404,7 +407,7 @@ class Worker:
                     return
                 self._wait(min(0.2, max(deadline - time.monotonic(), 0.0)))
                 continue
-            free = self.concurrency - len(self._running)
+            free = self._solo.claim_size(self.concurrency - len(self._running), self._running)
             claimed: list[ClaimedJob] = []
             if free > 0:
                 self._wake_pending = False
@@ -422,7 +425,9 @@ class Worker:
                     self._db_failed(exc, "claiming")
                     continue
                 self.selector.claimed(claimed)
-                for job in self._guard.admit(claimed):
+                start, back = self._solo.admit(self._guard.admit(claimed), self._running)
+                give_back(self.store, back)
+                for job in start:
                     self._start(job)
                 if self.burst and not claimed and not self._running:
                     return

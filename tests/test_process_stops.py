@@ -20,6 +20,8 @@ from tests.testapp import jobs
 
 pytestmark = [pytest.mark.slow, requires_postgres(), pytest.mark.django_db(transaction=True)]
 
+FINISHED = ("succeeded", "dead", "cancelled")
+
 
 def send(proc, signum: int, target: str) -> None:
     """Send ``signum`` to the supervisor alone, or to its whole process group."""
@@ -99,3 +101,48 @@ def test_ctrl_c_to_the_group_releases_running_jobs_at_once(workers, tmp_path):
     assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=running)} == {("ready", 0)}
     assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=queued)} == {("ready", 0)}
     assert len(record_lines(path)) == 4
+
+
+# -- a job that kills its process (hardening item 11) ---------------------------------------------
+
+
+def test_a_process_killing_job_is_charged_alone_and_its_neighbours_never(workers, tmp_path):
+    """A job that SIGKILLs its own process, max_attempts 4, beside 50 innocent 0.5 s jobs under
+    --processes 2 --concurrency 4: the poison job ends dead after exactly 4 charged attempts (at
+    most one more run, in company, not charged); every innocent job succeeds on attempt 1, though
+    some were running when the poison job killed their process. (Before: the supervisor left a
+    dead child's leases to expire, and each expiry charged every job the child held.)"""
+    path = tmp_path / "runs.txt"
+    q = "poison11"
+    # A lease long enough that no innocent lease expires while waiting: the hand-back, not the
+    # reaper, must return them (a 60 s lease would make "before" take minutes; 4 s is enough).
+    settings = {**FAST_WORKER_SETTINGS, "LEASE_SECONDS": 4}
+    poison = jobqueue.enqueue(q, jobs.kill_own_process, {"path": str(path)}, max_attempts=4)
+    innocent = [
+        jobqueue.enqueue(q, jobs.record, {"path": str(path), "sleep_s": 0.5}, max_attempts=4)
+        for _ in range(50)
+    ]
+    sup = workers.start(
+        "--queues", q, "--processes", "2", "--concurrency", "4", settings=settings
+    )  # fmt: skip
+    every = [poison, *innocent]
+    wait_for(
+        lambda: Job.objects.filter(id__in=every, state__in=FINISHED).count() == len(every),
+        timeout=180,
+    )
+    job = Job.objects.get(id=poison)
+    poison_runs = [line for line in record_lines(path) if line[0] == str(poison)]
+    innocents = {j.id: (j.state, j.attempts) for j in Job.objects.filter(id__in=innocent)}
+    overcharged = sorted(i for i, (_, attempts) in innocents.items() if attempts > 1)
+    died = sorted(i for i, (s, _) in innocents.items() if s != "succeeded")
+    print(
+        f"poison: {job.state} attempts {job.attempts} runs {len(poison_runs)}; innocent jobs "
+        f"charged extra attempts: {len(overcharged)}, not succeeded: {len(died)}"
+    )
+    assert (job.state, job.dead_reason, job.attempts) == ("dead", "attempts_exhausted", 4)
+    assert 4 <= len(poison_runs) <= 5, poison_runs
+    assert (overcharged, died) == ([], []), innocents
+    # Some innocent jobs really were beside it when it struck (else this proves nothing).
+    beside = Job.objects.filter(id__in=innocent, errors__contains=[{"kind": "process_died"}])
+    assert beside.exists(), workers.log(sup)
+    assert sup.poll() is None

@@ -24,6 +24,7 @@ from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..fairness import Candidate, ClaimPlan, serve_order
 from ..states import CANCELLABLE, CLAIMABLE, FINISHED, LIVE, RETRYABLE, JobState
 from .base import (
+    RELEASED_MESSAGE,
     ClaimedJob,
     ExpiredLease,
     HeldLease,
@@ -34,13 +35,14 @@ from .base import (
 )
 from .generic_breakers import GenericDependencyStore
 from .generic_cron import GenericCronStore
+from .generic_deaths import GenericDeathStore
 
 
 def _now(now: datetime | None) -> datetime:
     return now or timezone.now()
 
 
-class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
+class GenericStore(GenericCronStore, GenericDependencyStore, GenericDeathStore, WorkerRegistry):
     """The queue on any Django database through the ORM."""
 
     def __init__(self, alias: str = "default") -> None:
@@ -150,6 +152,7 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
                             priority=candidate.priority,
                             tenant_id=candidate.tenant_id,
                             tag=tag,
+                            suspect=job.suspect,
                         )
                     )
         return claimed
@@ -339,7 +342,9 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
                     continue
         return recorded
 
-    def release(self, job_id: int, lease_token: uuid.UUID) -> str:
+    def release(
+        self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE
+    ) -> str:
         now = timezone.now()
         with transaction.atomic(using=self.alias):
             row = self._held(job_id, lease_token).values("attempts", "leased_by").first()
@@ -350,7 +355,7 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
                 "attempt": row["attempts"],
                 "at": now.isoformat(),
                 "worker": row["leased_by"],
-                "message": "released at shutdown; the attempt is not counted",
+                "message": message,
             }
             return self._finish(
                 job_id,

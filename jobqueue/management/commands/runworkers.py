@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
 from jobqueue.conf import get_settings
+from jobqueue.deaths import hand_back_leases
 from jobqueue.management.arguments import (
     MAX_WORKER_ID_LENGTH,
     non_negative_seconds,
@@ -209,14 +210,24 @@ class Command(BaseCommand):
                 sys.exit(code)
             return
 
-        def run_slot(slot: int) -> int:
+        def slot_worker_id(slot: int) -> str:
+            # Chosen by the supervisor, so that it knows whose leases a dead child held.
             worker_id = options["worker_id"]
             if worker_id:
-                worker_id = f"{worker_id}-{slot}"[:MAX_WORKER_ID_LENGTH]
+                return f"{worker_id}-{slot}"[:MAX_WORKER_ID_LENGTH]
+            return default_worker_id()
+
+        def run_slot(slot: int, worker_id: str) -> int:
             return run_worker(worker_id, recycle=True).exit_code
 
         grace = conf.grace_seconds if options["grace"] is None else options["grace"]
-        Supervisor(processes=processes, run_worker=run_slot, grace_s=grace).run()
+        Supervisor(
+            processes=processes,
+            run_worker=run_slot,
+            grace_s=grace,
+            worker_id_for=slot_worker_id,
+            hand_back=lambda worker_id: hand_back_leases(worker_id, using),
+        ).run()
 
     def _configure_logging(self, verbosity: int) -> None:
         log = logging.getLogger("jobqueue")
