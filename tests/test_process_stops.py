@@ -14,7 +14,7 @@ import signal
 import pytest
 
 import jobqueue
-from jobqueue.models import Job
+from jobqueue.models import Job, Worker
 from tests.conftest import FAST_WORKER_SETTINGS, record_lines, requires_postgres, wait_for
 from tests.testapp import jobs
 
@@ -29,6 +29,15 @@ def send(proc, signum: int, target: str) -> None:
         os.killpg(proc.pid, signum)  # what systemd and Kubernetes do
     else:
         proc.send_signal(signum)
+
+
+def exited(pid: int) -> bool:
+    """Return whether process ``pid`` is gone or a zombie (an orphan waits for init to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
 
 
 def start_four_running(workers, tmp_path, q: str, sleep_s: float, grace: str):
@@ -99,6 +108,24 @@ def test_ctrl_c_to_the_group_releases_running_jobs_at_once(workers, tmp_path):
 
     assert workers.exit_code(sup, timeout=60) == 0, workers.log(sup)
     assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=running)} == {("ready", 0)}
+    assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=queued)} == {("ready", 0)}
+    assert len(record_lines(path)) == 4
+
+
+def test_children_of_a_killed_supervisor_drain_and_exit(workers, tmp_path):
+    """SIGKILL the supervisor alone: Linux sends each child the drain signal (PR_SET_PDEATHSIG),
+    so the four running jobs finish (succeeded, attempt 1), nothing queued starts, and the
+    children exit (their worker rows are deleted at a clean exit)."""
+    sup, path, running, queued = start_four_running(workers, tmp_path, "stop-orphan", 3, "60")
+    children = set(Worker.objects.values_list("pid", flat=True))
+    assert len(children) == 2
+
+    sup.send_signal(signal.SIGKILL)
+
+    wait_for(lambda: not Worker.objects.filter(pid__in=children).exists(), timeout=90)
+    for pid in children:
+        wait_for(lambda pid=pid: exited(pid), timeout=30)
+    assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=running)} == {("succeeded", 1)}
     assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=queued)} == {("ready", 0)}
     assert len(record_lines(path)) == 4
 
