@@ -69,6 +69,11 @@ class Job(models.Model):
         blank=True,
         help_text="Set when a running job is asked to cancel; it ends cancelled.",
     )
+    suspect = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Its worker process died while it ran beside other jobs; it next runs alone.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

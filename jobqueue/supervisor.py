@@ -2,10 +2,21 @@
 
 The supervisor itself touches no database. It forks each worker (so Django is set up once, and a
 child starts in milliseconds), watches them, and restarts a child that died, after a backoff that
-grows while a slot keeps dying young, so a crash loop does not spin. SIGTERM is passed on to
-every child (each drains within its grace period); a second SIGTERM, or SIGINT, is passed on as
-SIGINT (release at once). A child that exits with :data:`EXIT_RECYCLE` (its handler ran past its
-timeout and its thread could not be stopped) is replaced at once.
+grows while a slot keeps dying young, so a crash loop does not spin. A child that exits with
+:data:`EXIT_RECYCLE` (its handler ran past its timeout and its thread could not be stopped) is
+replaced at once.
+
+A child that dies (killed, or exiting with an error) may leave leases behind. When given a
+``hand_back`` callable, the supervisor forks a short-lived process that runs it with the dead
+child's worker id (``jobqueue/deaths.py``: the one job of a child that ran one is charged, the
+jobs of a child that ran several are refunded and run alone next), and restarts the slot only
+once that process has ended. The supervisor itself still touches no database.
+
+Stopping (``jobqueue/stopping.py``): the supervisor counts the SIGTERMs it receives. The first
+is passed on to every child as :data:`~jobqueue.stopping.DRAIN_SIGNAL` (each drains within its
+grace period); a second one, or SIGINT, as :data:`~jobqueue.stopping.FORCE_SIGNAL` (release at
+once). Children treat SIGTERM as a drain however often it comes, so a SIGTERM sent to the whole
+process group drains exactly like one sent to the supervisor alone.
 """
 
 from __future__ import annotations
@@ -18,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import connections
+
+from .stopping import DRAIN_SIGNAL, FORCE_SIGNAL, SUPERVISED
 
 logger = logging.getLogger("jobqueue.supervisor")
 
@@ -32,6 +45,8 @@ RESTART_BACKOFF_CAP_S = 30.0
 STABLE_AFTER_S = 30.0
 #: How long after the stop signal's grace period children get before SIGKILL, seconds.
 KILL_AFTER_GRACE_S = 10.0
+#: Longest a hand-back process may run before it is killed (its leases then expire), seconds.
+HAND_BACK_TIMEOUT_S = 30.0
 
 
 @dataclass(slots=True)
@@ -43,10 +58,14 @@ class _Slot:
     restart_at: float | None = None
     done: bool = False
     restarts: int = 0
+    worker_id: str = ""
+    #: The process handing back the leases of this slot's dead child, and its deadline.
+    hand_back_pid: int | None = None
+    hand_back_until: float = 0.0
 
 
 def _terminate_with_parent() -> None:
-    """Ask Linux to send this process SIGTERM when its parent (the supervisor) dies.
+    """Ask Linux to send this process the drain signal when its parent (the supervisor) dies.
 
     A supervisor killed with SIGKILL then leaves no orphans running: each worker drains and
     exits as on a deploy. Elsewhere this is a no-op.
@@ -56,7 +75,7 @@ def _terminate_with_parent() -> None:
 
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+        libc.prctl(pr_set_pdeathsig, DRAIN_SIGNAL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
 
@@ -66,17 +85,35 @@ class Supervisor:
 
     Args:
         processes: how many worker processes (>= 1).
-        run_worker: called in each forked child; returns the child's exit status. It builds and
-            runs a :class:`~jobqueue.worker.Worker` (it must not return into the supervisor).
+        run_worker: ``run_worker(slot, worker_id)``, called in each forked child; returns the
+            child's exit status. It builds and runs a :class:`~jobqueue.worker.Worker` holding
+            its leases under ``worker_id`` (it must not return into the supervisor).
         grace_s: the workers' grace period, seconds; the supervisor waits that long plus
             :data:`KILL_AFTER_GRACE_S` for children to exit after SIGTERM before killing them.
+        worker_id_for: ``worker_id_for(slot)`` names the next child of a slot, in the
+            supervisor before the fork, so the supervisor knows whose leases a dead child held.
+        hand_back: ``hand_back(worker_id)``, run in a forked process after a child died (not
+            while stopping) to hand back its leases; None leaves them to expire.
+
+    Raises:
+        ValueError: ``processes`` is below 1.
     """
 
-    def __init__(self, *, processes: int, run_worker: Callable[[int], int], grace_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        processes: int,
+        run_worker: Callable[[int, str], int],
+        grace_s: float,
+        worker_id_for: Callable[[int], str],
+        hand_back: Callable[[str], object] | None = None,
+    ) -> None:
         if processes < 1:
             raise ValueError(f"processes must be >= 1, got {processes}")
         self.slots = [_Slot(index=i) for i in range(processes)]
         self.run_worker = run_worker
+        self.worker_id_for = worker_id_for
+        self.hand_back = hand_back
         self.grace_s = grace_s
         self._stop_signal: int | None = None
         self._stop_deadline: float | None = None
@@ -85,12 +122,18 @@ class Supervisor:
     # -- signals ----------------------------------------------------------------------------
 
     def _on_signal(self, signum: int, frame: object) -> None:
-        if self._stop_signal is None and signum == signal.SIGTERM:
-            self._stop_signal = signum
-            self._forward.append(signal.SIGTERM)
-        else:
-            self._stop_signal = signal.SIGINT
-            self._forward.append(signal.SIGINT)
+        # The same policy as a supervised child's, except that SIGTERM escalates here: this is
+        # the one place that counts SIGTERMs.
+        force = signum in SUPERVISED.force or (
+            signum == signal.SIGTERM and self._stop_signal is not None
+        )
+        if force:
+            if self._stop_signal != FORCE_SIGNAL:
+                self._stop_signal = FORCE_SIGNAL
+                self._forward.append(FORCE_SIGNAL)
+        elif self._stop_signal is None:
+            self._stop_signal = DRAIN_SIGNAL
+            self._forward.append(DRAIN_SIGNAL)
 
     def _send(self, signum: int) -> None:
         for slot in self.slots:
@@ -106,23 +149,51 @@ class Supervisor:
         # A connection opened before the fork (system checks can open one) must not be shared
         # by parent and child.
         connections.close_all()
+        # The child is born with the stop signals blocked; its worker unblocks them once its
+        # handlers are in place, so a stop sent in between is held, not lost or fatal.
+        slot.worker_id = self.worker_id_for(slot.index)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED.handled)
         pid = os.fork()
         if pid == 0:  # the child
             code = 1
             try:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                for signum in SUPERVISED.handled:
+                    signal.signal(signum, signal.SIG_DFL)
                 _terminate_with_parent()
-                code = self.run_worker(slot.index)
+                code = self.run_worker(slot.index, slot.worker_id)
             except BaseException:
                 logger.exception("worker process %d crashed", os.getpid())
             finally:
                 logging.shutdown()
                 os._exit(code)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         slot.pid = pid
         slot.started = time.monotonic()
         slot.restart_at = None
-        logger.info("started worker process %d (slot %d)", pid, slot.index)
+        logger.info("started worker process %d (slot %d, %s)", pid, slot.index, slot.worker_id)
+
+    def _start_hand_back(self, slot: _Slot) -> None:
+        assert self.hand_back is not None
+        connections.close_all()
+        # Born with the stop signals blocked: it is short, and a stop must not cut it off.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED.handled)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                self.hand_back(slot.worker_id)
+                code = 0
+            except BaseException:
+                logger.exception(
+                    "could not hand back the leases of %s; they expire by themselves",
+                    slot.worker_id,
+                )
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        slot.hand_back_pid = pid
+        slot.hand_back_until = time.monotonic() + HAND_BACK_TIMEOUT_S
 
     def _reap_children(self) -> None:
         while True:
@@ -132,6 +203,10 @@ class Supervisor:
                 return
             if pid == 0:
                 return
+            helper = next((s for s in self.slots if s.hand_back_pid == pid), None)
+            if helper is not None:
+                helper.hand_back_pid = None
+                continue
             slot = next((s for s in self.slots if s.pid == pid), None)
             if slot is None:
                 continue
@@ -150,6 +225,8 @@ class Supervisor:
             slot.done = True
             logger.info("worker process of slot %d %s", slot.index, how)
             return
+        if code not in (0, EXIT_RECYCLE) and self.hand_back is not None:
+            self._start_hand_back(slot)
         if code == 0:
             # A burst worker that drained its queues: nothing to restart.
             slot.done = True
@@ -174,12 +251,23 @@ class Supervisor:
             delay,
         )
 
+    def _kill_late_hand_backs(self) -> None:
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.hand_back_pid is not None and now > slot.hand_back_until:
+                logger.error("handing back the leases of %s timed out", slot.worker_id)
+                try:
+                    os.kill(slot.hand_back_pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                slot.hand_back_until = float("inf")  # reaped by _reap_children
+
     # -- main loop ------------------------------------------------------------------------------
 
     def run(self) -> int:
         """Start the workers and supervise them until they are stopped. Returns 0."""
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        for signum in SUPERVISED.handled:
+            signal.signal(signum, self._on_signal)
         for slot in self.slots:
             self._spawn(slot)
         while True:
@@ -187,16 +275,17 @@ class Supervisor:
                 signum = self._forward.pop(0)
                 logger.warning(
                     "%s: passing it on to %d worker process(es)",
-                    signal.Signals(signum).name,
+                    "drain" if signum == DRAIN_SIGNAL else "release now",
                     sum(s.pid is not None for s in self.slots),
                 )
                 self._send(signum)
                 if self._stop_deadline is None:
                     self._stop_deadline = time.monotonic() + self.grace_s + KILL_AFTER_GRACE_S
             self._reap_children()
+            self._kill_late_hand_backs()
             running = [s for s in self.slots if s.pid is not None]
             if self._stop_signal is not None:
-                if not running:
+                if not running and all(s.hand_back_pid is None for s in self.slots):
                     break
                 if self._stop_deadline is not None and time.monotonic() > self._stop_deadline:
                     logger.error("worker processes outlived their grace period; killing them")
@@ -204,7 +293,12 @@ class Supervisor:
             else:
                 now = time.monotonic()
                 for slot in self.slots:
-                    if slot.pid is None and slot.restart_at is not None and now >= slot.restart_at:
+                    if (
+                        slot.pid is None
+                        and slot.hand_back_pid is None  # the replacement may reuse the id
+                        and slot.restart_at is not None
+                        and now >= slot.restart_at
+                    ):
                         slot.restarts += 1
                         self._spawn(slot)
                 if all(s.done for s in self.slots):

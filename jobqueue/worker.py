@@ -20,7 +20,8 @@ taken, when no other job is running, or when the worker is stopping.
 
 Stopping: the first SIGTERM stops claiming and lets running jobs finish for ``grace_s`` seconds
 while heartbeats go on; then, or at once on SIGINT or a second SIGTERM, the leases of jobs still
-running are released back to ``ready`` without spending their attempt.
+running are released back to ``ready`` without spending their attempt. Under the supervisor the
+signals mean what ``jobqueue/stopping.py`` says (a group-wide SIGTERM drains once).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from .fairness import QueueSelector, TenantCaps
 from .guard import DependencyGuard
 from .jobs import JobContext
 from .recovery import ReapHold
+from .solo import SoloGate, give_back
+from .stopping import STANDALONE, StopSignals
 from .store import ClaimedJob, ExpiredLease, Nack, ReapDecision, get_store
 from .store.bounded import timed_out
 
@@ -198,7 +201,9 @@ class Worker:
         burst: exit once no job is claimable and none is running.
         worker_id: the name leases are held under; default :func:`default_worker_id`.
         using: database alias of the queue.
-        install_signal_handlers: handle SIGTERM/SIGINT (only possible in the main thread).
+        install_signal_handlers: handle the stop signals (only possible in the main thread).
+        stop_signals: what each stop signal means (``jobqueue/stopping.py``): ``STANDALONE``
+            (default) or, under the supervisor, ``SUPERVISED``.
         listen_notify: wake on PostgreSQL notifications (default ``JOBQUEUE["LISTEN_NOTIFY"]``);
             always off on other databases, where the worker polls.
         services: background loops to run beside the claim loop while the worker is up
@@ -226,6 +231,7 @@ class Worker:
         services: Sequence[Service] | None = None,
         recycle_on_overrun: bool = False,
         listen_notify: bool | None = None,
+        stop_signals: StopSignals = STANDALONE,
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
@@ -244,6 +250,7 @@ class Worker:
         self.worker_id = worker_id or default_worker_id()
         self.using = using or "default"
         self.install_signal_handlers = install_signal_handlers
+        self.stop_signals = stop_signals
         self.services = list(services or [])
         self.recycle_on_overrun = recycle_on_overrun
         self._recycle = False
@@ -254,6 +261,8 @@ class Worker:
         self.store = get_store(self.using)
         # Circuit breakers and retry budgets: two hooks, in _loop and _record_ready_outcomes.
         self._guard = DependencyGuard(self.store, self.lease_s)
+        # A suspect job (its process died beside others) runs alone: a hook in _loop.
+        self._solo = SoloGate()
         self.listen_notify = (
             conf.listen_notify if listen_notify is None else listen_notify
         ) and connections[self.using].vendor == "postgresql"
@@ -302,11 +311,14 @@ class Worker:
 
     def _on_signal(self, signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
-        first = not self._signalled
+        force = self.stop_signals.forces(signum, stopping=self._signalled)
+        repeat = self._signalled
         self._signalled = True
-        if signum == signal.SIGINT or not first:
+        if force:
             logger.warning("%s: releasing running jobs now", name)
             self.stop(force=True)
+        elif repeat:
+            logger.info("%s: already draining", name)
         else:
             logger.warning(
                 "%s: no new claims; %d running job(s) get %.0f s to finish",
@@ -332,8 +344,10 @@ class Worker:
             abandoned (their leases released): the caller should end the process.
         """
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on_signal)
-            signal.signal(signal.SIGINT, self._on_signal)
+            for signum in self.stop_signals.handled:
+                signal.signal(signum, self._on_signal)
+            # The supervisor forks with these blocked, so a stop sent before now waits for us.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, self.stop_signals.handled)
         self._register()
         heartbeat = threading.Thread(
             target=self._heartbeat_loop, name="jobqueue-heartbeat", daemon=True
@@ -398,7 +412,7 @@ class Worker:
                     return
                 self._wait(min(0.2, max(deadline - time.monotonic(), 0.0)))
                 continue
-            free = self.concurrency - len(self._running)
+            free = self._solo.claim_size(self.concurrency - len(self._running), self._running)
             claimed: list[ClaimedJob] = []
             if free > 0 and not self._unflushed:
                 self._wake_pending = False
@@ -422,7 +436,9 @@ class Worker:
                     self._db_failed(exc, "claiming")
                     continue
                 self.selector.claimed(claimed)
-                for job in self._guard.admit(claimed):
+                start, back = self._solo.admit(self._guard.admit(claimed), self._running)
+                give_back(self.store, back)
+                for job in start:
                     self._start(job)
                 if self.burst and not claimed and not self._running:
                     return

@@ -295,7 +295,8 @@ def test_runaway_job_dies_of_timeout_and_its_process_is_recycled(workers, tmp_pa
 
 def test_poison_job_that_exits_its_process_is_dead_after_max_attempts(workers, tmp_path):
     """A handler calling os._exit(1), max_attempts=3, under the supervisor: three claims, three
-    restarts, then dead (attempts exhausted, three lease_expired entries); other jobs flow."""
+    restarts, then dead (attempts exhausted); each death, alone in its process, is charged and
+    recorded at once by the supervisor's hand-back (process_died); other jobs flow."""
     path = tmp_path / "runs.txt"
     poison = jobqueue.enqueue("poison7", jobs.exit_process, {"path": str(path)}, max_attempts=3)
     sup = workers.start(
@@ -310,7 +311,7 @@ def test_poison_job_that_exits_its_process_is_dead_after_max_attempts(workers, t
     wait_for(lambda: state(poison) in FINISHED, timeout=60)
     job = Job.objects.get(id=poison)
     assert (job.state, job.dead_reason, job.attempts) == ("dead", "attempts_exhausted", 3)
-    assert [e["kind"] for e in job.errors] == ["lease_expired"] * 3
+    assert [(e["kind"], e["charged"]) for e in job.errors] == [("process_died", True)] * 3
     assert [line[1] for line in record_lines(path)] == ["1", "2", "3"]
     others = [jobqueue.enqueue("poison7", jobs.noop, {}) for _ in range(5)]
     wait_for(lambda: {state(i) for i in others} == {"succeeded"}, timeout=30)

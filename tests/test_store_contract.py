@@ -25,6 +25,7 @@ from jobqueue.store import ExpiredLease, Nack, NewJob, ReapDecision
 from jobqueue.store.cron import Advance, Fire
 
 from .conftest import requires_postgres
+from .contract_deaths import DeathContract
 from .contract_dependencies import DependencyContract
 from .factories import make_job
 
@@ -51,10 +52,11 @@ def reap_decision(delay_s: float = 0.0):
     return decide
 
 
-class StoreContract(DependencyContract):
+class StoreContract(DependencyContract, DeathContract):
     """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path).
 
-    The breaker, deferral and budget tests come from ``DependencyContract``.
+    The breaker, deferral and budget tests come from ``DependencyContract``; a dead worker
+    process's hand-back from ``DeathContract``.
     """
 
     alias: str

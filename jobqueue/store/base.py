@@ -38,6 +38,10 @@ class NewJob:
     ordering_key: str | None = None
 
 
+#: The error message of a lease released at graceful shutdown.
+RELEASED_MESSAGE = "released at shutdown; the attempt is not counted"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClaimedJob:
     """A job a worker now holds a lease on.
@@ -53,6 +57,8 @@ class ClaimedJob:
         lease_until: when the lease runs out (aware datetime, database clock).
         queue, priority, tenant_id: as enqueued.
         tag: the job's weighted-fair tag in this claim (``jobqueue/fairness.py``).
+        suspect: its worker process died while it ran beside other jobs; it must run alone
+            (``jobqueue/solo.py``).
     """
 
     id: int
@@ -67,6 +73,7 @@ class ClaimedJob:
     priority: int
     tenant_id: str
     tag: float = 0.0
+    suspect: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -248,10 +255,13 @@ class Store(Protocol):
             that job is unchanged.
         """
 
-    def release(self, job_id: int, lease_token: uuid.UUID) -> str:
+    def release(
+        self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE
+    ) -> str:
         """Return the job to ``ready`` without spending the attempt; return the new state.
 
-        A job whose cancel was requested ends ``cancelled`` instead. Raises LeaseLost.
+        A job whose cancel was requested ends ``cancelled`` instead. Raises LeaseLost. The
+        ``released`` error entry says ``message`` (default: released at shutdown).
         """
 
     def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
@@ -270,6 +280,17 @@ class Store(Protocol):
 
         Returns:
             ``(retried, dead)`` counts.
+        """
+
+    def hand_back(self, worker_id: str, decide: Any) -> Any:
+        """Return the leases of a worker process that died: see ``jobqueue/store/deaths.py``.
+
+        Args:
+            worker_id: the dead process's worker id (no live process may hold it).
+            decide: ``callable(ExpiredLease) -> ReapDecision`` for a job charged for the death.
+
+        Returns:
+            A :class:`~jobqueue.store.deaths.HandBack` of counts.
         """
 
     def cancel(self, job_id: int) -> bool:

@@ -25,6 +25,7 @@ from ..fairness import Candidate, ClaimPlan, serve_order
 from ..states import CANCELLABLE, CLAIMABLE, FINISHED, LIVE, RETRYABLE, JobState
 from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
+    RELEASED_MESSAGE,
     ClaimedJob,
     ExpiredLease,
     HeldLease,
@@ -35,13 +36,14 @@ from .base import (
 )
 from .generic_breakers import GenericDependencyStore
 from .generic_cron import GenericCronStore
+from .generic_deaths import GenericDeathStore
 
 
 def _now(now: datetime | None) -> datetime:
     return now or timezone.now()
 
 
-class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
+class GenericStore(GenericCronStore, GenericDependencyStore, GenericDeathStore, WorkerRegistry):
     """The queue on any Django database through the ORM."""
 
     def __init__(self, alias: str = "default") -> None:
@@ -154,6 +156,7 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
                             priority=candidate.priority,
                             tenant_id=candidate.tenant_id,
                             tag=tag,
+                            suspect=job.suspect,
                         )
                     )
         return claimed
@@ -343,7 +346,9 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
                     continue
         return recorded
 
-    def release(self, job_id: int, lease_token: uuid.UUID) -> str:
+    def release(
+        self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE
+    ) -> str:
         now = timezone.now()
         with transaction.atomic(using=self.alias):
             row = self._held(job_id, lease_token).values("attempts", "leased_by").first()
@@ -354,7 +359,7 @@ class GenericStore(GenericCronStore, GenericDependencyStore, WorkerRegistry):
                 "attempt": row["attempts"],
                 "at": now.isoformat(),
                 "worker": row["leased_by"],
-                "message": "released at shutdown; the attempt is not counted",
+                "message": message,
             }
             return self._finish(
                 job_id,

@@ -16,13 +16,14 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..fairness import ClaimPlan
 from . import bounded
 from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
+    RELEASED_MESSAGE,
     ClaimedJob,
     ExpiredLease,
     HeldLease,
@@ -34,6 +35,7 @@ from .base import (
 from .chunks import plan_chunks
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
+from .postgres_deaths import PostgresDeathStore
 
 
 @functools.cache
@@ -64,7 +66,7 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
     )
 
 
-class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
+class PostgresStore(PostgresCronStore, PostgresDependencyStore, PostgresDeathStore, WorkerRegistry):
     """The queue on PostgreSQL: SKIP LOCKED claims, fenced writes, batch heartbeats."""
 
     def __init__(self, alias: str = "default") -> None:
@@ -225,6 +227,7 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
                 priority=r[9],
                 tenant_id=r[10],
                 tag=r[13],
+                suspect=r[14],
             )
             for r in rows
         ]
@@ -304,8 +307,11 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
         with self._execute("nack_many", params) as cursor:
             return {job_id: state for job_id, state in cursor.fetchall()}
 
-    def release(self, job_id: int, lease_token: uuid.UUID) -> str:
-        with self._execute("release", {"id": job_id, "lease_token": lease_token}) as cursor:
+    def release(
+        self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE
+    ) -> str:
+        params = {"id": job_id, "lease_token": lease_token, "message": message}
+        with self._execute("release", params) as cursor:
             row = cursor.fetchone()
         if row is None:
             raise LeaseLost(job_id)

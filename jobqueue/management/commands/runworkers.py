@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
 from jobqueue.conf import get_settings
+from jobqueue.deaths import hand_back_leases
 from jobqueue.management.arguments import (
     MAX_WORKER_ID_LENGTH,
     non_negative_seconds,
@@ -22,6 +23,7 @@ from jobqueue.management.arguments import (
 )
 from jobqueue.pruning import Pruner
 from jobqueue.scheduler import Scheduler
+from jobqueue.stopping import STANDALONE, SUPERVISED
 from jobqueue.supervisor import Supervisor
 from jobqueue.worker import Worker, default_worker_id
 
@@ -59,8 +61,8 @@ class Command(BaseCommand):
     help = (
         "Run a jobqueue worker: claim jobs from the queues, run them on a thread pool, "
         "heartbeat their leases, and fire cron entries while this process holds the leader "
-        "lease. SIGTERM drains within --grace; SIGINT or a second SIGTERM releases running "
-        "jobs at once."
+        "lease. SIGTERM (to this process or to its whole process group) drains within "
+        "--grace; SIGINT (Ctrl-C) or a second SIGTERM releases running jobs at once."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -171,7 +173,12 @@ class Command(BaseCommand):
                 # Every worker prunes in small SKIP LOCKED batches: safe to run in many at once.
                 services.append(Pruner(using=using))
             worker = Worker(
-                worker_id=worker_id, services=services, recycle_on_overrun=recycle, **settings
+                worker_id=worker_id,
+                services=services,
+                recycle_on_overrun=recycle,
+                # Under the supervisor (recycle): a group-wide SIGTERM must drain only once.
+                stop_signals=SUPERVISED if recycle else STANDALONE,
+                **settings,
             )
             try:
                 worker.exit_code = worker.run()
@@ -203,14 +210,24 @@ class Command(BaseCommand):
                 sys.exit(code)
             return
 
-        def run_slot(slot: int) -> int:
+        def slot_worker_id(slot: int) -> str:
+            # Chosen by the supervisor, so that it knows whose leases a dead child held.
             worker_id = options["worker_id"]
             if worker_id:
-                worker_id = f"{worker_id}-{slot}"[:MAX_WORKER_ID_LENGTH]
+                return f"{worker_id}-{slot}"[:MAX_WORKER_ID_LENGTH]
+            return default_worker_id()
+
+        def run_slot(slot: int, worker_id: str) -> int:
             return run_worker(worker_id, recycle=True).exit_code
 
         grace = conf.grace_seconds if options["grace"] is None else options["grace"]
-        Supervisor(processes=processes, run_worker=run_slot, grace_s=grace).run()
+        Supervisor(
+            processes=processes,
+            run_worker=run_slot,
+            grace_s=grace,
+            worker_id_for=slot_worker_id,
+            hand_back=lambda worker_id: hand_back_leases(worker_id, using),
+        ).run()
 
     def _configure_logging(self, verbosity: int) -> None:
         log = logging.getLogger("jobqueue")

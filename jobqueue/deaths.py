@@ -1,0 +1,76 @@
+"""Internal: hand back the leases of a worker process that died under the supervisor.
+
+Without this, a dead process's leases run out (``LEASE_SECONDS``) and the reaper charges an
+attempt to every job the process held, so a job that kills its process burns the attempts of the
+innocent jobs beside it. The supervisor sees the death at once (``waitpid``) and knows the dead
+process's worker id, so it has the leases handed back at once instead:
+
+* a process that held one job: that job is charged (it killed its process, or died with it
+  alone), retried after its backoff or dead-lettered when its attempts are spent;
+* a process that held several: none is charged; each goes back to ``ready`` marked *suspect*
+  and next runs alone (``jobqueue/solo.py``), which finds the culprit.
+
+The supervisor itself stays off the database: it forks a short-lived process that calls
+:func:`hand_back_leases` (``Supervisor.hand_back``), and restarts the slot only after it ended.
+A lease whose process died with no supervisor to see it (the host lost, the supervisor killed
+too) still expires and is charged, as before. Decision: docs/decisions.md, "Stops and process
+deaths".
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import connections
+
+from .client import backoff_for
+from .store import ExpiredLease, ReapDecision, get_store
+from .store.deaths import HandBack
+
+logger = logging.getLogger("jobqueue.supervisor")
+
+
+def charge(lease: ExpiredLease) -> ReapDecision:
+    """Return the decision for a job charged for its process's death: an expired lease's rule.
+
+    Args:
+        lease: the job's lease (its attempts include the run that died).
+
+    Returns:
+        dead when its attempts are spent, else a retry after the job type's backoff (seconds).
+    """
+    dead = lease.attempts >= lease.max_attempts
+    delay = 0.0 if dead else backoff_for(lease.job_type, lease.attempts)
+    return ReapDecision(id=lease.id, lease_token=lease.lease_token, dead=dead, delay_s=delay)
+
+
+def hand_back_leases(worker_id: str, using: str = "default") -> HandBack:
+    """Hand back the leases of the dead worker process ``worker_id``; return what was done.
+
+    Args:
+        worker_id: the id the dead process held its leases under. No live process may use it
+            (the supervisor restarts the slot only after this returns).
+        using: database alias of the queue.
+
+    Returns:
+        The counts of refunded, retried, dead and cancelled jobs.
+
+    Raises:
+        django.db.DatabaseError: the database could not be reached; the leases then expire and
+            are charged as before.
+    """
+    try:
+        done = get_store(using).hand_back(worker_id, charge)
+    finally:
+        connections[using].close()
+    if done != HandBack():
+        logger.warning(
+            "worker %s died: %d job(s) handed back uncharged (suspect: each runs alone next), "
+            "%d charged and retried, %d charged and dead, %d cancelled",
+            worker_id,
+            done.refunded,
+            done.retried,
+            done.dead,
+            done.cancelled,
+        )
+    return done
