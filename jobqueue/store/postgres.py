@@ -3,7 +3,7 @@
 Each public method is one statement (``reap`` is two, in one transaction) and runs in the
 caller's transaction when there is one, so an enqueue commits or rolls back with the caller's
 business data. A transaction the store opens itself (a statement in autocommit included) runs
-under the transaction limits (``bounded.py``); a caller's transaction gets none.
+under the transaction limits (``bounded.py``); a caller's transaction, and an enqueue, get none.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, connections
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..fairness import ClaimPlan
@@ -69,8 +69,14 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
     def __init__(self, alias: str = "default") -> None:
         self.alias = alias
 
-    def _execute(self, name: str, params: dict[str, Any]) -> Any:
+    def _execute(self, name: str, params: dict[str, Any], *, callers: bool = False) -> Any:
         # In autocommit, under jobqueue's transaction limits; in a transaction, as it is.
+        # An enqueue (``callers``) is the caller's statement even in autocommit: it may wait on
+        # a competitor's dedupe key for as long as the caller's own settings allow.
+        if callers:
+            cursor = connections[self.alias].cursor()
+            cursor.execute(sql(name), params)
+            return cursor
         return bounded.execute(self.alias, sql(name), params)
 
     def enqueue(self, job: NewJob) -> int:
@@ -93,11 +99,11 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
         # The live holder of a dedupe key can finish between our insert giving way and our
         # look-up; then the key is free, so insert again. Twice is already rare.
         for _ in range(5):
-            with self._execute("enqueue", params) as cursor:
+            with self._execute("enqueue", params, callers=True) as cursor:
                 row = cursor.fetchone()
             if row is not None:
                 return row[0], True
-            with self._execute("find_live_dedupe", params) as cursor:
+            with self._execute("find_live_dedupe", params, callers=True) as cursor:
                 row = cursor.fetchone()
             if row is not None:
                 return row[0], False
@@ -119,7 +125,7 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, WorkerRegistry):
             chunk = unique[start : start + ENQUEUE_MANY_CHUNK]
             batch = [jobs[i] for i in chunk]
             params = {"jobs": _jobs_json(batch)}
-            with self._execute("enqueue_many", params) as cursor:
+            with self._execute("enqueue_many", params, callers=True) as cursor:
                 rows = cursor.fetchall()
             for ordinal, job_id, created in rows:
                 index = chunk[ordinal - 1]
