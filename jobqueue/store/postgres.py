@@ -3,7 +3,7 @@
 Each public method is one statement (``reap`` is two, in one transaction) and runs in the
 caller's transaction when there is one, so an enqueue commits or rolls back with the caller's
 business data. A transaction the store opens itself (a statement in autocommit included) runs
-under the transaction limits (``bounded.py``); a caller's transaction gets none.
+under the transaction limits (``bounded.py``); a caller's transaction, and an enqueue, get none.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
 from ..fairness import ClaimPlan
@@ -72,8 +72,14 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, PostgresDeathSto
     def __init__(self, alias: str = "default") -> None:
         self.alias = alias
 
-    def _execute(self, name: str, params: dict[str, Any]) -> Any:
+    def _execute(self, name: str, params: dict[str, Any], *, callers: bool = False) -> Any:
         # In autocommit, under jobqueue's transaction limits; in a transaction, as it is.
+        # An enqueue (``callers``) is the caller's statement even in autocommit: it may wait on
+        # a competitor's dedupe key for as long as the caller's own settings allow.
+        if callers:
+            cursor = connections[self.alias].cursor()
+            cursor.execute(sql(name), params)
+            return cursor
         return bounded.execute(self.alias, sql(name), params)
 
     def enqueue(self, job: NewJob) -> int:
@@ -96,11 +102,11 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, PostgresDeathSto
         # The live holder of a dedupe key can finish between our insert giving way and our
         # look-up; then the key is free, so insert again. Twice is already rare.
         for _ in range(5):
-            with self._execute("enqueue", params) as cursor:
+            with self._execute("enqueue", params, callers=True) as cursor:
                 row = cursor.fetchone()
             if row is not None:
                 return row[0], True
-            with self._execute("find_live_dedupe", params) as cursor:
+            with self._execute("find_live_dedupe", params, callers=True) as cursor:
                 row = cursor.fetchone()
             if row is not None:
                 return row[0], False
@@ -143,7 +149,7 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, PostgresDeathSto
         """Draw one id per job to insert, ascending in input order (reserve_ids.sql)."""
         keys = sorted({k for i in unique if (k := jobs[i].ordering_key) is not None})
         params = {"n": len(unique), "ordering_keys": keys}
-        with self._execute("reserve_ids", params) as cursor:
+        with self._execute("reserve_ids", params, callers=True) as cursor:
             ids = [row[0] for row in cursor.fetchall()]
         return dict(zip(unique, ids, strict=True))
 
@@ -156,7 +162,7 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, PostgresDeathSto
     ) -> None:
         batch = [jobs[i] for i in chunk]
         params = {"jobs": _jobs_json(batch, [reserved.get(i) for i in chunk])}
-        with self._execute("enqueue_many", params) as cursor:
+        with self._execute("enqueue_many", params, callers=True) as cursor:
             rows = cursor.fetchall()
         del params
         for ordinal, job_id, created in rows:
