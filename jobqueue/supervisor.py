@@ -5,7 +5,8 @@ child starts in milliseconds), watches them, and restarts a child that died, aft
 grows while a slot keeps dying young, so a crash loop does not spin. SIGTERM is passed on to
 every child (each drains within its grace period); a second SIGTERM, or SIGINT, is passed on as
 SIGINT (release at once). A child that exits with :data:`EXIT_RECYCLE` (its handler ran past its
-timeout and its thread could not be stopped) is replaced at once.
+timeout and its thread could not be stopped) is replaced at once. A single worker process (no
+``--processes``) recycles itself in place instead: :func:`reexec`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from django.db import connections
 
@@ -212,3 +215,30 @@ class Supervisor:
             time.sleep(0.1)
         logger.info("supervisor stopped")
         return 0
+
+
+def reexec(argv: Sequence[str]) -> NoReturn:
+    """Replace this process with a fresh run of ``argv``: same pid, no threads, no leases.
+
+    How a single worker process (no supervisor) recycles itself: the exec ends the runaway
+    handler threads that nothing else can stop, and a service manager watching the pid sees
+    no exit. Call it only after the worker has released its leases and closed its connections.
+
+    Args:
+        argv: the command line to run, ``argv[0]`` included (``sys.orig_argv``, so interpreter
+            options such as ``-m django`` come back too); run by ``sys.executable``.
+
+    Raises:
+        Nothing: if the exec fails, the process exits with :data:`EXIT_RECYCLE` instead, for a
+        service manager to restart it.
+    """
+    logger.warning("recycling this process in place: re-running %s", " ".join(argv))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, list(argv))
+    except OSError as exc:
+        sys.stderr.write(f"jobqueue: could not re-run this worker ({exc}); exiting\n")
+        sys.stderr.flush()
+    os._exit(EXIT_RECYCLE)
