@@ -126,7 +126,14 @@ class HandlerThreads:
 
     def _loop(self, token: uuid.UUID, args: tuple) -> None:
         while True:
-            result = self._run(*args)
+            try:
+                result = self._run(*args)
+            except BaseException:
+                # ``run`` is meant never to raise; if it does, this thread ends, uncounted.
+                with self._lock:
+                    self._busy.pop(token, None)
+                    self._threads -= 1
+                raise
             with self._lock:
                 self._busy.pop(token, None)
                 self._idle += 1

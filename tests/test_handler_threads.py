@@ -80,3 +80,14 @@ def test_idle_threads_end_after_idle_s():
     threads.submit(uuid.uuid4())
     wait_for(lambda: threads.threads == 0, timeout=5)
     assert threads.room() == 2
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_run_that_raises_ends_its_thread_and_frees_its_share_of_the_cap():
+    def run() -> None:
+        raise RuntimeError("bug in the runner")
+
+    threads = HandlerThreads(run, lambda _: None, concurrency=1, idle_s=5)
+    threads.submit(uuid.uuid4())
+    wait_for(lambda: threads.threads == 0, timeout=5)
+    assert (threads.busy, threads.room()) == (0, 2)
