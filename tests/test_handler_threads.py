@@ -82,12 +82,15 @@ def test_idle_threads_end_after_idle_s():
     assert threads.room() == 2
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_a_run_that_raises_ends_its_thread_and_frees_its_share_of_the_cap():
+def test_a_run_that_raises_ends_its_thread_and_frees_its_share_of_the_cap(monkeypatch):
+    raised: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+
     def run() -> None:
         raise RuntimeError("bug in the runner")
 
     threads = HandlerThreads(run, lambda _: None, concurrency=1, idle_s=5)
     threads.submit(uuid.uuid4())
-    wait_for(lambda: threads.threads == 0, timeout=5)
-    assert (threads.busy, threads.room()) == (0, 2)
+    wait_for(lambda: raised, timeout=5)
+    assert raised[0].exc_type is RuntimeError
+    assert (threads.threads, threads.busy, threads.room()) == (0, 0, 2)
