@@ -177,6 +177,8 @@ def _send_started(claimed: ClaimedJob, context: JobContext) -> None:
             logger.error(
                 "job %s: job_started receiver %r failed", claimed.id, receiver, exc_info=response
             )
+            # send_robust's frame holds the list that holds the exception: a cycle.
+            _clear_frames(response)
 
 
 def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None = None) -> Outcome:
@@ -285,3 +287,4 @@ def send_outcome_signal(
             logger.error(
                 "job %s: signal receiver %r failed", claimed.id, receiver, exc_info=response
             )
+            _clear_frames(response)

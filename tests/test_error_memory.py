@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -26,7 +27,7 @@ from jobqueue.client import ERROR_MESSAGE_CHARS, ERROR_TYPE_CHARS, TRACEBACK_TAI
 from jobqueue.executor import execute
 from jobqueue.jobs import JobContext
 from jobqueue.models import Job
-from jobqueue.signals import job_dead
+from jobqueue.signals import job_dead, job_started
 from jobqueue.store import ClaimedJob
 from jobqueue.worker import Worker
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres
@@ -95,6 +96,34 @@ def test_the_executor_keeps_nothing_of_a_failed_run(no_cycle_collector, job_type
     assert (outcome.status, outcome.dead_reason) == ("dead", "attempts_exhausted")
     assert jobs.BUFFERS["f"]() is None, "the failed run's buffer is still alive"
     assert_text_error(outcome.error, message)
+
+
+def test_a_failing_signal_receiver_keeps_nothing_either(no_cycle_collector, caplog):
+    """A job_started receiver that allocates a buffer and raises: logged, and its buffer freed
+    (send_robust keeps the exception in a list its own frame holds: a cycle)."""
+
+    def receiver(sender, **kwargs):
+        buffer = jobs.Buffer(5)
+        jobs.BUFFERS["receiver"] = weakref.ref(buffer)
+        raise ValueError("receiver failed")
+
+    job_started.connect(receiver)
+    try:
+        job = claimed("tests.testapp.jobs.add", {"a": 1, "b": 2})
+        context = JobContext(
+            job_id=job.id,
+            job_type=job.job_type,
+            queue="q",
+            attempt=1,
+            max_attempts=1,
+            worker_id="w",
+        )
+        outcome = execute(job, context)
+    finally:
+        job_started.disconnect(receiver)
+    assert (outcome.status, outcome.result_json) == ("succeeded", "3")
+    assert "job_started receiver" in caplog.text
+    assert jobs.BUFFERS["receiver"]() is None
 
 
 @pytest.mark.django_db(transaction=True)
