@@ -140,7 +140,8 @@ def _clear_frames(exc: BaseException) -> None:
         seen.add(id(current))
         traceback.clear_frames(current.__traceback__)
         todo += [current.__cause__, current.__context__]
-        todo += getattr(current, "exceptions", ())  # an ExceptionGroup's members
+        if isinstance(current, BaseExceptionGroup):
+            todo += current.exceptions
 
 
 def resolve_handler(type_name: str) -> JobType:

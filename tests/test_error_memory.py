@@ -24,7 +24,7 @@ from django.db import connection
 
 import jobqueue
 from jobqueue.client import ERROR_MESSAGE_CHARS, ERROR_TYPE_CHARS, TRACEBACK_TAIL_CHARS
-from jobqueue.executor import execute
+from jobqueue.executor import execute, failure_outcome
 from jobqueue.jobs import JobContext
 from jobqueue.models import Job
 from jobqueue.signals import job_dead, job_started
@@ -124,6 +124,33 @@ def test_a_failing_signal_receiver_keeps_nothing_either(no_cycle_collector, capl
     assert (outcome.status, outcome.result_json) == ("succeeded", "3")
     assert "job_started receiver" in caplog.text
     assert jobs.BUFFERS["receiver"]() is None
+
+
+def test_an_exception_group_and_an_odd_exceptions_attribute_are_handled(no_cycle_collector):
+    """The frames of an ExceptionGroup's members are cleared too; an ordinary exception with an
+    attribute named ``exceptions`` is not mistaken for a group."""
+
+    class Odd(Exception):
+        exceptions = "not a list of exceptions"
+
+    def fail(kind: str) -> None:
+        buffer = jobs.Buffer(1)
+        jobs.BUFFERS[kind] = weakref.ref(buffer)
+        if kind == "group":
+            try:
+                raise ValueError("member")
+            except ValueError as exc:
+                member = exc  # held by this frame: a cycle
+            raise ExceptionGroup("several", [member])
+        raise Odd("odd")
+
+    for kind in ("group", "odd"):
+        try:
+            fail(kind)
+        except Exception as exc:  # noqa: BLE001
+            outcome = failure_outcome(claimed(F_SYNC, {}), exc, "w")
+        assert outcome.status == "dead"
+        assert jobs.BUFFERS[kind]() is None, kind
 
 
 @pytest.mark.django_db(transaction=True)
