@@ -3,10 +3,11 @@
 Python cannot kill a thread, so a handler that runs past its ``timeout_s`` keeps its thread
 until it returns: a *runaway*. The worker fails such a run at once and gives its slot to the
 next job, which then needs another thread. Half of the cap (``concurrency`` threads) is there
-for runaways, so up to ``concurrency - 1`` of them cost no capacity; the worker recycles its
-process when they reach ``concurrency`` (see :meth:`HandlerThreads.runaways`), because only
-ending the process ends them. Nothing here ever starts a thread past the cap: a run that would
-need one is refused, and the worker asks :meth:`HandlerThreads.room` before it claims.
+for runaways, so up to ``concurrency`` of them cost no capacity; one more and the cap binds (a
+slot would have no thread), so the worker recycles its process then (see
+:meth:`HandlerThreads.runaways`), because only ending the process ends them. Nothing here ever
+starts a thread past the cap: a run that would need one is refused, and the worker asks
+:meth:`HandlerThreads.room` before it claims.
 
 Threads are reused because starting one waits for it to be scheduled: on a busy 2-core machine
 that cost more per job than the claim and the ack together (docs/performance.md).

@@ -6,7 +6,7 @@ Threads, and what each one owns:
   connection, so handler threads never pay for a connection of ours;
 * handler threads (``handler_threads.py``): run one job each, then close their Django connections
   the way a request does (``close_old_connections``); one per slot, plus one per handler still
-  running past its timeout, never more than twice ``--concurrency``: when such runaways fill
+  running past its timeout, never more than twice ``--concurrency``: when such runaways outgrow
   their half, the process recycles;
 * the heartbeat thread: every lease/3 extends all the leases the process holds in one statement,
   refreshes the Worker row, and runs the reaper every ``REAPER_INTERVAL_SECONDS``;
@@ -158,7 +158,7 @@ class Worker:
         services: background loops to run beside the claim loop while the worker is up
             (each on its own thread, ``run_once`` every ``interval_s``); default none.
         recycle_on_overrun: recycle at the first handler that runs past its timeout, not
-            only when such runaways reach ``concurrency`` (see ``jobqueue/handler_threads.py``).
+            only when such runaways outnumber ``concurrency`` (``jobqueue/handler_threads.py``).
             Either way the worker stops claiming, drains, and :meth:`run` returns
             :data:`~jobqueue.supervisor.EXIT_RECYCLE`: the process must end (the supervisor
             replaces it) for the runaway threads to end. Set under ``--processes``.
@@ -479,9 +479,10 @@ class Worker:
             self._recycle_if_runaways()
 
     def _recycle_if_runaways(self) -> None:
-        """Stop claiming and recycle once runaway handlers reach their share of the threads."""
+        """Stop claiming and recycle once runaway handlers pass their share of the threads."""
         runaways = self._handlers.runaways
-        limit = 1 if self.recycle_on_overrun else self.concurrency
+        # Up to `concurrency` runaways cost no capacity; one more and a slot has no thread.
+        limit = 1 if self.recycle_on_overrun else self.concurrency + 1
         if runaways < limit or self._stopping.is_set():
             return
         self._recycle = True
