@@ -44,6 +44,7 @@ __all__ = [
 
 TRACEBACK_TAIL_CHARS = 4000
 ERROR_MESSAGE_CHARS = 2000
+ERROR_TYPE_CHARS = 200
 
 
 def _safe_str(value: object) -> str:
@@ -354,14 +355,15 @@ def error_entry(
     """Build one error-history entry (type, message, traceback tail), safe for PostgreSQL.
 
     Never raises: recording a failure must not fail. The message keeps its first
-    ``ERROR_MESSAGE_CHARS`` characters and the traceback its last ``TRACEBACK_TAIL_CHARS``.
+    ``ERROR_MESSAGE_CHARS`` characters, the traceback its last ``TRACEBACK_TAIL_CHARS``, the
+    type and its path their first ``ERROR_TYPE_CHARS``; the entry holds text only.
     ``type`` is the exception's qualified name and ``exception_class_path`` its importable path
     (``module.qualname``; empty for a plain message), which the ``django.tasks`` backend reports
     as ``TaskError.exception_class_path``.
     """
     if isinstance(error, BaseException):
-        error_type = type(error).__qualname__
-        error_path = f"{type(error).__module__}.{type(error).__qualname__}"
+        error_type = type(error).__qualname__[:ERROR_TYPE_CHARS]
+        error_path = f"{type(error).__module__}.{type(error).__qualname__}"[:ERROR_TYPE_CHARS]
         message = _safe_str(error)
         try:
             tb = "".join(traceback_module.format_exception(error))

@@ -2,6 +2,10 @@
 
 No SQL and no threads here: the worker claims, calls :func:`execute`, and records the outcome.
 That seam lets the exception-to-outcome rules be tested without a database.
+
+A handler's exception becomes text (an error-history entry) inside the ``except`` block that
+caught it, and its traceback's frames are cleared there: nothing outlives that block that could
+keep the handler's local variables alive (FIELD-CASES 32), even with the cycle collector off.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import json
 import logging
 import random
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +74,12 @@ def failure_outcome(
     (``unknown_type`` if its type is unknown, ``timeout`` if it ran past ``timeout_s``, else
     ``attempts_exhausted``); ``RetryAfter`` retries
     after exactly its seconds; anything else retries after the type's backoff.
+
+    The outcome keeps ``exc`` only as text; the frames of its traceback (and of the exceptions
+    chained to it) are cleared here, so the handler's locals go as soon as ``exc`` does.
     """
     entry = error_entry(exc, attempt=claimed.attempt, worker_id=worker_id)
+    _clear_frames(exc)
     # Even a dead-lettered attempt tells the breaker that the dependency asked for a pause.
     opens = (
         {"opens_dependency": exc.dependency, "opens_for_s": exc.seconds}
@@ -114,6 +124,26 @@ def failure_outcome(
     )
 
 
+def _clear_frames(exc: BaseException) -> None:
+    """Drop the local variables of the finished frames ``exc`` and its chain passed through.
+
+    A frame that holds the exception it raised (``except E as e: error = e``) is a reference
+    cycle only the cycle collector frees; a cleared frame holds nothing. Frames still running
+    (the caller's) are left alone.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        todo += [current.__cause__, current.__context__]
+        if isinstance(current, BaseExceptionGroup):
+            todo += current.exceptions
+
+
 def resolve_handler(type_name: str) -> JobType:
     """Internal: return the handler of ``type_name``: a registered type, else a django.tasks task.
 
@@ -148,6 +178,8 @@ def _send_started(claimed: ClaimedJob, context: JobContext) -> None:
             logger.error(
                 "job %s: job_started receiver %r failed", claimed.id, receiver, exc_info=response
             )
+            # send_robust's frame holds the list that holds the exception: a cycle.
+            _clear_frames(response)
 
 
 def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None = None) -> Outcome:
@@ -169,11 +201,33 @@ def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None 
         _send_started(claimed, context)
         args = (context,) if job_type.takes_context else ()
         if inspect.iscoroutinefunction(job_type.func):
-            result = asyncio.run(job_type.func(*args, **claimed.payload))
-        else:
-            result = job_type.func(*args, **claimed.payload)
+            # The outcome is made inside the coroutine: an exception escaping it would be kept
+            # by its task, in a reference cycle through the event loop's frames.
+            return asyncio.run(_execute_async(job_type.func, args, claimed, context, started, rng))
+        result = job_type.func(*args, **claimed.payload)
     except BaseException as exc:  # noqa: BLE001 - every handler failure becomes an outcome
         return failure_outcome(claimed, exc, context.worker_id, time.monotonic() - started, rng=rng)
+    return _success(claimed, result, started)
+
+
+async def _execute_async(
+    func: Callable[..., Any],
+    args: tuple,
+    claimed: ClaimedJob,
+    context: JobContext,
+    started: float,
+    rng: random.Random | None,
+) -> Outcome:
+    """Await an ``async def`` handler on :func:`execute`'s event loop; return its outcome."""
+    try:
+        result = await func(*args, **claimed.payload)
+    except BaseException as exc:  # noqa: BLE001 - as in execute()
+        return failure_outcome(claimed, exc, context.worker_id, time.monotonic() - started, rng=rng)
+    return _success(claimed, result, started)
+
+
+def _success(claimed: ClaimedJob, result: object, started: float) -> Outcome:
+    """Return the outcome of a run that returned ``result``, storing it as JSON if it can."""
     duration = time.monotonic() - started
     try:
         result_json = to_json(result, root="result")
@@ -234,3 +288,4 @@ def send_outcome_signal(
             logger.error(
                 "job %s: signal receiver %r failed", claimed.id, receiver, exc_info=response
             )
+            _clear_frames(response)

@@ -17,6 +17,7 @@ is passed on to every child as :data:`~jobqueue.stopping.DRAIN_SIGNAL` (each dra
 grace period); a second one, or SIGINT, as :data:`~jobqueue.stopping.FORCE_SIGNAL` (release at
 once). Children treat SIGTERM as a drain however often it comes, so a SIGTERM sent to the whole
 process group drains exactly like one sent to the supervisor alone.
+A single worker process (no ``--processes``) recycles itself in place instead: :func:`reexec`.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from django.db import connections
 
@@ -306,3 +309,30 @@ class Supervisor:
             time.sleep(0.1)
         logger.info("supervisor stopped")
         return 0
+
+
+def reexec(argv: Sequence[str]) -> NoReturn:
+    """Replace this process with a fresh run of ``argv``: same pid, no threads, no leases.
+
+    How a single worker process (no supervisor) recycles itself: the exec ends the runaway
+    handler threads that nothing else can stop, and a service manager watching the pid sees
+    no exit. Call it only after the worker has released its leases and closed its connections.
+
+    Args:
+        argv: the command line to run, ``argv[0]`` included (``sys.orig_argv``, so interpreter
+            options such as ``-m django`` come back too); run by ``sys.executable``.
+
+    Raises:
+        Nothing: if the exec fails, the process exits with :data:`EXIT_RECYCLE` instead, for a
+        service manager to restart it.
+    """
+    logger.warning("recycling this process in place: re-running %s", " ".join(argv))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, list(argv))
+    except OSError as exc:
+        sys.stderr.write(f"jobqueue: could not re-run this worker ({exc}); exiting\n")
+        sys.stderr.flush()
+    os._exit(EXIT_RECYCLE)

@@ -4,8 +4,10 @@ Threads, and what each one owns:
 
 * the main thread (``run``): the claim loop, and recording every outcome (ack or nack) on its own
   connection, so handler threads never pay for a connection of ours;
-* ``--concurrency`` handler threads: run one job each, then close their Django connections the way
-  a request does (``close_old_connections``);
+* handler threads (``handler_threads.py``): run one job each, then close their Django connections
+  the way a request does (``close_old_connections``); one per slot, plus one per handler still
+  running past its timeout, never more than twice ``--concurrency``: when such runaways outgrow
+  their half, the process recycles;
 * the heartbeat thread: every lease/3 extends all the leases the process holds in one statement,
   refreshes the Worker row, and runs the reaper every ``REAPER_INTERVAL_SECONDS``;
 * on PostgreSQL with ``LISTEN_NOTIFY``, the listener thread (``store/notify.py``): wakes the claim
@@ -47,6 +49,7 @@ from .errors import JobTimeout, LeaseLost
 from .executor import Outcome, execute, failure_outcome, send_outcome_signal
 from .fairness import QueueSelector, TenantCaps
 from .guard import DependencyGuard
+from .handler_threads import HandlerThreads
 from .jobs import JobContext
 from .recovery import ReapHold
 from .solo import SoloGate, give_back
@@ -121,53 +124,6 @@ class _OutageLog:
             self.failures = 0
 
 
-class _HandlerThreads:
-    """Handler threads that are reused: a run goes to an idle thread, else to a new one.
-
-    Not a fixed-size pool: a handler that overran its timeout keeps its thread (Python cannot
-    kill threads) and must not take a slot's capacity with it, so a run never waits for a
-    thread. Reuse matters because starting a thread waits for it to be scheduled: on a busy
-    2-core machine that cost more per job than the claim and the ack together. A thread idle
-    for ``idle_s`` seconds ends.
-    """
-
-    def __init__(self, target: Callable[..., None], idle_s: float = 60.0) -> None:
-        self._target = target
-        self._idle_s = idle_s
-        self._work: queue.SimpleQueue[tuple] = queue.SimpleQueue()
-        self._idle = 0
-        self._lock = threading.Lock()
-
-    def submit(self, *args: object) -> None:
-        """Run ``target(*args)`` on an idle thread, or on a new one if none is idle."""
-        with self._lock:
-            if self._idle:
-                # Reserve one idle thread; it takes this item (see _loop's exit check).
-                self._idle -= 1
-                self._work.put(args)
-                return
-        threading.Thread(
-            target=self._loop, args=(args,), name="jobqueue-handler", daemon=True
-        ).start()
-
-    def _loop(self, args: tuple) -> None:
-        while True:
-            self._target(*args)
-            with self._lock:
-                self._idle += 1
-            try:
-                args = self._work.get(timeout=self._idle_s)
-            except queue.Empty:
-                with self._lock:
-                    # submit() reserves a thread and puts its item under the lock, so here
-                    # either the item is queued (take it) or no one counts on this thread.
-                    try:
-                        args = self._work.get_nowait()
-                    except queue.Empty:
-                        self._idle -= 1
-                        return
-
-
 @dataclass(slots=True)
 class _Running:
     claimed: ClaimedJob
@@ -208,9 +164,11 @@ class Worker:
             always off on other databases, where the worker polls.
         services: background loops to run beside the claim loop while the worker is up
             (each on its own thread, ``run_once`` every ``interval_s``); default none.
-        recycle_on_overrun: when a handler runs past its timeout, stop claiming, drain, and
-            exit with :data:`~jobqueue.supervisor.EXIT_RECYCLE` so the supervisor replaces the
-            process (and the runaway thread ends with it). Set under ``--processes``.
+        recycle_on_overrun: recycle at the first handler that runs past its timeout, not
+            only when such runaways outnumber ``concurrency`` (``jobqueue/handler_threads.py``).
+            Either way the worker stops claiming, drains, and :meth:`run` returns
+            :data:`~jobqueue.supervisor.EXIT_RECYCLE`: the process must end (the supervisor
+            replaces it) for the runaway threads to end. Set under ``--processes``.
     """
 
     def __init__(
@@ -273,7 +231,6 @@ class Worker:
         # time.monotonic() values at which delayed jobs fall due: a heap, soonest first.
         self._timers: list[float] = []
         self._running: dict[int, _Running] = {}
-        self._handlers = _HandlerThreads(self._run_job)
         self._lock = threading.Lock()
         # Held around multi-row writes on this process's own leases (heartbeat, acks), so two
         # of our connections never lock the same rows in different orders (no deadlock).
@@ -282,6 +239,9 @@ class Worker:
         # Items are (lease token, outcome): the token says which run of a job an outcome belongs
         # to, since one worker can hold the same job again after a timeout or a lost lease.
         self._outcomes: queue.SimpleQueue[tuple[uuid.UUID, Outcome] | None] = queue.SimpleQueue()
+        self._handlers = HandlerThreads(
+            self._run_job, self._outcomes.put, concurrency=self.concurrency
+        )
         self._stopping = threading.Event()
         self._force = threading.Event()
         self._heartbeat_stop = threading.Event()
@@ -329,6 +289,11 @@ class Worker:
             self.stop()
 
     @property
+    def stop_requested(self) -> bool:
+        """Return whether SIGTERM or SIGINT reached this worker (a stop wins over a recycle)."""
+        return self._signalled
+
+    @property
     def running_jobs(self) -> int:
         """Return how many jobs this worker is running (or recording) now."""
         return len(self._running)
@@ -340,8 +305,9 @@ class Worker:
 
         Returns:
             The process exit status: 0, or :data:`~jobqueue.supervisor.EXIT_RECYCLE` when the
-            worker stopped itself to be recycled. Handler threads still running at the end are
-            abandoned (their leases released): the caller should end the process.
+            worker stopped itself to be recycled (and no stop signal came meanwhile). Handler
+            threads still running at the end are abandoned (their leases released): the caller
+            should end the process.
         """
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             for signum in self.stop_signals.handled:
@@ -383,7 +349,7 @@ class Worker:
             self._loop()
         finally:
             self._shutdown(heartbeat, service_threads)
-        if self._recycle:
+        if self._recycle and not self._signalled:
             from .supervisor import EXIT_RECYCLE
 
             return EXIT_RECYCLE
@@ -412,7 +378,11 @@ class Worker:
                     return
                 self._wait(min(0.2, max(deadline - time.monotonic(), 0.0)))
                 continue
-            free = self._solo.claim_size(self.concurrency - len(self._running), self._running)
+            # Claim for free slots only (no local buffer), and never past the thread cap; a
+            # suspect job runs alone.
+            free = self._solo.claim_size(
+                min(self.concurrency - len(self._running), self._handlers.room()), self._running
+            )
             claimed: list[ClaimedJob] = []
             if free > 0 and not self._unflushed:
                 self._wake_pending = False
@@ -529,20 +499,30 @@ class Worker:
             running.done_at = now
             running.context.mark_timed_out()
             self._overrun.add(claimed.lease_token)
-            if self.recycle_on_overrun and not self._recycle:
-                self._recycle = True
-                logger.warning(
-                    "recycling this process: no new claims; running jobs get %.0f s, then it "
-                    "exits and the supervisor starts a fresh one",
-                    self.grace_s,
-                )
-                self.stop()
+            self._handlers.overran(claimed.lease_token)
             logger.warning(
                 "%s ran past its timeout of %g s: failing the attempt; the handler's thread "
                 "runs on until it returns, and its result will be ignored",
                 self._label(running),
                 claimed.timeout_s,
             )
+            self._recycle_if_runaways()
+
+    def _recycle_if_runaways(self) -> None:
+        """Stop claiming and recycle once runaway handlers pass their share of the threads."""
+        runaways = self._handlers.runaways
+        # Up to `concurrency` runaways cost no capacity; one more and a slot has no thread.
+        limit = 1 if self.recycle_on_overrun else self.concurrency + 1
+        if runaways < limit or self._stopping.is_set():
+            return
+        self._recycle = True
+        logger.warning(
+            "recycling this process: %d handler(s) still running past their timeout; no new "
+            "claims; running jobs get %.0f s, then a fresh process replaces this one",
+            runaways,
+            self.grace_s,
+        )
+        self.stop()
 
     def _start(self, job: ClaimedJob) -> None:
         context = JobContext(
@@ -555,9 +535,9 @@ class Worker:
         )
         with self._lock:
             self._running[job.id] = _Running(claimed=job, context=context)
-        self._handlers.submit(job, context)
+        self._handlers.submit(job.lease_token, job, context)
 
-    def _run_job(self, job: ClaimedJob, context: JobContext) -> None:
+    def _run_job(self, job: ClaimedJob, context: JobContext) -> tuple[uuid.UUID, Outcome]:
         try:
             outcome = execute(job, context)
         except BaseException as exc:
@@ -569,7 +549,7 @@ class Worker:
         finally:
             # Like the end of a request: roll back and close what the handler opened.
             close_old_connections()
-        self._outcomes.put((job.lease_token, outcome))
+        return job.lease_token, outcome
 
     # -- outcomes --------------------------------------------------------------------------
 
@@ -924,7 +904,7 @@ class Worker:
                 logger.error(
                     "job %s: could not release (%s); it reruns when its lease expires", job_id, exc
                 )
-        self._abandoned = len(self._running) + len(self._overrun)
+        self._abandoned = self._handlers.busy
         self._running.clear()
         self._heartbeat_stop.set()
         heartbeat.join(timeout=5)

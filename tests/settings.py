@@ -87,3 +87,12 @@ TEMPLATES = [
 ]
 ROOT_URLCONF = "tests.urls"
 STATIC_URL = "static/"
+
+if env.bool("JOBQUEUE_TEST_NO_GC", default=False):
+    # A worker process as in FIELD-CASES 32: no cycle collector, and a 1 GiB address-space
+    # limit, so a leak fails the test (MemoryError) instead of filling the machine.
+    import gc
+    import resource
+
+    gc.disable()
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))

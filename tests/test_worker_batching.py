@@ -5,8 +5,6 @@ or SQLite), run in ``--burst`` mode.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from django.db import connection
 from django.test import override_settings
@@ -14,8 +12,7 @@ from django.test import override_settings
 import jobqueue
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
-from jobqueue.worker import Worker, _HandlerThreads
-from tests.conftest import wait_for
+from jobqueue.worker import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,30 +71,3 @@ def test_failures_and_successes_are_recorded_in_batches_with_exact_outcomes():
     # came in within one batch window or a few.
     assert sum(acks.sizes) == 5 and sum(nacks.sizes) == 7
     assert len(acks.sizes) < 5 and len(nacks.sizes) < 7, (acks.sizes, nacks.sizes)
-
-
-def test_handler_threads_are_reused_and_a_busy_one_never_blocks_a_new_run():
-    release = threading.Event()
-    names: list[int] = []
-    done = threading.Semaphore(0)
-
-    def run(kind: str) -> None:
-        names.append(threading.get_ident())
-        if kind == "block":
-            release.wait(10)
-        done.release()
-
-    threads = _HandlerThreads(run, idle_s=5)
-    threads.submit("quick")
-    assert done.acquire(timeout=5)
-    wait_for(lambda: threads._idle == 1, timeout=5)  # its thread is back, waiting for work
-    threads.submit("block")  # reuses the idle thread, which now stays busy
-    threads.submit("quick")  # must not wait for it: a second thread
-    assert done.acquire(timeout=5)
-    # Three runs on two threads: one was reused, and the blocking run did not hold up the last.
-    # (Which idle thread takes which run is not fixed, nor whether the blocking run has recorded
-    # itself by the time the last quick one is done: wait for it.)
-    wait_for(lambda: len(names) == 3, timeout=5)
-    assert len(set(names)) == 2
-    release.set()
-    assert done.acquire(timeout=5)

@@ -1,8 +1,11 @@
 """Handlers the tests enqueue. Importable by worker subprocesses (autodiscovered as jobs.py)."""
 
+import asyncio
 import os
 import signal
+import threading
 import time
+import weakref
 
 from jobqueue import job
 from jobqueue.errors import PermanentError, RetryAfter
@@ -242,3 +245,92 @@ def leaky(context, path):
     with open(path, "a") as f:
         f.write(f"{context.job_id} {backend}\n")
     return "left a transaction open"
+
+
+# -- handler threads and memory (FIELD-CASES 32, 33) ----------------------------------------------
+
+
+def handler_threads():
+    """Return how many handler threads this process has now."""
+    return sum(t.name == "jobqueue-handler" for t in threading.enumerate())
+
+
+@job(takes_context=True)
+def spin_cpu(context, path):
+    """A CPU-bound runaway: records ``job_id attempt pid threads``, then computes forever."""
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()} {handler_threads()}\n")
+    n = 0
+    while True:
+        n = (n * 31 + 7) % 1_000_003
+
+
+@job(takes_context=True)
+def record_threads(context, path, sleep_s=0.0):
+    """Record ``job_id attempt pid threads`` (the handler threads alive now), then sleep."""
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()} {handler_threads()}\n")
+    time.sleep(sleep_s)
+
+
+@job(takes_context=True)
+def hold_until_file(context, path, flag, max_s=60.0):
+    """Record ``job_id attempt pid``, then wait until ``flag`` exists (at most ``max_s``)."""
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()}\n")
+    deadline = time.monotonic() + max_s
+    while not os.path.exists(flag) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return "released"
+
+
+#: Weak references to the buffers the handlers below allocate, by the payload's ``key``.
+BUFFERS: dict[str, weakref.ref] = {}
+
+
+class Buffer:
+    """A big allocation a test can hold a weak reference to."""
+
+    def __init__(self, mb):
+        self.data = bytearray(int(mb * 1_000_000))
+
+
+def raise_holding_buffer(key, mb, message, chained):
+    buffer = Buffer(mb)
+    if key:
+        BUFFERS[key] = weakref.ref(buffer)
+    if not chained:
+        raise ValueError(message)
+    try:
+        raise KeyError("inner")
+    except KeyError as exc:
+        # A local holding the exception raised from this frame: a reference cycle.
+        error = exc
+    raise ValueError(message) from error
+
+
+@job
+def fail_holding_buffer(key="", mb=5, message="boom", chained=False):
+    """Handler F of FIELD-CASES 32: allocate ``mb`` MB as a local, then raise ValueError."""
+    raise_holding_buffer(key, mb, message, chained)
+
+
+@job
+async def fail_holding_buffer_async(key="", mb=5, message="boom", chained=False):
+    """F as an ``async def`` handler."""
+    await asyncio.sleep(0)
+    raise_holding_buffer(key, mb, message, chained)
+
+
+@job
+def hold_buffer(mb=5):
+    """Handler S of FIELD-CASES 32: allocate ``mb`` MB as a local and return."""
+    buffer = Buffer(mb)
+    return len(buffer.data)
+
+
+@job
+def report_rss():
+    """Return this worker process's resident set size, bytes (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

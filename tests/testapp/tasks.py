@@ -11,6 +11,7 @@ from django.core.mail import send_mail
 from django.dispatch import receiver
 
 from jobqueue.errors import PermanentError
+from tests.testapp.jobs import raise_holding_buffer
 from tests.testapp.receivers import log
 
 try:
@@ -62,6 +63,12 @@ if task is not None:
     async def async_add(a, b):
         await asyncio.sleep(0.01)
         return a + b
+
+    @task(max_attempts=1)
+    async def fail_holding_buffer(key, mb=5):
+        """FIELD-CASES 32's handler F as an async django.tasks task."""
+        await asyncio.sleep(0)
+        raise_holding_buffer(key, mb, "boom", chained=False)
 
     @task(max_attempts=2)
     def always_fails(message):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
@@ -24,7 +25,7 @@ from jobqueue.management.arguments import (
 from jobqueue.pruning import Pruner
 from jobqueue.scheduler import Scheduler
 from jobqueue.stopping import STANDALONE, SUPERVISED
-from jobqueue.supervisor import Supervisor
+from jobqueue.supervisor import EXIT_RECYCLE, Supervisor, reexec
 from jobqueue.worker import Worker, default_worker_id
 
 
@@ -199,6 +200,14 @@ class Command(BaseCommand):
         if processes is None:
             worker = run_worker(options["worker_id"], recycle=False)
             code = worker.exit_code
+            if code == EXIT_RECYCLE and sys.argv[1:2] == ["runworkers"]:
+                # Run from the command line (not call_command): recycle in place. From here on
+                # a stop signal ends the process at once; it holds no lease any more.
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                if not worker.stop_requested:
+                    reexec(sys.orig_argv)
+                code = 0
             if worker.abandoned_jobs:
                 # Handler threads cannot be killed; their leases are released, so end the
                 # process with them instead of waiting for them at interpreter exit.
