@@ -199,6 +199,7 @@ class Command(BaseCommand):
         if processes is None:
             worker = run_worker(options["worker_id"], recycle=False)
             code = worker.exit_code
+            assert code is not None  # run_worker returns only once run() has set it
             if worker.abandoned_jobs:
                 # Handler threads cannot be killed; their leases are released, so end the
                 # process with them instead of waiting for them at interpreter exit.
@@ -218,7 +219,9 @@ class Command(BaseCommand):
             return default_worker_id()
 
         def run_slot(slot: int, worker_id: str) -> int:
-            return run_worker(worker_id, recycle=True).exit_code
+            code = run_worker(worker_id, recycle=True).exit_code
+            assert code is not None  # as above
+            return code
 
         grace = conf.grace_seconds if options["grace"] is None else options["grace"]
         Supervisor(
