@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from traceback import format_exception
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings as django_settings
 from django.tasks import DEFAULT_TASK_QUEUE_NAME, Task, TaskContext, TaskResult
@@ -112,7 +112,7 @@ class JobQueueTask(Task):
     dedupe_key: str | Callable[..., str | None] | None = None
     tenant: str | Callable[..., str] | None = None
 
-    def using(  # type: ignore[override]
+    def using(
         self,
         *,
         priority: int | None = None,
@@ -125,8 +125,12 @@ class JobQueueTask(Task):
         tenant: str | Callable[..., str] | None = None,
     ) -> JobQueueTask:
         """Return a copy with changed defaults: Django's options plus jobqueue's."""
-        task = Task.using(
-            self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
+        # Task.using returns replace(self, ...): a JobQueueTask here (django-stubs says Task).
+        task = cast(
+            JobQueueTask,
+            Task.using(
+                self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
+            ),
         )
         extra = {
             "max_attempts": max_attempts,
@@ -134,7 +138,9 @@ class JobQueueTask(Task):
             "dedupe_key": dedupe_key,
             "tenant": tenant,
         }
-        changes = {name: value for name, value in extra.items() if value is not None}
+        changes: dict[str, Any] = {
+            name: value for name, value in extra.items() if value is not None
+        }
         return replace(task, **changes) if changes else task
 
     @property
@@ -337,7 +343,7 @@ class JobQueueBackend(BaseTaskBackend):
         )
         if not created:
             return self.get_result(str(job_id))
-        result = TaskResult(
+        result: TaskResult = TaskResult(
             task=task,
             id=str(job_id),
             status=TaskResultStatus.READY,
@@ -457,7 +463,7 @@ def to_task_result(job: Any, backend: JobQueueBackend) -> TaskResult:
         TaskResultDoesNotExist: the job is not a task (see :meth:`JobQueueBackend.get_result`).
     """
     task = _task_for(job, backend)
-    result = TaskResult(
+    result: TaskResult = TaskResult(
         task=task,
         id=str(job.id),
         status=to_task_result_status(job.state),

@@ -47,7 +47,7 @@ MAX_COUNTED_MISSES = 10_000
 
 def cron_store(using: str | None = None) -> CronStore:
     """Return the store of ``using``, as its cron interface."""
-    return get_store(using)  # type: ignore[return-value]  # every store mixes CronStore in
+    return get_store(using)
 
 
 # -- validation ------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ def refresh_next_fire(entry: CronEntry, *, was: dict[str, Any] | None, now: date
         entry.next_fire_at = None
         return
     changed = was is None or any(was[f] != getattr(entry, f) for f in _SCHEDULE_FIELDS)
-    if changed or not was["enabled"] or entry.next_fire_at is None:
+    if changed or (was is not None and not was["enabled"]) or entry.next_fire_at is None:
         entry.next_fire_at = Schedule(entry.cron_expr, entry.timezone).next_after(now)
 
 

@@ -81,7 +81,7 @@ def failure_outcome(
     entry = error_entry(exc, attempt=claimed.attempt, worker_id=worker_id)
     _clear_frames(exc)
     # Even a dead-lettered attempt tells the breaker that the dependency asked for a pause.
-    opens = (
+    opens: dict[str, Any] = (
         {"opens_dependency": exc.dependency, "opens_for_s": exc.seconds}
         if isinstance(exc, RetryAfter) and exc.dependency
         else {}
@@ -262,6 +262,7 @@ def send_outcome_signal(
         "max_attempts": claimed.max_attempts,
         "worker_id": worker_id,
     }
+    extra: dict[str, Any]
     if state == "lost":
         signal, extra = signals.job_lease_lost, {"status": outcome.status}
     elif state == "cancelled":

@@ -7,6 +7,7 @@ Use these models to read (the admin, your own reports). Change jobs only through
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import ClassVar
 
 from django.db import models
 from django.db.models import Q
@@ -155,8 +156,11 @@ class Job(models.Model):
         return None
 
 
-class DeadLetterManager(models.Manager["DeadLetter"]):
-    """Only dead jobs."""
+_JobManager = models.Manager.from_queryset(JobQuerySet)
+
+
+class DeadLetterManager(_JobManager["DeadLetter"]):
+    """Only dead jobs (with Job's queryset methods, like ``Job.objects``)."""
 
     def get_queryset(self) -> models.QuerySet[DeadLetter]:
         """Return the jobs in state ``dead``."""
@@ -166,7 +170,7 @@ class DeadLetterManager(models.Manager["DeadLetter"]):
 class DeadLetter(Job):
     """A job that went ``dead``: its ``dead_reason`` and full ``errors`` history say why."""
 
-    objects = DeadLetterManager()
+    objects: ClassVar[DeadLetterManager] = DeadLetterManager()
 
     class Meta:
         proxy = True

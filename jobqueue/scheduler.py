@@ -203,10 +203,14 @@ class Scheduler:
                 steps.skipped_to.isoformat() if steps.skipped_to else "?",
                 entry.missed,
             )
-        times = list(steps.fire_times) or [None]
+        times: list[datetime | None] = list(steps.fire_times) or [None]
         skipped = steps.skipped
         for index, fire_time in enumerate(times):
-            following = times[index + 1] if index + 1 < len(times) else steps.next_fire_at
+            following = (
+                steps.fire_times[index + 1]
+                if index + 1 < len(steps.fire_times)
+                else steps.next_fire_at
+            )
             try:
                 outcome = fire(
                     self.store,

@@ -28,6 +28,7 @@ signals mean what ``jobqueue/stopping.py`` says (a group-wide SIGTERM drains onc
 
 from __future__ import annotations
 
+import enum
 import heapq
 import logging
 import os
@@ -39,7 +40,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from django.db import DatabaseError, close_old_connections, connections
 
@@ -56,6 +57,9 @@ from .solo import SoloGate, give_back
 from .stopping import STANDALONE, StopSignals
 from .store import ClaimedJob, ExpiredLease, Nack, ReapDecision, get_store
 from .store.bounded import timed_out
+
+if TYPE_CHECKING:
+    from .store.notify import ReadyListener
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -76,7 +80,8 @@ OUTCOME_BATCH_WINDOW_S = 0.02
 MAX_WAKE_TIMERS = 10_000
 
 #: Put on the outcome queue to make the claim loop re-read its wake-up times without claiming.
-_RESCHEDULE = ("reschedule", None)
+_Reschedule = enum.Enum("_Reschedule", "RESCHEDULE")  # an enum: a sentinel mypy can narrow
+_RESCHEDULE: Final = _Reschedule.RESCHEDULE
 
 
 def default_worker_id() -> str:
@@ -224,7 +229,7 @@ class Worker:
         self.listen_notify = (
             conf.listen_notify if listen_notify is None else listen_notify
         ) and connections[self.using].vendor == "postgresql"
-        self._listener = None
+        self._listener: ReadyListener | None = None
         # Set by the listener's wake-up, cleared by the claim loop before it claims: a burst of
         # notifications queues one wake-up, not one per notification.
         self._wake_pending = False
@@ -238,7 +243,9 @@ class Worker:
         # SimpleQueue.put is reentrant, so a signal handler may use it to wake the main loop.
         # Items are (lease token, outcome): the token says which run of a job an outcome belongs
         # to, since one worker can hold the same job again after a timeout or a lost lease.
-        self._outcomes: queue.SimpleQueue[tuple[uuid.UUID, Outcome] | None] = queue.SimpleQueue()
+        self._outcomes: queue.SimpleQueue[tuple[uuid.UUID, Outcome] | _Reschedule | None] = (
+            queue.SimpleQueue()
+        )
         self._handlers = HandlerThreads(
             self._run_job, self._outcomes.put, concurrency=self.concurrency
         )
@@ -420,7 +427,7 @@ class Worker:
         """Make the claim loop claim now, or in ``delay_s`` seconds (called by the listener)."""
         if delay_s > 0:
             self._add_timer(delay_s)
-            self._outcomes.put(_RESCHEDULE)  # type: ignore[arg-type]
+            self._outcomes.put(_RESCHEDULE)
         elif not self._wake_pending:
             self._wake_pending = True
             self._outcomes.put(None)
@@ -465,7 +472,7 @@ class Worker:
                 self._take(item)
                 return
 
-    def _take(self, item: tuple[uuid.UUID, Outcome] | None) -> None:
+    def _take(self, item: tuple[uuid.UUID, Outcome] | _Reschedule | None) -> None:
         if item is None or item is _RESCHEDULE:
             return
         token, outcome = item

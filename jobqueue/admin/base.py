@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
@@ -26,7 +26,10 @@ from .display import (
 )
 from .paginator import EstimatedCountPaginator
 
-DETAIL_FIELDSETS = (
+if TYPE_CHECKING:
+    from django_stubs_ext import FieldsetSpec  # type-checking only: no runtime dependency
+
+DETAIL_FIELDSETS: FieldsetSpec = (
     (
         None,
         {
@@ -86,7 +89,7 @@ class JobAdminBase(admin.ModelAdmin):
         "started_at",
         "finished_at",
     )
-    actions = ("cancel_jobs", "retry_jobs", "run_jobs_now")
+    actions: tuple[str, ...] = ("cancel_jobs", "retry_jobs", "run_jobs_now")
 
     class Media:
         css = {"all": ("jobqueue/admin.css",)}

@@ -9,7 +9,7 @@ firing path (a manual fire record), without moving the schedule.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
@@ -70,10 +70,11 @@ class CronEntryForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         """Run :func:`jobqueue.cron.validate_entry` on the fields that passed their own checks."""
-        data = super().clean()
+        # ModelForm.clean returns cleaned_data; django-stubs types it as Form.clean (dict | None).
+        data = cast(dict[str, Any], super().clean())
         if self.errors:
             return data
-        values = {
+        values: dict[str, Any] = {
             f: data.get(f) if f in self.fields else getattr(self.instance, f) for f in ENTRY_FIELDS
         }
         try:

@@ -12,6 +12,7 @@ state holds 10,000 rows or more (marked "≈"); everything else is exact.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -125,7 +126,7 @@ def budget_rows(using: str = "default") -> list[RetryBudget]:
 def queue_stats(
     using: str = "default",
     now: datetime | None = None,
-    dead_by_queue_and_type: list[dict[str, Any]] | None = None,
+    dead_by_queue_and_type: list[Mapping[str, Any]] | None = None,
 ) -> list[QueueStats]:
     """Return one :class:`QueueStats` per queue that has jobs or is known to this site.
 
@@ -150,6 +151,7 @@ def queue_stats(
     # here is in the claim index, so this is an index-only scan of the live rows. Splitting by
     # the stored state instead would visit the heap row of every live job.
     due = Q(run_at__lte=now)
+    r: Mapping[str, Any]  # one row of values(), its keys differ per query below
     for r in (
         jobs.filter(state__in=sorted(CLAIMABLE))
         .values("queue")
@@ -199,9 +201,9 @@ def queue_stats(
     return sorted(queues.values(), key=lambda s: s.name)
 
 
-def dead_letters(using: str = "default") -> list[dict[str, Any]]:
+def dead_letters(using: str = "default") -> list[Mapping[str, Any]]:
     """Return ``{"type", "queue", "n"}`` per job type and queue with dead letters, most first."""
-    rows = list(
+    rows: list[Mapping[str, Any]] = list(
         Job.objects.using(using)
         .filter(state=JobState.DEAD)
         .values("type", "queue")

@@ -8,7 +8,7 @@ a text box.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.db.models import QuerySet
@@ -179,13 +179,14 @@ class TenantFilter(admin.ListFilter):
 
     def value(self) -> str | None:
         """Return the tenant id in the query string, if any."""
-        return self.used_parameters.get(self.parameter_name)
+        # Only __init__ writes it: one query-string value (ListFilter types its values object).
+        return cast("str | None", self.used_parameters.get(self.parameter_name))
 
     def has_output(self) -> bool:
         """Always show the box."""
         return True
 
-    def expected_parameters(self) -> list[str]:
+    def expected_parameters(self) -> list[str | None]:
         """Return the one query parameter this filter reads."""
         return [self.parameter_name]
 

@@ -64,4 +64,5 @@ class EstimatedCountPaginator(Paginator):
         if not self.estimated:
             return super().page(number)
         bottom = (number - 1) * self.per_page
-        return self._get_page(self.object_list[bottom : bottom + self.per_page], number, self)
+        # Paginator._get_page is Django's documented hook for the Page class; django-stubs omits it.
+        return self._get_page(self.object_list[bottom : bottom + self.per_page], number, self)  # type: ignore[attr-defined]

@@ -6,14 +6,21 @@ store (SKIP LOCKED claims, database clock); anything else gets the ORM store.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import connections
 
 from .base import ClaimedJob, ExpiredLease, Nack, NewJob, ReapDecision, Store
 
+if TYPE_CHECKING:
+    # Both stores implement Store plus the cron, breaker and worker-row interfaces beside it.
+    from .generic import GenericStore
+    from .postgres import PostgresStore
+
 __all__ = ["ClaimedJob", "ExpiredLease", "Nack", "NewJob", "ReapDecision", "Store", "get_store"]
 
 
-def get_store(using: str | None = None) -> Store:
+def get_store(using: str | None = None) -> PostgresStore | GenericStore:
     """Return the store for database alias ``using`` (default ``"default"``).
 
     Raises:

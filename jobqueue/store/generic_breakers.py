@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -173,7 +174,7 @@ class GenericDependencyStore:
                     "worker": row["leased_by"],
                     "message": d.message,
                 }
-                fields = (
+                fields: dict[str, Any] = (
                     {"state": JobState.SCHEDULED, "run_at": d.run_at, "finished_at": None}
                     if row["cancel_requested_at"] is None
                     else {"state": JobState.CANCELLED, "finished_at": now}

@@ -51,7 +51,7 @@ class PostgresDependencyStore:
         if not batch:
             return {}
         ordered = sorted(batch, key=lambda o: o.name)
-        params = {
+        params: dict[str, Any] = {
             "names": [o.name for o in ordered],
             "successes": [o.successes for o in ordered],
             "failures": [o.failures for o in ordered],

@@ -25,6 +25,8 @@ def _leader_params(leader: Leadership | None) -> dict[str, Any]:
 class PostgresCronStore:
     """Cron operations on PostgreSQL; the host class provides ``_execute(name, params)``."""
 
+    _execute: Any
+
     def db_now(self) -> datetime:
         with self._execute("db_now", {}) as cursor:
             return cursor.fetchone()[0]

@@ -130,7 +130,7 @@ class Command(BaseCommand):
             return [(states or ["succeeded", "cancelled"], older_than)]
         retention = get_settings().retention_seconds
         chosen = states or list(RETENTION_STATES)
-        return [([s], retention[s]) for s in chosen if retention.get(s) is not None]
+        return [([s], seconds) for s in chosen if (seconds := retention.get(s)) is not None]
 
     def _progress(self, deleted: int) -> None:
         self.stdout.write(f"  batch: {deleted} deleted")

@@ -200,6 +200,7 @@ class Command(BaseCommand):
         if processes is None:
             worker = run_worker(options["worker_id"], recycle=False)
             code = worker.exit_code
+            assert code is not None  # run_worker returns only once run() has set it
             if code == EXIT_RECYCLE and sys.argv[1:2] == ["runworkers"]:
                 # Run from the command line (not call_command): recycle in place. From here on
                 # a stop signal ends the process at once; it holds no lease any more.
@@ -227,7 +228,9 @@ class Command(BaseCommand):
             return default_worker_id()
 
         def run_slot(slot: int, worker_id: str) -> int:
-            return run_worker(worker_id, recycle=True).exit_code
+            code = run_worker(worker_id, recycle=True).exit_code
+            assert code is not None  # as above
+            return code
 
         grace = conf.grace_seconds if options["grace"] is None else options["grace"]
         Supervisor(
