@@ -118,8 +118,10 @@ def test_a_valid_tasks_entry_is_silent():
 
 
 def test_the_backend_on_a_django_without_tasks_is_e003(monkeypatch):
-    # What Django 5.2 looks like to the check: jobqueue.backends cannot be imported.
+    # What Django 5.2 looks like to the check: jobqueue.backends and the jobqueue.tasks package
+    # behind it cannot be imported.
     monkeypatch.setitem(sys.modules, "jobqueue.backends", None)
+    monkeypatch.setitem(sys.modules, "jobqueue.tasks", None)
     with override_settings(TASKS={"default": {"BACKEND": BACKEND}}):
         [message] = checks.check_tasks_setting()
         assert ids([message]) == ["jobqueue.E003"]
