@@ -27,7 +27,6 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 import jobqueue
-import jobqueue.tasks
 from jobqueue import jobs as jobs_module
 from jobqueue.backends import (
     JobQueueBackend,
@@ -39,6 +38,8 @@ from jobqueue.jobs import JobContext
 from jobqueue.models import Job
 from jobqueue.states import JobState
 from jobqueue.store import get_store
+from jobqueue.tasks import backend as tasks_backend
+from jobqueue.tasks import options as tasks_options
 from tests.factories import make_job
 from tests.testapp import tasks
 
@@ -433,9 +434,9 @@ def test_a_task_moved_onto_jobqueue_from_another_backend_runs(monkeypatch):
 
 def test_the_public_path_names_the_backend_of_the_tasks_package():
     # Settings name "jobqueue.backends.JobQueueBackend"; the code lives in jobqueue.tasks.
-    assert import_string("jobqueue.backends.JobQueueBackend") is jobqueue.tasks.JobQueueBackend
-    assert type(task_backends["default"]) is jobqueue.tasks.JobQueueBackend
-    assert JobQueueTask is jobqueue.tasks.JobQueueTask
+    assert import_string("jobqueue.backends.JobQueueBackend") is tasks_backend.JobQueueBackend
+    assert type(task_backends["default"]) is tasks_backend.JobQueueBackend
+    assert JobQueueTask is tasks_options.JobQueueTask
 
 
 def test_a_task_row_written_before_the_move_still_runs(monkeypatch):

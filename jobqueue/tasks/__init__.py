@@ -19,19 +19,10 @@ jobqueue's: ``max_attempts``, ``timeout_s`` and ``backoff`` come from the task
 
 The parts, one job each: ``options`` (``JobQueueTask`` and the ``TASKS`` entry), ``backend``
 (``JobQueueBackend`` and the job type of a task), ``results`` (jobs as ``TaskResult``) and
-``runner`` (one task run inside a worker). ``jobqueue.backends`` is the public path; this package
-imports ``django.tasks`` and, on Django 5.2, which has none, cannot be imported.
+``runner`` (one task run inside a worker). ``jobqueue.backends`` is the public path and
+re-exports the public names.
+
+This ``__init__`` imports nothing, and must stay so: ``ready()`` imports every installed app's
+``tasks`` module (``JOBQUEUE["DISCOVER_MODULES"]``), this package included, and on Django 5.2
+(no ``django.tasks``) that import must succeed; only the modules inside need ``django.tasks``.
 """
-
-from .backend import JobQueueBackend
-from .options import BackendOptions, JobQueueTask, parse_backend_params
-from .results import to_task_result, to_task_result_status
-
-__all__ = [
-    "BackendOptions",
-    "JobQueueBackend",
-    "JobQueueTask",
-    "parse_backend_params",
-    "to_task_result",
-    "to_task_result_status",
-]
