@@ -116,8 +116,9 @@ def validate_extras(task: JobQueueTask) -> None:
     """Internal: check jobqueue's options of ``task``.
 
     Raises:
-        InvalidTask: ``max_attempts`` below 1, ``timeout`` not a positive finite number of
-            seconds, or ``dedupe_key``/``tenant`` neither a string nor a function.
+        InvalidTask: ``max_attempts`` or ``timeout`` refused by
+            ``jobqueue.arguments.validate_options``, a ``timeout`` that is not finite, or a
+            ``dedupe_key``/``tenant`` that is neither a string nor a function.
     """
     try:
         validate_options(max_attempts=task.max_attempts, timeout_s=task.timeout_s)
