@@ -135,7 +135,7 @@ def _is_ours(backend_path: Any) -> bool | None:
     if not isinstance(backend_path, str):
         return False
     try:
-        from .backends import JobQueueBackend
+        from .tasks.backend import JobQueueBackend
     except ImportError:
         return None if backend_path.startswith("jobqueue.") else False
     try:
@@ -171,7 +171,7 @@ def check_tasks_setting(app_configs: Any = None, **kwargs: Any) -> list[checks.C
         elif ours:
             from django.tasks.exceptions import InvalidTaskBackend
 
-            from .backends import parse_backend_params
+            from .tasks.options import parse_backend_params
 
             try:
                 parse_backend_params(alias, params)

@@ -154,7 +154,7 @@ def resolve_handler(type_name: str) -> JobType:
         return resolve(type_name)
     except UnknownJobType as unknown:
         try:
-            from .backends import task_job_type
+            from .tasks.backend import task_job_type
         except ImportError:  # no django.tasks (Django 5.2): it cannot be a task
             raise unknown from None
         return task_job_type(type_name)

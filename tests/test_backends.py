@@ -24,6 +24,7 @@ from django.tasks.exceptions import (
 from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.test import override_settings
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 import jobqueue
 from jobqueue import jobs as jobs_module
@@ -37,6 +38,9 @@ from jobqueue.jobs import JobContext
 from jobqueue.models import Job
 from jobqueue.states import JobState
 from jobqueue.store import get_store
+from jobqueue.tasks import backend as tasks_backend
+from jobqueue.tasks import options as tasks_options
+from tests.factories import make_job
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db
@@ -426,6 +430,36 @@ def test_a_task_moved_onto_jobqueue_from_another_backend_runs(monkeypatch):
     assert run_one().result_json == "42"
     fetched = default_task_backend.get_result(result.id)
     assert (fetched.return_value, fetched.backend) == (42, "default")
+
+
+def test_the_public_path_names_the_backend_of_the_tasks_package():
+    # Settings name "jobqueue.backends.JobQueueBackend"; the code lives in jobqueue.tasks.
+    assert import_string("jobqueue.backends.JobQueueBackend") is tasks_backend.JobQueueBackend
+    assert type(task_backends["default"]) is tasks_backend.JobQueueBackend
+    assert JobQueueTask is tasks_options.JobQueueTask
+
+
+def test_a_task_row_written_before_the_move_still_runs(monkeypatch):
+    # A row as jobqueue.backends wrote it: type = the task's module path, payload = args, kwargs,
+    # backend alias and run_after. A fresh worker has registered nothing for it.
+    job = make_job(
+        type="tests.testapp.tasks.add",
+        payload={"args": [4], "kwargs": {"b": 5}, "backend": "default", "run_after": None},
+    )
+    monkeypatch.delitem(jobs_module._registry, "tests.testapp.tasks.add", raising=False)
+    with Recorder(task_started, task_finished) as recorder:
+        assert run_one().result_json == "9"
+    assert [(s["signal"], s["id"]) for s in recorder.seen] == [
+        ("started", str(job.id)),
+        ("finished", str(job.id)),
+    ]
+    fetched = default_task_backend.get_result(str(job.id))
+    assert (fetched.status, fetched.return_value, fetched.args, fetched.kwargs) == (
+        TaskResultStatus.SUCCESSFUL,
+        9,
+        [4],
+        {"b": 5},
+    )
 
 
 def test_a_dedupe_hit_returns_the_live_jobs_current_result():

@@ -4,6 +4,7 @@ good one. Also job discovery (``DISCOVER_MODULES``), which ``ready()`` reads.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import pytest
@@ -12,7 +13,9 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.db import connection
 from django.test import override_settings
+from django.utils.module_loading import autodiscover_modules
 
+import jobqueue
 from jobqueue import checks
 from jobqueue.conf import build_settings
 from jobqueue.errors import JobQueueConfigurationError
@@ -118,8 +121,10 @@ def test_a_valid_tasks_entry_is_silent():
 
 
 def test_the_backend_on_a_django_without_tasks_is_e003(monkeypatch):
-    # What Django 5.2 looks like to the check: jobqueue.backends cannot be imported.
-    monkeypatch.setitem(sys.modules, "jobqueue.backends", None)
+    # What Django 5.2 looks like to the check: jobqueue.backends and the modules of the
+    # jobqueue.tasks package behind it cannot be imported.
+    for name in ("backends", "tasks.backend", "tasks.options", "tasks.results", "tasks.runner"):
+        monkeypatch.setitem(sys.modules, f"jobqueue.{name}", None)
     with override_settings(TASKS={"default": {"BACKEND": BACKEND}}):
         [message] = checks.check_tasks_setting()
         assert ids([message]) == ["jobqueue.E003"]
@@ -128,6 +133,20 @@ def test_the_backend_on_a_django_without_tasks_is_e003(monkeypatch):
         TASKS={"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
     ):
         assert checks.check_tasks_setting() == []
+
+
+def test_the_tasks_package_is_discovered_on_a_django_without_tasks(monkeypatch):
+    # ready() imports every installed app's "tasks" module, and jobqueue's own is the package
+    # jobqueue.tasks: on Django 5.2 (no django.tasks) that import must succeed, else the app
+    # cannot load; only the backend's modules fail (the check then reports E003, see above).
+    monkeypatch.setitem(sys.modules, "django.tasks", None)
+    for name in [n for n in sys.modules if n.startswith(("jobqueue.tasks", "jobqueue.backends"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(jobqueue, "tasks", None, raising=False)  # restored with the modules
+    autodiscover_modules("tasks")
+    assert "jobqueue.tasks" in sys.modules
+    with pytest.raises(ImportError):
+        importlib.import_module("jobqueue.backends")
 
 
 # -- E004: job types named in settings -----------------------------------------------------

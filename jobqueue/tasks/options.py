@@ -1,0 +1,216 @@
+"""Internal: the options of ``django.tasks`` tasks on jobqueue, and of a ``TASKS`` entry.
+
+``JobQueueTask`` carries jobqueue's per-task options (``@task(max_attempts=..., timeout=...,
+dedupe_key=..., tenant=...)``); ``parse_backend_params`` validates the ``QUEUES`` and ``OPTIONS``
+of a ``TASKS`` entry. Both raise Django's own errors (``InvalidTask``, ``InvalidTaskBackend``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from django.conf import settings as django_settings
+from django.tasks import DEFAULT_TASK_QUEUE_NAME, Task
+from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
+
+from ..arguments import validate_options
+from ..conf import Backoff, parse_backoff, validate_queue_name
+from ..errors import JobQueueConfigurationError
+
+__all__ = [
+    "BackendOptions",
+    "JobQueueTask",
+    "call_option",
+    "parse_backend_params",
+    "task_option",
+    "validate_extras",
+]
+
+
+# -- the task class ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobQueueTask(Task):
+    """Django's ``Task`` plus jobqueue's per-task options (the backend's ``task_class``).
+
+    On Django 6.1 ``@task`` passes extra keyword arguments to the backend's task class::
+
+        @task(max_attempts=3, timeout=120, dedupe_key=lambda order_id: f"receipt:{order_id}")
+        def send_receipt(order_id): ...
+
+    Attributes:
+        max_attempts: attempts before the job is dead-lettered (>= 1); None: the backend's
+            ``OPTIONS["max_attempts"]``, else ``JOBQUEUE["MAX_ATTEMPTS"]``.
+        timeout: hard limit on one run, seconds or a ``timedelta``; None: ``OPTIONS["timeout_s"]``,
+            else ``JOBQUEUE["TIMEOUT_SECONDS"]``.
+        dedupe_key: a string, or a function called with the task's arguments that returns one
+            (or None). While a job of the queue holds the key, enqueue returns its result.
+        tenant: the tenant id, a string or a function of the task's arguments.
+    """
+
+    max_attempts: int | None = None
+    timeout: float | timedelta | None = None
+    dedupe_key: str | Callable[..., str | None] | None = None
+    tenant: str | Callable[..., str] | None = None
+
+    def using(
+        self,
+        *,
+        priority: int | None = None,
+        queue_name: str | None = None,
+        run_after: datetime | None = None,
+        backend: str | None = None,
+        max_attempts: int | None = None,
+        timeout: float | timedelta | None = None,
+        dedupe_key: str | Callable[..., str | None] | None = None,
+        tenant: str | Callable[..., str] | None = None,
+    ) -> JobQueueTask:
+        """Return a copy with changed defaults: Django's options plus jobqueue's."""
+        # Task.using returns replace(self, ...): a JobQueueTask here (django-stubs says Task).
+        task = cast(
+            JobQueueTask,
+            Task.using(
+                self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
+            ),
+        )
+        extra = {
+            "max_attempts": max_attempts,
+            "timeout": timeout,
+            "dedupe_key": dedupe_key,
+            "tenant": tenant,
+        }
+        changes: dict[str, Any] = {
+            name: value for name, value in extra.items() if value is not None
+        }
+        return replace(task, **changes) if changes else task
+
+    @property
+    def timeout_s(self) -> float | None:
+        """Return ``timeout`` in seconds (None when unset)."""
+        if isinstance(self.timeout, timedelta):
+            return self.timeout.total_seconds()
+        return self.timeout
+
+
+def task_option(task: Task, name: str) -> Any:
+    """Internal: return jobqueue's option ``name`` of ``task``; None for a plain ``Task``."""
+    return getattr(task, name, None) if isinstance(task, JobQueueTask) else None
+
+
+def call_option(task: Task, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Internal: return option ``name`` of ``task``, called with the task's arguments if callable.
+
+    Args:
+        task: the task being enqueued.
+        name: ``"dedupe_key"`` or ``"tenant"``.
+        args: its positional arguments.
+        kwargs: its keyword arguments.
+
+    Returns:
+        The option's value (what the function returned), or None when unset.
+    """
+    value = task_option(task, name)
+    return value(*args, **kwargs) if callable(value) else value
+
+
+def validate_extras(task: JobQueueTask) -> None:
+    """Internal: check jobqueue's options of ``task``.
+
+    Raises:
+        InvalidTask: ``max_attempts`` or ``timeout`` refused by
+            ``jobqueue.arguments.validate_options``, a ``timeout`` that is not finite, or a
+            ``dedupe_key``/``tenant`` that is neither a string nor a function.
+    """
+    try:
+        validate_options(max_attempts=task.max_attempts, timeout_s=task.timeout_s)
+    except ValueError as exc:
+        raise InvalidTask(str(exc)) from None
+    if task.timeout_s is not None and not math.isfinite(task.timeout_s):
+        raise InvalidTask(f"timeout must be a finite number of seconds, got {task.timeout!r}")
+    for name in ("dedupe_key", "tenant"):
+        value = getattr(task, name)
+        if value is not None and not isinstance(value, str) and not callable(value):
+            raise InvalidTask(f"{name} must be a string or a function of the task's arguments")
+
+
+# -- configuration -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackendOptions:
+    """The validated ``OPTIONS`` of a ``TASKS`` entry.
+
+    Attributes:
+        database: alias of the queue's database (default ``"default"``).
+        max_attempts: default ``max_attempts`` of its tasks; None: ``JOBQUEUE["MAX_ATTEMPTS"]``.
+        timeout_s: default hard limit on one run, seconds; None: ``JOBQUEUE["TIMEOUT_SECONDS"]``.
+        backoff: retry backoff of its tasks; None: ``JOBQUEUE["BACKOFF"]``.
+    """
+
+    database: str = "default"
+    max_attempts: int | None = None
+    timeout_s: float | None = None
+    backoff: Backoff | None = None
+
+
+_OPTION_KEYS = ("database", "max_attempts", "timeout_s", "backoff")
+
+
+def parse_backend_params(alias: str, params: dict[str, Any]) -> BackendOptions:
+    """Validate the ``QUEUES`` and ``OPTIONS`` of the ``TASKS[alias]`` entry.
+
+    Args:
+        alias: the entry's key in ``TASKS``.
+        params: the entry (``BACKEND``, ``QUEUES``, ``OPTIONS``).
+
+    Returns:
+        The entry's options, with defaults for what it leaves out.
+
+    Raises:
+        InvalidTaskBackend: naming the alias and the bad key or value.
+    """
+    where = f"TASKS[{alias!r}]"
+    queues = params.get("QUEUES", [DEFAULT_TASK_QUEUE_NAME])
+    if isinstance(queues, str) or not isinstance(queues, list | tuple | set | frozenset):
+        raise InvalidTaskBackend(f"{where}['QUEUES'] must be a list of queue names, got {queues!r}")
+    for name in queues:
+        try:
+            validate_queue_name(name)
+        except ValueError as exc:
+            raise InvalidTaskBackend(f"{where}['QUEUES']: {exc}") from None
+    options = params.get("OPTIONS", {})
+    if not isinstance(options, dict):
+        raise InvalidTaskBackend(f"{where}['OPTIONS'] must be a dict, got {options!r}")
+    unknown = sorted(set(options) - set(_OPTION_KEYS))
+    if unknown:
+        raise InvalidTaskBackend(
+            f"{where}['OPTIONS'] has unknown keys: {', '.join(map(str, unknown))} "
+            f"(known: {', '.join(_OPTION_KEYS)})"
+        )
+    database = options.get("database", "default")
+    if database not in django_settings.DATABASES:
+        raise InvalidTaskBackend(
+            f"{where}['OPTIONS']['database'] is {database!r}, which is not in DATABASES"
+        )
+    try:
+        validate_options(
+            max_attempts=options.get("max_attempts"), timeout_s=options.get("timeout_s")
+        )
+        backoff = options.get("backoff")
+        parsed_backoff = (
+            parse_backoff(backoff, f"{where}['OPTIONS']['backoff']") if backoff else None
+        )
+    except (ValueError, JobQueueConfigurationError) as exc:
+        raise InvalidTaskBackend(f"{where}['OPTIONS']: {exc}") from None
+    timeout = options.get("timeout_s")
+    return BackendOptions(
+        database=database,
+        max_attempts=options.get("max_attempts"),
+        timeout_s=None if timeout is None else float(timeout),
+        backoff=parsed_backoff,
+    )
