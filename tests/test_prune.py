@@ -117,10 +117,11 @@ BAD_ARGS = [
     (["--older-than", "7x"], "got '7x'"),
     (["--older-than", ""], "got ''"),
     (["--older-than", "1d-2h"], "got '1d-2h'"),
-    (["--older-than", "600w"], "at most ten years"),
+    (["--older-than", "600w"], "expected 0..315360000 seconds, got '600w'"),
     (["--state", "ready"], "can prune only succeeded, cancelled, dead jobs, got 'ready'"),
     (["--state", "succeeded,,dead"], "got 'succeeded,,dead'"),
-    (["--batch-size", "0"], "expected a whole number >= 1, got '0'"),
+    (["--batch-size", "0"], "expected 1..10000 rows (the range of PRUNE_BATCH_SIZE), got '0'"),
+    (["--batch-size", "10001"], "got '10001'"),
 ]
 
 
