@@ -638,3 +638,27 @@ def test_field_case_35_kathmandu_entries_fire_at_a_quarter_past_the_utc_hour():
     kh = _in("kh", start, end)
     assert len(kh) == 72 and {(t.minute, t.second) for t in kh} == {(15, 0)}
     assert Job.objects.count() == 3 + 72  # nothing else fired, on no tick
+
+
+def test_field_case_35_a_next_fire_time_at_or_before_the_last_fire_is_stepped_past(caplog):
+    from jobqueue import scheduler as scheduler_module
+    from jobqueue.cron import plan as real_plan
+
+    start = utc(2025, 11, 2, 9, 0)
+    entry("m", "* * * * *", start=start - timedelta(seconds=1), timezone="America/Los_Angeles")
+
+    def broken_plan(*args, **kwargs):
+        steps = real_plan(*args, **kwargs)
+        if steps.fire_times:  # as if the next fire time came out equal to the one fired
+            return dataclasses.replace(steps, next_fire_at=steps.fire_times[-1])
+        return steps
+
+    a = scheduler("A", lease_s=5)
+    with mock.patch.object(scheduler_module, "plan", broken_plan), caplog.at_level(logging.ERROR):
+        for minute in range(3):
+            a.run_once(now=start + timedelta(minutes=minute, seconds=1))
+    assert fire_times("m") == [start + timedelta(minutes=i) for i in range(3)]  # none twice
+    m = CronEntry.objects.get(name="m")
+    assert m.next_fire_at == start + timedelta(minutes=3)
+    errors = [r for r in caplog.records if "at or before its last fire" in r.getMessage()]
+    assert len(errors) == 1  # once, not per tick
