@@ -6,7 +6,7 @@ jobqueue.E001 through it) and by the argparse types of ``runworkers`` and ``prun
 flag; NaN, infinity, negatives and huge values never reach a timer, a ``timedelta`` or SQL.
 
 The README's settings table lists the same ranges. The sources of the bounds are given per
-row; ``docs/decisions.md`` ("adminconf: ranges") says why the rest were chosen.
+row; ``docs/decisions.md`` ("One table of ranges") says why the rest were chosen.
 """
 
 from __future__ import annotations

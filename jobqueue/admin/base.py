@@ -58,7 +58,7 @@ class JobChangeList(ChangeList):
         """Fetch the page, then the payload and result of its rows with errors, in one query.
 
         The list defers both columns; masking an error message needs the values under masked
-        keys (docs/decisions.md, "adminconf: masking error messages"). The cost is one page of
+        keys (docs/decisions.md, "Masking error messages"). The cost is one page of
         rows (``list_per_page``), not the table.
         """
         super().get_results(request)

@@ -107,7 +107,7 @@ def mask_text(
 ) -> str:
     """Return an error message or traceback with masked values replaced by :data:`MASK`.
 
-    Two rules (docs/decisions.md, "adminconf: masking error messages"): every text in
+    Two rules (docs/decisions.md, "Masking error messages"): every text in
     ``secrets`` (from :func:`secrets_of` on the job's payload and result) is replaced wherever
     it appears; and a value written after a masked key name, as in ``token=abc``,
     ``password: abc``, ``Authorization: Bearer abc`` or ``{'api_token': 'abc'}``, is replaced
