@@ -18,7 +18,8 @@ from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from .errors import MAX_DELAY_SECONDS, CronConfigurationError, JobQueueConfigurationError
+from . import limits
+from .errors import CronConfigurationError, JobQueueConfigurationError
 from .txlimits import TransactionLimits, parse_transaction_limits
 
 DEFAULT_LEASE_SECONDS = 30.0
@@ -213,9 +214,21 @@ class JobQueueSettings:
 
 
 def _number(
-    key: str, value: Any, *, minimum: float = 0.0, strict: bool = True, where: str = "JOBQUEUE"
+    key: str,
+    value: Any,
+    *,
+    minimum: float = 0.0,
+    strict: bool = True,
+    where: str = "JOBQUEUE",
+    limit: str | None = None,
 ) -> float:
     name = f"{where}[{key!r}]"
+    limit = limit or (key if where == "JOBQUEUE" else None)
+    if limit is not None and limits.range_of(limit) is not None:  # the one table (limits.py)
+        try:
+            return limits.check(limit, value, name)
+        except ValueError as exc:
+            raise JobQueueConfigurationError(str(exc)) from None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise JobQueueConfigurationError(f"{name} must be a number, got {value!r}")
     if (value <= minimum) if strict else (value < minimum):
@@ -224,12 +237,11 @@ def _number(
     return float(value)
 
 
-def _integer(key: str, value: Any, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise JobQueueConfigurationError(
-            f"JOBQUEUE[{key!r}] must be an integer >= {minimum}, got {value!r}"
-        )
-    return value
+def _integer(key: str, value: Any) -> int:
+    try:
+        return int(limits.check(key, value, f"JOBQUEUE[{key!r}]"))
+    except ValueError as exc:
+        raise JobQueueConfigurationError(str(exc)) from None
 
 
 def parse_queues_setting(value: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -304,12 +316,10 @@ def parse_backoff(value: Any, where: str = "JOBQUEUE['BACKOFF']") -> Backoff:
             f"{where}['policy'] must be one of {', '.join(BACKOFF_POLICIES)}, "
             f"got {merged['policy']!r}"
         )
-    base = _number("base_seconds", merged["base_seconds"], where=where)
-    cap = _number("cap_seconds", merged["cap_seconds"], where=where)
-    if cap > MAX_DELAY_SECONDS:
-        raise JobQueueConfigurationError(
-            f"{where}: cap_seconds ({cap}) must be at most {MAX_DELAY_SECONDS} (ten years)"
-        )
+    base = _number(
+        "base_seconds", merged["base_seconds"], where=where, limit="BACKOFF.base_seconds"
+    )
+    cap = _number("cap_seconds", merged["cap_seconds"], where=where, limit="BACKOFF.cap_seconds")
     if cap < base:
         raise JobQueueConfigurationError(
             f"{where}: cap_seconds ({cap}) must be >= base_seconds ({base})"
@@ -471,7 +481,7 @@ def build_settings(raw: Any) -> JobQueueSettings:
     if "MAX_PAYLOAD_BYTES" in raw:
         values["max_payload_bytes"] = _integer("MAX_PAYLOAD_BYTES", raw["MAX_PAYLOAD_BYTES"])
     if "GRACE_SECONDS" in raw:
-        values["grace_seconds"] = _number("GRACE_SECONDS", raw["GRACE_SECONDS"], strict=False)
+        values["grace_seconds"] = _number("GRACE_SECONDS", raw["GRACE_SECONDS"])
     if "REAPER_INTERVAL_SECONDS" in raw:
         values["reaper_interval_seconds"] = _number(
             "REAPER_INTERVAL_SECONDS", raw["REAPER_INTERVAL_SECONDS"]
@@ -563,17 +573,11 @@ def parse_breaker(value: Any, where: str = "JOBQUEUE['BREAKER']") -> Breaker:
     breaker = Breaker(
         failure_threshold=threshold,
         failure_ratio=_fraction("failure_ratio", merged["failure_ratio"], where),
-        window_seconds=_number("window_seconds", merged["window_seconds"], where=where),
-        cooldown_seconds=_number("cooldown_seconds", merged["cooldown_seconds"], where=where),
-        max_cooldown_seconds=_number(
-            "max_cooldown_seconds", merged["max_cooldown_seconds"], where=where
-        ),
+        **{
+            key: _number(key, merged[key], where=where, limit=f"BREAKER.{key}")
+            for key in ("window_seconds", "cooldown_seconds", "max_cooldown_seconds")
+        },
     )
-    if breaker.max_cooldown_seconds > MAX_DELAY_SECONDS:
-        raise JobQueueConfigurationError(
-            f"{where}['max_cooldown_seconds'] must be at most {MAX_DELAY_SECONDS} (ten years), "
-            f"got {breaker.max_cooldown_seconds:g}"
-        )
     if breaker.max_cooldown_seconds < breaker.cooldown_seconds:
         raise JobQueueConfigurationError(
             f"{where}['max_cooldown_seconds'] ({breaker.max_cooldown_seconds:g}) must be >= "
@@ -655,13 +659,7 @@ def parse_retention(value: Any) -> Mapping[str, float | None]:
             continue
         if isinstance(seconds, timedelta):
             seconds = seconds.total_seconds()
-        seconds = _number(f"RETENTION.{state}", seconds, strict=False)
-        if seconds > MAX_DELAY_SECONDS:
-            raise JobQueueConfigurationError(
-                f"JOBQUEUE['RETENTION']['{state}'] must be at most {MAX_DELAY_SECONDS:.0f} "
-                f"seconds (ten years; None keeps jobs forever), got {seconds!r}"
-            )
-        merged[state] = seconds
+        merged[state] = _number(state, seconds, where="JOBQUEUE['RETENTION']", limit="RETENTION")
     # Read-only, like the rest of the frozen settings.
     return MappingProxyType(merged)
 

@@ -278,8 +278,8 @@ def schedule(
             the payload plus ``fire_time`` (ISO 8601, UTC).
         payload: a JSON object of the handler's keyword arguments (default ``{}``).
         timezone: zone database name the cron fields are read in (default UTC, whatever
-            Django's ``TIME_ZONE`` or the host's zone). A local time the clocks skip fires at
-            the first instant after the gap; one that happens twice fires at the first.
+            Django's ``TIME_ZONE``). A skipped local time fires after the gap; a repeated one
+            fires in both passes with a ``*`` or ``*/n`` minute or hour, else at the first.
         priority: -100..100, higher runs sooner.
         missed: what to do with fire times missed while no scheduler ran (more than
             ``CRON_GRACE_SECONDS`` late): ``once`` one job for the latest, ``skip`` none,

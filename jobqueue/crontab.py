@@ -6,11 +6,17 @@ Each wall-clock time is turned into one UTC instant:
 * a local time that does not exist (the clocks spring forward over it) fires at the first
   instant after the gap: ``30 2 * * *`` in Europe/Berlin fires at 03:00 CEST on the day the
   clocks go from 02:00 to 03:00;
-* a local time that happens twice (the clocks fall back) fires once, at its first occurrence:
-  ``30 2 * * *`` in Europe/Berlin fires at 02:30 CEST, not again at 02:30 CET.
+* a local time that happens twice (the clocks fall back) depends on the entry. An entry whose
+  minute or hour field is ``*`` or ``*/n`` runs on elapsed time: each pass of the repeated hour
+  fires, at its own UTC instant (``* * * * *`` in America/Los_Angeles fires every minute of both
+  01:00-01:59 passes, 120 fires). An entry with a fixed minute and hour (numbers, lists, ranges)
+  fires once, at the first occurrence: ``30 2 * * *`` in Europe/Berlin fires at 02:30 CEST, not
+  again at 02:30 CET. (FIELD-CASES 35: "Cron through a fold".)
 
 Several wall-clock times that map to one instant (every minute of a spring-forward gap) fire once.
-croniter only ever sees naive wall-clock times, so its own DST handling plays no part.
+croniter only ever sees naive wall-clock times, so its own DST handling plays no part; instants
+come from zoneinfo per wall-clock time, never by adding whole hours, so zones 30 or 45 minutes off
+the hour (Asia/Kathmandu, Australia/Lord_Howe's half-hour shift) need nothing special.
 
 Expressions have 5 fields (minute hour day-of-month month day-of-week) or 6 with a *leading*
 seconds field (``*/10 * * * * *`` is every ten seconds), as in Quartz, Spring and robfig/cron.
@@ -20,6 +26,7 @@ The ``@hourly``, ``@daily``, ``@midnight``, ``@weekly``, ``@monthly``, ``@yearly
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 from collections.abc import Iterator
@@ -37,6 +44,10 @@ __all__ = [
 ]
 
 _ONE_MICROSECOND = timedelta(microseconds=1)
+_ONE_DAY = timedelta(days=1)
+
+#: Expressions the shorthands stand for; only their minute and hour fields matter here.
+_ALIAS_FIELDS = {"@hourly": "0 * * * *"}
 
 #: Shorthands croniter understands that make sense for a scheduler (@reboot does not).
 _ALIASES = frozenset(
@@ -141,6 +152,31 @@ def validate_cron_expression(expr: str) -> None:
         raise ValidationError(str(exc), code="invalid_cron") from None
 
 
+def runs_on_elapsed_time(expr: str) -> bool:
+    """Return whether ``expr`` (normalized) fires in both passes of a repeated hour.
+
+    True when its minute or hour field is ``*`` or ``*/n`` (FIELD-CASES 35); a fixed minute and
+    hour (numbers, lists, ranges, or a range with a step) fire each wall-clock time once.
+    """
+    fields = _ALIAS_FIELDS.get(expr, expr).split()
+    if len(fields) == 1:
+        return False  # @daily and longer: fixed minute and hour
+    minute, hour = fields[-5], fields[-4]
+    return any(f == "*" or f.startswith("*/") for f in (minute, hour))
+
+
+def _second_pass(local: datetime, tz: tzinfo) -> datetime | None:
+    """Return the second-pass UTC instant of a wall-clock time that happens twice, else None."""
+    first = local.replace(tzinfo=tz, fold=0)
+    second = local.replace(tzinfo=tz, fold=1)
+    if first.utcoffset() == second.utcoffset():
+        return None
+    instant = second.astimezone(UTC)
+    if instant.astimezone(tz).replace(tzinfo=None) != local:
+        return None  # in a gap, where fold=1 reads it with the later offset
+    return instant
+
+
 def _to_instant(local: datetime, tz: tzinfo) -> datetime:
     """Map a naive wall-clock time in ``tz`` to its one UTC instant (see the module docstring)."""
     first = local.replace(tzinfo=tz, fold=0)
@@ -177,6 +213,7 @@ class Schedule:
         self.expr, self._seconds = _parse(expr)
         self.timezone = timezone
         self.zone = zone(timezone)
+        self.elapsed = runs_on_elapsed_time(self.expr)
 
     def __repr__(self) -> str:
         return f"Schedule({self.expr!r}, {self.timezone!r})"
@@ -194,15 +231,52 @@ class Schedule:
         the previous fire time, never from "now".
         """
         _require_aware(after)
-        it = self._iter(self._local(after))
+        local = self._local(after)
+        if not self.elapsed:
+            candidates: Iterator[datetime] = (
+                _to_instant(wall, self.zone) for wall in self._walls(local)
+            )
+        else:
+            # When `after` is in a first pass, wall times before it have second-pass instants
+            # after it: start back by the fold's length.
+            candidates = self._both_passes(local - self._fold_ahead(after))
         last = after
-        while True:
-            candidate = _to_instant(it.get_next(datetime), self.zone)
-            # Wall-clock times of a fold's second pass map to the first pass (earlier), and
-            # the minutes of a gap all map to its end: step past anything not after the last.
+        for candidate in candidates:
+            # Wall times of a fold's second pass map to the first pass (earlier), and the
+            # minutes of a gap all map to its end: step past anything not after the last.
             if candidate > last:
                 last = candidate
                 yield candidate
+
+    def _both_passes(self, start: datetime) -> Iterator[datetime]:
+        """Yield the instants of each wall time after ``start``, both passes of a fold, in order."""
+        # Second-pass instants come after every first-pass one of their fold and before the
+        # first wall time after it, so hold them back until a later first instant comes.
+        pending: collections.deque[datetime] = collections.deque()
+        for wall in self._walls(start):
+            first = _to_instant(wall, self.zone)
+            while pending and pending[0] < first:
+                yield pending.popleft()
+            yield first
+            second = _second_pass(wall, self.zone)
+            if second is not None:
+                pending.append(second)
+
+    def _walls(self, start: datetime) -> Iterator[datetime]:
+        it = self._iter(start)
+        while True:
+            yield it.get_next(datetime)
+
+    def _fold_ahead(self, after: datetime) -> timedelta:
+        """Return the length of a fold starting within that length after ``after``, else 0."""
+        now = after.astimezone(self.zone).utcoffset()
+        later = (after + _ONE_DAY).astimezone(self.zone).utcoffset()
+        assert now is not None and later is not None
+        if later >= now:
+            return timedelta(0)
+        shift = now - later
+        soon = (after + shift).astimezone(self.zone).utcoffset()
+        return shift if soon is not None and soon < now else timedelta(0)
 
     def next_after(self, after: datetime) -> datetime:
         """Return the first fire time strictly after ``after`` (aware), as an aware UTC instant.
@@ -224,10 +298,18 @@ class Schedule:
         assert offset is not None and first_pass is not None
         start = local + (first_pass - offset)
         it = self._iter(start + _ONE_MICROSECOND, backwards=True)
+        best: datetime | None = None
         while True:
-            candidate = _to_instant(it.get_prev(datetime), self.zone)
+            wall = it.get_prev(datetime)
+            candidate = _to_instant(wall, self.zone)
+            second = _second_pass(wall, self.zone) if self.elapsed else None
+            if second is not None and second <= at:
+                # Every earlier wall time maps to instants at or before this one.
+                return max(second, best) if best is not None else second
             if candidate <= at:
-                return candidate
+                if second is None:
+                    return max(candidate, best) if best is not None else candidate
+                best = max(candidate, best) if best is not None else candidate
 
     def between(self, start: datetime, end: datetime) -> Iterator[datetime]:
         """Yield the fire times ``t`` with ``start <= t <= end``, oldest first."""

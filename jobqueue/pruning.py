@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from . import limits
 from .conf import get_settings
 from .states import FINISHED
 from .store import get_store
@@ -65,13 +66,13 @@ def prune_jobs(
         How many jobs were deleted.
 
     Raises:
-        ValueError: a state that is not finished, a negative age or a batch size < 1.
+        ValueError: a state that is not finished, a negative age, or a batch size outside
+            1..10,000 (``limits.RANGES["PRUNE_BATCH_SIZE"]``).
     """
     states = check_states(states)
     if older_than_s < 0:
         raise ValueError(f"older_than_s must be >= 0, got {older_than_s!r}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+    limits.check("PRUNE_BATCH_SIZE", batch_size, "batch_size")  # at most 10,000 rows (case 31)
     store = get_store(using)
     total = batches = 0
     while max_batches is None or batches < max_batches:

@@ -193,6 +193,16 @@ class Scheduler:
         except ValueError as exc:  # an entry written around validation (raw SQL, old data)
             self._complain(entry, f"cannot be scheduled: {exc}")
             return True
+        last = steps.fire_times[-1] if steps.fire_times else None
+        if last is not None and steps.next_fire_at <= last:
+            # Never store a next fire time at or before the last fire (FIELD-CASES 35): it
+            # would fire the same slot again, or loop. Step past it, and say so.
+            self._complain(
+                entry,
+                f"computed next fire time {steps.next_fire_at.isoformat()} at or before its "
+                f"last fire {last.isoformat()}; stepping past it",
+            )
+            steps = dataclasses.replace(steps, next_fire_at=schedule.next_after(last))
         if steps.skipped:
             tick.skipped[entry.name] = steps.skipped
             logger.warning(

@@ -1,16 +1,17 @@
 """The ``TRANSACTION_LIMITS`` setting: time limits on every transaction jobqueue opens itself.
 
-A leaf (imports only ``errors``): ``conf`` reads the setting with :func:`parse_transaction_limits`,
+A leaf (imports only ``errors`` and ``limits``, whose table holds the ranges): ``conf`` reads the
+setting with :func:`parse_transaction_limits`,
 ``store/bounded.py`` applies it. Why these limits and these defaults: docs/decisions.md,
 "Bounded transactions".
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from . import limits
 from .errors import JobQueueConfigurationError
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 5.0
@@ -25,14 +26,6 @@ DEFAULT_IDLE_IN_TRANSACTION_SECONDS = 5.0
 """Longest one of jobqueue's transactions may sit idle between statements before the server ends
 the session (and with it the transaction and its locks): a frozen or cut-off process holds
 nothing for longer than this."""
-
-#: (smallest, largest) accepted value of each limit, seconds. Zero would switch a limit off.
-RANGES = {
-    "lock_timeout_seconds": (0.1, 600.0),
-    "statement_timeout_seconds": (0.1, 3600.0),
-    "idle_in_transaction_seconds": (0.1, 600.0),
-}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TransactionLimits:
@@ -68,25 +61,19 @@ def parse_transaction_limits(
 
     Raises:
         JobQueueConfigurationError: not a dict, an unknown key, or a value that is not a
-            number within its range (:data:`RANGES`), naming the key.
+            number within its range (``jobqueue.limits.RANGES``), naming the key.
     """
     if not isinstance(value, dict):
         raise JobQueueConfigurationError(f"{where} must be a dict, got {value!r}")
-    unknown = sorted(map(str, set(value) - set(RANGES)))
+    known = [field for field in TransactionLimits.__dataclass_fields__]
+    unknown = sorted(map(str, set(value) - set(known)))
     if unknown:
         raise JobQueueConfigurationError(
-            f"{where} has unknown keys: {', '.join(unknown)} (known: {', '.join(RANGES)})"
+            f"{where} has unknown keys: {', '.join(unknown)} (known: {', '.join(known)})"
         )
     for key, number in value.items():
-        low, high = RANGES[key]
-        if (
-            isinstance(number, bool)
-            or not isinstance(number, int | float)
-            or not math.isfinite(number)
-            or not low <= number <= high
-        ):
-            raise JobQueueConfigurationError(
-                f"{where}[{key!r}] must be a number of seconds from {low:g} to {high:g}, "
-                f"got {number!r}"
-            )
+        try:
+            limits.check(f"TRANSACTION_LIMITS.{key}", number, f"{where}[{key!r}]")
+        except ValueError as exc:
+            raise JobQueueConfigurationError(str(exc)) from None
     return TransactionLimits(**{key: float(number) for key, number in value.items()})

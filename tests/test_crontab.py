@@ -1,12 +1,14 @@
 """Cron expressions, time zones and DST, and the missed-run planner: pure functions, no database.
 
 Every instant below is written out in UTC: the schedule is wall-clock time in its zone, a local
-time the clocks skip fires at the first instant after the gap, one that happens twice fires at
-its first occurrence.
+time the clocks skip fires at the first instant after the gap; one that happens twice fires in
+both passes for a `*` or `*/n` minute or hour field, else once, at its first occurrence.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import time
 from datetime import UTC, datetime, timedelta
@@ -66,7 +68,7 @@ def test_new_york_fall_back_0100_fires_once_at_its_first_occurrence():
     ]
 
 
-def test_every_minute_of_a_gap_fires_once_at_its_end_and_a_fold_hour_runs_once():
+def test_every_minute_of_a_gap_fires_once_at_its_end_and_a_fold_hour_runs_twice():
     # Berlin 2027-03-28: the local minutes 02:00..02:59 all map to 01:00 UTC: one fire.
     assert fires("* * * * *", "Europe/Berlin", utc(2027, 3, 28, 0, 58), utc(2027, 3, 28, 1, 2)) == [
         utc(2027, 3, 28, 0, 58),
@@ -75,7 +77,8 @@ def test_every_minute_of_a_gap_fires_once_at_its_end_and_a_fold_hour_runs_once()
         utc(2027, 3, 28, 1, 1),
         utc(2027, 3, 28, 1, 2),
     ]
-    # New York 2027-11-07: the wall clock runs 01:00..01:59 twice; each wall time fires once.
+    # New York 2027-11-07: the wall clock runs 01:00..01:59 twice; a */20 minute field runs on
+    # elapsed time, so both passes fire (FIELD-CASES 35).
     got = fires(
         "*/20 * * * *", "America/New_York", utc(2027, 11, 7, 4, 30), utc(2027, 11, 7, 7, 30)
     )
@@ -83,10 +86,78 @@ def test_every_minute_of_a_gap_fires_once_at_its_end_and_a_fold_hour_runs_once()
         utc(2027, 11, 7, 4, 40),  # 00:40 EDT
         utc(2027, 11, 7, 5, 0),  # 01:00 EDT
         utc(2027, 11, 7, 5, 20),
-        utc(2027, 11, 7, 5, 40),  # 01:40 EDT; the second pass (06:00-06:59 UTC) fires nothing
+        utc(2027, 11, 7, 5, 40),  # 01:40 EDT
+        utc(2027, 11, 7, 6, 0),  # 01:00 EST, the second pass
+        utc(2027, 11, 7, 6, 20),
+        utc(2027, 11, 7, 6, 40),
         utc(2027, 11, 7, 7, 0),  # 02:00 EST
         utc(2027, 11, 7, 7, 20),
     ]
+
+
+# -- FIELD-CASE 35: cron through a fold; zones 30 or 45 minutes off the hour ------------------
+
+LA, LORD_HOWE, KATHMANDU = "America/Los_Angeles", "Australia/Lord_Howe", "Asia/Kathmandu"
+
+
+def window(expr: str, zone: str, start: datetime, end: datetime) -> list[datetime]:
+    """Fire times ``t`` with ``start <= t < end``."""
+    return [t for t in fires(expr, zone, start, end) if t < end]
+
+
+def every(start: datetime, end: datetime, step: timedelta) -> list[datetime]:
+    """Return ``start``, ``start + step``, ... before ``end``."""
+    return [start + i * step for i in range(math.ceil((end - start) / step))]
+
+
+def test_field_case_35_wildcard_and_step_entries_fire_on_elapsed_time_through_a_fold():
+    start, end = utc(2025, 11, 2, 7), utc(2025, 11, 2, 11)  # LA falls back at 09:00Z
+    assert window("* * * * *", LA, start, end) == every(start, end, timedelta(minutes=1))
+    assert window("0 * * * *", LA, start, end) == [
+        utc(2025, 11, 2, 7),  # 00:00 PDT
+        utc(2025, 11, 2, 8),  # 01:00 PDT
+        utc(2025, 11, 2, 9),  # 01:00 PST
+        utc(2025, 11, 2, 10),  # 02:00 PST
+    ]
+    assert window("@hourly", LA, start, end) == window("0 * * * *", LA, start, end)
+    # A fixed minute and hour fires once, at the first occurrence.
+    assert window("30 1 * * *", LA, utc(2025, 11, 2), utc(2025, 11, 3)) == [utc(2025, 11, 2, 8, 30)]
+    # A fixed minute with a stepped hour runs on elapsed time too (the hour field is */n).
+    assert window("30 */1 * * *", LA, start, end) == [
+        utc(2025, 11, 2, 7, 30),
+        utc(2025, 11, 2, 8, 30),
+        utc(2025, 11, 2, 9, 30),
+        utc(2025, 11, 2, 10, 30),
+    ]
+    # A six-field (seconds) expression: its minute and hour are the second and third fields.
+    seconds = window("0 * * * * *", LA, utc(2025, 11, 2, 8, 59), utc(2025, 11, 2, 9, 2))
+    assert seconds == every(utc(2025, 11, 2, 8, 59), utc(2025, 11, 2, 9, 2), timedelta(minutes=1))
+
+
+def test_field_case_35_lord_howe_half_hour_fold_and_kathmandu_quarter_hour_offset():
+    start, end = utc(2025, 4, 5, 12), utc(2025, 4, 6)  # Lord Howe: 02:00 +11 -> 01:30 +10:30
+    lh = window("*/15 * * * *", LORD_HOWE, start, end)
+    assert lh == every(start, end, timedelta(minutes=15))
+    assert len(lh) == 48 and utc(2025, 4, 5, 14, 30) in lh and utc(2025, 4, 5, 15) in lh
+    start, end = utc(2025, 4, 5), utc(2025, 4, 8)
+    assert window("0 9 * * *", KATHMANDU, start, end) == [
+        utc(2025, 4, 5, 3, 15),
+        utc(2025, 4, 6, 3, 15),
+        utc(2025, 4, 7, 3, 15),
+    ]
+    kh = window("0 * * * *", KATHMANDU, start, end)
+    assert kh == every(utc(2025, 4, 5, 0, 15), end, timedelta(hours=1))
+    assert len(kh) == 72
+
+
+def test_field_case_35_next_and_previous_agree_with_the_fire_times_through_a_fold():
+    s = Schedule("* * * * *", LA)
+    times = window("* * * * *", LA, utc(2025, 11, 2, 8), utc(2025, 11, 2, 10, 5))
+    for before, after in itertools.pairwise(times):
+        assert s.next_after(before) == after
+        assert s.next_after(after - timedelta(seconds=30)) == after
+        assert s.previous_at_or_before(after - timedelta(microseconds=1)) == before
+        assert s.previous_at_or_before(after) == after
 
 
 def test_previous_fire_time_inside_the_second_pass_of_a_fold():

@@ -76,11 +76,12 @@ def test_partial_breaker_and_budget_settings_keep_the_other_defaults_and_none_tu
         ),
         (
             {"BREAKER": {"window_seconds": -1}},
-            "JOBQUEUE['BREAKER']['window_seconds'] must be > 0.0, got -1",
+            "JOBQUEUE['BREAKER']['window_seconds'] must be a number in 0.01..86400 seconds, got -1",
         ),
         (
             {"BREAKER": {"cooldown_seconds": 0}},
-            "JOBQUEUE['BREAKER']['cooldown_seconds'] must be > 0.0, got 0",
+            "JOBQUEUE['BREAKER']['cooldown_seconds'] must be a number in 0.01..315360000 seconds, "
+            "got 0",
         ),
         (
             {"BREAKER": {"cooldown_seconds": 60, "max_cooldown_seconds": 30}},

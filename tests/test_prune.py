@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -117,10 +118,11 @@ BAD_ARGS = [
     (["--older-than", "7x"], "got '7x'"),
     (["--older-than", ""], "got ''"),
     (["--older-than", "1d-2h"], "got '1d-2h'"),
-    (["--older-than", "600w"], "at most ten years"),
+    (["--older-than", "600w"], "expected 0..315360000 seconds, got '600w'"),
     (["--state", "ready"], "can prune only succeeded, cancelled, dead jobs, got 'ready'"),
     (["--state", "succeeded,,dead"], "got 'succeeded,,dead'"),
-    (["--batch-size", "0"], "expected a whole number >= 1, got '0'"),
+    (["--batch-size", "0"], "expected 1..10000 rows (the range of PRUNE_BATCH_SIZE), got '0'"),
+    (["--batch-size", "10001"], "got '10001'"),
 ]
 
 
@@ -158,8 +160,10 @@ def test_prune_jobs_refuses_live_states_and_bad_numbers():
         count_prunable([], 0)
     with pytest.raises(ValueError, match="older_than_s must be >= 0"):
         prune_jobs(["succeeded"], -1)
-    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+    with pytest.raises(ValueError, match=r"batch_size must be an integer in 1\.\.10000 rows"):
         prune_jobs(["succeeded"], 0, batch_size=0)
+    with pytest.raises(ValueError, match="got 10001"):
+        prune_jobs(["succeeded"], 0, batch_size=10_001)
 
 
 @pytest.mark.django_db
@@ -213,3 +217,112 @@ def test_a_row_locked_by_someone_else_is_skipped_not_waited_on():
         pruner = InThread(lambda: prune_jobs(["succeeded"], 86400, batch_size=2))
         assert pruner.join(timeout=10) == 4
     assert remaining() == {locked}
+
+
+# -- FIELD-CASE 31: a backlog, pruned by two pruners at once ---------------------------------
+
+EXPIRED, YOUNG, OLD_DEAD = 20_000, 5_000, 200  # the case's 100,000 / 25,000 / 2,000, sized down
+CASE_31_RETENTION = {"succeeded": 3600, "cancelled": 3600, "dead": 30 * 86400}
+
+
+def insert_finished(n: int, state: str, age: timedelta, tag: str) -> None:
+    """Insert ``n`` finished rows in one statement, each with ~2 KB of incompressible result text
+    and, for a fifth of them, a dedupe key (``<tag>:<i>``)."""
+    template = make_job(state, finished_at=timezone.now() - age, dedupe_key=f"{tag}:template")
+    columns = [
+        f.column
+        for f in Job._meta.concrete_fields
+        if f.column not in ("id", "result", "dedupe_key")
+    ]
+    listed = ", ".join(columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO jobqueue_job ({listed}, result, dedupe_key) "
+            # g makes the subquery run per row (random text, incompressible).
+            f"SELECT {listed}, jsonb_build_object('blob', (SELECT string_agg(md5(random()::text "
+            "|| i || g), '') FROM generate_series(1, 64) AS i)), "
+            "CASE WHEN g %% 5 = 0 THEN %s || ':' || g END "
+            "FROM jobqueue_job, generate_series(1, %s) AS g WHERE id = %s",
+            [tag, n - 1, template.id],
+        )
+
+
+@requires_postgres()
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_field_case_31_a_backlog_pruned_by_the_worker_pruner_and_prunejobs_at_once():
+    import tracemalloc
+
+    from jobqueue.store.postgres import sql
+
+    insert_finished(EXPIRED, JobState.SUCCEEDED, timedelta(hours=2), "old")
+    insert_finished(YOUNG, JobState.SUCCEEDED, timedelta(minutes=10), "young")
+    insert_finished(OLD_DEAD, JobState.DEAD, 10 * DAY, "dead")
+    live = [make_job(s).id for s in (JobState.READY, JobState.SCHEDULED, JobState.LEASED)]
+    kept = set(
+        Job.objects.exclude(
+            state=JobState.SUCCEEDED, finished_at__lt=timezone.now() - timedelta(hours=1)
+        ).values_list("id", flat=True)
+    )
+    assert len(kept) == YOUNG + OLD_DEAD + len(live)
+    # A finished job holds no dedupe key: an enqueue with an expired row's key makes a new job.
+    import jobqueue
+
+    before = jobqueue.enqueue("default", "tests.testapp.jobs.noop", dedupe_key="old:5")
+    assert Job.objects.filter(dedupe_key="old:5").count() == 2
+    kept.add(before)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobqueue_job")
+        params = {"states": ["succeeded"], "older_than_s": 3600.0, "limit": 1000, "now": None}
+        cursor.execute("EXPLAIN " + sql("prune"), params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Seq Scan" not in plan, plan
+    assert "jobqueue_job_finished" in plan, plan
+    # --dry-run reports and deletes nothing.
+    out = prune("--dry-run", "--older-than", "1h", "--state", "succeeded")
+    assert f"Would delete {EXPIRED} succeeded job(s)" in out
+    assert Job.objects.count() == EXPIRED + len(kept)
+
+    command = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "django",
+            "prunejobs",
+            "--older-than",
+            "1h",
+            "--state",
+            "succeeded",
+            "--batch-size",
+            "500",
+        ],
+        cwd=ROOT,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pruner = Pruner(retention=CASE_31_RETENTION, batch_size=500, max_batches=4)
+    by_worker = 0
+    tracemalloc.start()
+    try:
+        while True:
+            deleted = pruner.run_once()
+            assert deleted["dead"] == 0
+            by_worker += deleted["succeeded"]
+            if deleted["succeeded"] == 0 and command.poll() is not None:
+                break
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    out, err = command.communicate(timeout=300)
+    assert command.returncode == 0, err
+    assert "deadlock" not in err.lower()
+    by_command = int(re.search(r"Deleted (\d+) succeeded", out).group(1))
+    # Exactly the expired rows went, each once, shared between the two.
+    assert by_worker + by_command == EXPIRED, (by_worker, by_command)
+    assert set(Job.objects.values_list("id", flat=True)) == kept
+    # No rows became model instances: 500-row batches of 2 KB results would be megabytes.
+    assert peak < 2 * 1024 * 1024, peak
+    after = jobqueue.enqueue("default", "tests.testapp.jobs.noop", dedupe_key="old:10")
+    assert after not in kept and Job.objects.filter(dedupe_key="old:10").count() == 1

@@ -549,3 +549,116 @@ def test_fire_records_past_retention_are_pruned_but_each_entrys_latest(settings)
     assert left == [utc(2030, 1, 1, 11, 40), utc(2030, 1, 1, 12, 0)]
     assert a.prune(utc(2030, 1, 2)) == 1
     assert list(CronFire.objects.values_list("fire_time", flat=True)) == [utc(2030, 1, 1, 12, 0)]
+
+
+# -- FIELD-CASE 35: cron through a fold, and zones 30 or 45 minutes off the hour ---------------
+
+
+def _drive_35(
+    schedulers: list[Scheduler], start: datetime, end: datetime, step: timedelta
+) -> list[int]:
+    """Tick every scheduler from ``start`` to before ``end``.
+
+    Returns:
+        Per tick, the statements it ran beyond 20 per fire (the ORM store's fire on SQLite
+        takes about 17; PostgreSQL's fewer).
+    """
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    statements = []
+    t = start
+    while t < end:
+        for s in schedulers:
+            with CaptureQueriesContext(connection) as queries:
+                tick = s.run_once(now=t)
+            statements.append(len(queries) - 20 * len(tick.fired))
+            connection.queries_log.clear()
+            per_entry = Counter(f.entry for f in tick.fired)
+            assert all(n == 1 for n in per_entry.values()), (t, per_entry)  # never two at once
+        t += step
+    return statements
+
+
+def _in(name: str, start: datetime, end: datetime) -> list[datetime]:
+    return [t for t in fire_times(name) if start <= t < end]
+
+
+@pytest.mark.parametrize("takeover", [False, True], ids=["one-leader", "leader-dies-at-0920"])
+def test_field_case_35_every_minute_and_hourly_entries_fire_through_the_repeated_hour(takeover):
+    la = "America/Los_Angeles"
+    start, end = utc(2025, 11, 2, 7), utc(2025, 11, 2, 11)  # falls back at 09:00Z
+    entry("m", "* * * * *", start=start - timedelta(seconds=1), timezone=la)
+    entry("h", "0 * * * *", start=start - timedelta(seconds=1), timezone=la)
+    entry("c", "30 1 * * *", start=start - timedelta(seconds=1), timezone=la)
+    a, b = scheduler("A", lease_s=5), scheduler("B", lease_s=5)
+    step = timedelta(seconds=10)
+    if takeover:
+        stop = utc(2025, 11, 2, 9, 20)
+        _drive_35([a, b], start, stop, step)
+        assert a.is_leader
+        _drive_35([b], stop, end, step)  # A is gone without resigning; B takes over
+        assert b.is_leader
+    else:
+        statements = _drive_35([a, b], start, end, step)
+        # Bounded per tick, no busy loop: a tick that fires nothing runs a handful.
+        assert max(statements[1:]) <= 6, sorted(Counter(statements).items())
+    minutes = [start + timedelta(minutes=i) for i in range(240)]
+    assert _in("m", start, end) == minutes  # one per UTC minute, the repeated hour included
+    assert _in("h", start, end) == [utc(2025, 11, 2, hour) for hour in (7, 8, 9, 10)]
+    assert _in("c", start, end) == [utc(2025, 11, 2, 8, 30)]  # not again at 09:30Z
+    for name in ("m", "h", "c"):
+        fired = list(CronFire.objects.filter(entry__name=name).values_list("fire_time", flat=True))
+        assert len(fired) == len(set(fired)) == len(fire_times(name))
+        last = max(fired)
+        assert CronEntry.objects.get(name=name).next_fire_at > last  # never at or before it
+
+
+def test_field_case_35_lord_howe_half_hour_fold():
+    start, end = utc(2025, 4, 5, 12), utc(2025, 4, 6)  # 15:00Z: 02:00 +11 -> 01:30 +10:30
+    entry("lh", "*/15 * * * *", start=start - timedelta(seconds=1), timezone="Australia/Lord_Howe")
+    # 10 s ticks in the case; every fire time here is on a minute, so 1-minute ticks see the same.
+    _drive_35(
+        [scheduler("A", lease_s=5), scheduler("B", lease_s=5)], start, end, timedelta(minutes=1)
+    )
+    quarters = [start + timedelta(minutes=15 * i) for i in range(48)]
+    assert _in("lh", start, end) == quarters  # 14:30Z and 15:00Z (both 01:30 local) included
+
+
+def test_field_case_35_kathmandu_entries_fire_at_a_quarter_past_the_utc_hour():
+    start, end = utc(2025, 4, 5), utc(2025, 4, 8)
+    kathmandu = "Asia/Kathmandu"  # UTC+05:45
+    entry("k", "0 9 * * *", start=start - timedelta(seconds=1), timezone=kathmandu)
+    entry("kh", "0 * * * *", start=start - timedelta(seconds=1), timezone=kathmandu)
+    # 1-minute ticks in the case (4,320 per candidate, 20 s here); every fire time is at :15,
+    # so 5-minute ticks reach each one, late by the same 0..4 minutes as the case's would not.
+    step = timedelta(minutes=5)
+    _drive_35([scheduler("A", lease_s=90), scheduler("B", lease_s=90)], start, end, step)
+    assert _in("k", start, end) == [utc(2025, 4, day, 3, 15) for day in (5, 6, 7)]
+    kh = _in("kh", start, end)
+    assert len(kh) == 72 and {(t.minute, t.second) for t in kh} == {(15, 0)}
+    assert Job.objects.count() == 3 + 72  # nothing else fired, on no tick
+
+
+def test_field_case_35_a_next_fire_time_at_or_before_the_last_fire_is_stepped_past(caplog):
+    from jobqueue import scheduler as scheduler_module
+    from jobqueue.cron import plan as real_plan
+
+    start = utc(2025, 11, 2, 9, 0)
+    entry("m", "* * * * *", start=start - timedelta(seconds=1), timezone="America/Los_Angeles")
+
+    def broken_plan(*args, **kwargs):
+        steps = real_plan(*args, **kwargs)
+        if steps.fire_times:  # as if the next fire time came out equal to the one fired
+            return dataclasses.replace(steps, next_fire_at=steps.fire_times[-1])
+        return steps
+
+    a = scheduler("A", lease_s=5)
+    with mock.patch.object(scheduler_module, "plan", broken_plan), caplog.at_level(logging.ERROR):
+        for minute in range(3):
+            a.run_once(now=start + timedelta(minutes=minute, seconds=1))
+    assert fire_times("m") == [start + timedelta(minutes=i) for i in range(3)]  # none twice
+    m = CronEntry.objects.get(name="m")
+    assert m.next_fire_at == start + timedelta(minutes=3)
+    errors = [r for r in caplog.records if "at or before its last fire" in r.getMessage()]
+    assert len(errors) == 1  # once, not per tick

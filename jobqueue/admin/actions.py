@@ -44,6 +44,10 @@ class Outcome:
     #: id -> the live job holding its dedupe key, for ``duplicate`` jobs.
     holders: dict[int, int] = field(default_factory=dict)
     missing: list[int] = field(default_factory=list)
+    #: id -> state now, for jobs eligible when the confirmation page showed them but no longer.
+    changed_since_confirmed: dict[int, str] = field(default_factory=dict)
+    #: Whether the action was handed any id (then "0 done" is said, not left out).
+    attempted: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,14 @@ def _held(ids: Sequence[int], holders: dict[int, int]) -> str:
 def _chunks(ids: Sequence[int], size: int = CHUNK_SIZE) -> Iterable[Sequence[int]]:
     for start in range(0, len(ids), size):
         yield ids[start : start + size]
+
+
+def _by_state(states: dict[int, str]) -> str:
+    """Return ``5 leased, 5 ready`` for the skipped jobs' current states."""
+    counts: dict[str, int] = {}
+    for state in states.values():
+        counts[state] = counts.get(state, 0) + 1
+    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
 
 
 def _states(ids: Iterable[int], using: str) -> dict[int, str]:
@@ -179,7 +191,14 @@ RUN_NOW = BulkAction(
 def report(modeladmin: Any, request: Any, action: BulkAction, outcome: Outcome) -> None:
     """Tell the operator what the action did and what it skipped, and why."""
     done = len(outcome.done)
-    if done or not (outcome.requested or outcome.changed or outcome.duplicate or outcome.missing):
+    skipped = (
+        outcome.requested
+        or outcome.changed
+        or outcome.duplicate
+        or outcome.missing
+        or outcome.changed_since_confirmed
+    )
+    if done or outcome.attempted or not skipped:
         modeladmin.message_user(
             request,
             ngettext("%(past)s %(count)d job.", "%(past)s %(count)d jobs.", done)
@@ -200,20 +219,35 @@ def report(modeladmin: Any, request: Any, action: BulkAction, outcome: Outcome) 
             % {"count": n, "ids": _ids(outcome.requested)},
             messages.SUCCESS,
         )
-    if outcome.changed:
-        n = len(outcome.changed)
-        named = list(outcome.changed.items())[:MAX_IDS_NAMED]
+    for states, singular, plural in (
+        (
+            outcome.changed_since_confirmed,
+            "Skipped %(count)d job that changed since the page loaded (now: %(detail)s).",
+            "Skipped %(count)d jobs that changed since the page loaded (%(by_state)s; "
+            "now: %(detail)s).",
+        ),
+        (
+            outcome.changed,
+            "Skipped %(count)d job that is %(why)s (now: %(detail)s).",
+            "Skipped %(count)d jobs that are %(why)s (%(by_state)s; now: %(detail)s).",
+        ),
+    ):
+        if not states:
+            continue
+        n = len(states)
+        named = sorted(states.items())[:MAX_IDS_NAMED]
         detail = ", ".join(f"#{job_id} is {state}" for job_id, state in named)
         if n > MAX_IDS_NAMED:
             detail += f" and {n - MAX_IDS_NAMED} more"
         modeladmin.message_user(
             request,
-            ngettext(
-                "Skipped %(count)d job that is %(why)s (now: %(detail)s).",
-                "Skipped %(count)d jobs that are %(why)s (now: %(detail)s).",
-                n,
-            )
-            % {"count": n, "why": action.not_eligible_text, "detail": detail},
+            ngettext(singular, plural, n)
+            % {
+                "count": n,
+                "why": action.not_eligible_text,
+                "detail": detail,
+                "by_state": _by_state(states),
+            },
             messages.WARNING,
         )
     if outcome.duplicate:
@@ -255,6 +289,26 @@ def run_bulk_action(
     eligible = queryset.filter(state__in=sorted(action.eligible))
     if action.confirm and request.POST.get("post") != "yes":
         return confirmation_page(modeladmin, request, queryset, eligible, action, select_across)
+    confirmed = _confirmed_ids(request)
+    if confirmed is not None:
+        # Act on what the confirmation page showed, no more (rows matching the filters since
+        # are not acted on); the client's per-row fence skips what changed since. Not through
+        # the filtered queryset: a row that left the filter (state=dead) is reported, not lost.
+        # Rows of any job list are visible to whoever may act on them (view_job).
+        ids = sorted(Job.objects.using(using).filter(id__in=confirmed).values_list("id", flat=True))
+        eligible_now = set(eligible.filter(id__in=ids).values_list("id", flat=True))
+        outcome = action.apply(ids, using) if ids else Outcome()
+        late = {i: s for i, s in outcome.changed.items() if i not in eligible_now}
+        outcome.changed = {i: s for i, s in outcome.changed.items() if i in eligible_now}
+        outcome.changed_since_confirmed = late
+        outcome.attempted = bool(ids)
+        if not select_across:
+            posted = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+            selected = {int(pk) for pk in posted if pk.isdigit()}
+            outcome.changed.update(_states(selected - set(ids), using))
+            outcome.missing.extend(sorted(selected - set(ids) - set(outcome.changed)))
+        report(modeladmin, request, action, outcome)
+        return None
     ids = sorted(eligible.values_list("id", flat=True))
     outcome = action.apply(ids, using) if ids else Outcome()
     if not select_across:
@@ -266,6 +320,18 @@ def run_bulk_action(
         outcome.missing.extend(sorted(not_eligible - set(now)))
     report(modeladmin, request, action, outcome)
     return None
+
+
+#: The POST field that carries the ids a confirmation page showed.
+CONFIRMED_IDS = "jq_confirmed_ids"
+
+
+def _confirmed_ids(request: Any) -> list[int] | None:
+    """Return the ids the confirmation page showed, or None for a form without them."""
+    raw = request.POST.get(CONFIRMED_IDS)
+    if raw is None:
+        return None
+    return [int(part) for part in raw.split(",") if part.isdigit()]
 
 
 def confirmation_page(
@@ -293,6 +359,8 @@ def confirmation_page(
         "selected": selected,
         "not_eligible": 0 if select_across else max(len(selected) - total, 0),
         "select_across": select_across,
+        "confirmed_ids": ",".join(map(str, eligible.order_by("id").values_list("id", flat=True))),
+        "confirmed_ids_name": CONFIRMED_IDS,
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         "changelist_url": request.get_full_path(),
         "media": modeladmin.media,

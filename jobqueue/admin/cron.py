@@ -25,6 +25,7 @@ from .. import cron
 from ..crontab import Schedule, zone
 from ..errors import InvalidCronExpression, InvalidJobOption, InvalidPayload
 from ..models import CronEntry, CronFire, CronSource, Job
+from .display import json_block, mask, unmask
 
 #: Fire records shown on an entry's change page.
 RECENT_FIRES = 20
@@ -68,10 +69,19 @@ class CronEntryForm(forms.ModelForm):
         model = CronEntry
         fields = ENTRY_FIELDS
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None and "payload" in self.fields:
+            # ADMIN_MASKED_KEYS: the form shows ******** for masked values; clean() puts the
+            # stored value back for each one left as it was.
+            self.initial["payload"] = mask(self.instance.payload)
+
     def clean(self) -> dict[str, Any]:
         """Run :func:`jobqueue.cron.validate_entry` on the fields that passed their own checks."""
         # ModelForm.clean returns cleaned_data; django-stubs types it as Form.clean (dict | None).
         data = cast(dict[str, Any], super().clean())
+        if self.instance.pk is not None and isinstance(data.get("payload"), dict):
+            data["payload"] = unmask(data["payload"], self.instance.payload)
         if self.errors:
             return data
         values: dict[str, Any] = {
@@ -128,17 +138,24 @@ class CronEntryAdmin(admin.ModelAdmin):
     )
 
     def get_fieldsets(self, request: HttpRequest, obj: CronEntry | None = None):
-        """Leave out the state sections on the add page."""
+        """Leave out the state sections on the add page; show a read-only payload masked."""
         if obj is None:
             return [fs for fs in self.fieldsets if fs[0] not in ("State", "Recent fires")]
-        return self.fieldsets
+        if self.has_change_permission(request, obj):
+            return self.fieldsets
+        # View-only (no change permission, or an entry from the settings): Django would print
+        # the raw JSON of a read-only field; show it masked, like a job's payload.
+        return [
+            (title, {"fields": ["payload_masked" if f == "payload" else f for f in opts["fields"]]})
+            for title, opts in self.fieldsets
+        ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: CronEntry | None = None):
         """Make an entry from ``JOBQUEUE["CRON"]`` read-only: runworkers would undo an edit."""
         if obj is None:
             return ("skipped_fires",)
-        if obj.source == CronSource.SETTINGS:
-            return (*ENTRY_FIELDS, *self.state_fields)
+        if obj.source == CronSource.SETTINGS or not self.has_change_permission(request, obj):
+            return (*ENTRY_FIELDS, "payload_masked", *self.state_fields)
         return self.state_fields
 
     def has_change_permission(self, request: HttpRequest, obj: CronEntry | None = None) -> bool:
@@ -180,6 +197,11 @@ class CronEntryAdmin(admin.ModelAdmin):
             "<div class='jobqueue-fire-time'>{}</div>",
             ((local(t, obj.timezone),) for t in times),
         )
+
+    @admin.display(description="payload")
+    def payload_masked(self, obj: CronEntry) -> str:
+        """Return the payload as pretty JSON with ``ADMIN_MASKED_KEYS`` masked."""
+        return json_block(obj.payload)
 
     @admin.display(description="last fired", ordering="last_fired_at")
     def last_fired(self, obj: CronEntry) -> str:

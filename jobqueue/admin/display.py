@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -57,6 +58,101 @@ def mask(value: Any, masked_keys: Iterable[str] | None = None) -> Any:
         return node
 
     return walk(value)
+
+
+#: Shortest masked value also masked where it appears bare in an error message or traceback;
+#: shorter ones ("1", "no") would blank out unrelated text, and stay masked by the key rule.
+MIN_SECRET_CHARS = 4
+
+
+def secrets_of(*values: Any, masked_keys: Iterable[str] | None = None) -> set[str]:
+    """Return the text of every value under a masked key in the JSON ``values``, at any depth.
+
+    Scalars give their JSON text and, for strings, the string itself; a dict or list under a
+    masked key gives each of its scalars. Texts shorter than :data:`MIN_SECRET_CHARS` are left
+    out (see :func:`mask_text`).
+    """
+    keys = tuple(get_settings().admin_masked_keys if masked_keys is None else masked_keys)
+    found: set[str] = set()
+
+    def leaves(node: Any) -> Iterable[Any]:
+        if isinstance(node, dict):
+            for item in node.values():
+                yield from leaves(item)
+        elif isinstance(node, list):
+            for item in node:
+                yield from leaves(item)
+        elif node is not None and not isinstance(node, bool):
+            yield node
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if is_masked_key(key, keys):
+                    found.update(str(leaf) for leaf in leaves(item))
+                else:
+                    walk(item)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    if keys:
+        for value in values:
+            walk(value)
+    return {text for text in found if len(text) >= MIN_SECRET_CHARS}
+
+
+def mask_text(
+    text: str, secrets: Iterable[str] = (), masked_keys: Iterable[str] | None = None
+) -> str:
+    """Return an error message or traceback with masked values replaced by :data:`MASK`.
+
+    Two rules (docs/decisions.md, "Masking error messages"): every text in
+    ``secrets`` (from :func:`secrets_of` on the job's payload and result) is replaced wherever
+    it appears; and a value written after a masked key name, as in ``token=abc``,
+    ``password: abc``, ``Authorization: Bearer abc`` or ``{'api_token': 'abc'}``, is replaced
+    up to the next quote, space, comma, semicolon or closing bracket.
+    """
+    keys = tuple(get_settings().admin_masked_keys if masked_keys is None else masked_keys)
+    if not text or not keys:
+        return text
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    names = "|".join(re.escape(key) for key in keys)
+    pattern = (
+        rf"(?i)([\w.-]*(?:{names})[\w.-]*['\"]?\s*[:=]\s*)"
+        # An HTTP scheme ("Bearer abc") is part of the value.
+        r"""((?:bearer|basic|token)\s+[^\s'",;)}\]]+|'[^']*'|"[^"]*"|[^\s'",;)}\]]+)"""
+    )
+    return re.sub(pattern, lambda m: m.group(1) + MASK, text)
+
+
+def unmask(submitted: Any, stored: Any, masked_keys: Iterable[str] | None = None) -> Any:
+    """Return ``submitted`` with each :data:`MASK` under a masked key put back from ``stored``.
+
+    A form showed :func:`mask`'s copy; a value the user left as ``********`` keeps what was
+    stored at the same path. A new key whose value is ``********`` keeps that text.
+    """
+    keys = tuple(get_settings().admin_masked_keys if masked_keys is None else masked_keys)
+
+    def walk(node: Any, old: Any) -> Any:
+        if isinstance(node, dict):
+            before = old if isinstance(old, dict) else {}
+            return {
+                k: before[k]
+                if v == MASK and is_masked_key(k, keys) and k in before
+                else walk(v, before.get(k))
+                for k, v in node.items()
+            }
+        if isinstance(node, list):
+            before_list = old if isinstance(old, list) else []
+            return [
+                walk(item, before_list[i] if i < len(before_list) else None)
+                for i, item in enumerate(node)
+            ]
+        return node
+
+    return walk(submitted, stored)
 
 
 def shorten(value: Any) -> tuple[Any, bool]:
@@ -121,18 +217,26 @@ def compact_time(value: datetime | None) -> str:
     return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def short_error(entry: dict[str, Any] | None) -> str:
-    """Return ``Type: message`` of an error-history entry, cut to a changelist cell."""
+def short_error(entry: dict[str, Any] | None, secrets: Iterable[str] = ()) -> str:
+    """Return ``Type: message`` of an error-history entry, masked, cut to a changelist cell."""
     if not entry:
         return ""
-    text = ": ".join(part for part in (entry.get("type"), entry.get("message")) if part)
+    message = mask_text(str(entry.get("message") or ""), secrets)
+    text = ": ".join(part for part in (entry.get("type"), message) if part)
     if len(text) > SHORT_ERROR_CHARS:
         return text[: SHORT_ERROR_CHARS - 1] + "…"
     return text
 
 
-def error_history_table(errors: list[dict[str, Any]] | None) -> SafeString:
-    """Return the whole error history as a table, tracebacks in ``<pre>``."""
+def error_history_table(
+    errors: list[dict[str, Any]] | None, secrets: Iterable[str] = ()
+) -> SafeString:
+    """Return the whole error history as a table, tracebacks in ``<pre>``, messages masked.
+
+    Args:
+        errors: the job's error history.
+        secrets: masked values to hide in messages and tracebacks (:func:`secrets_of`).
+    """
     if not errors:
         return format_html("<p>{}</p>", "No errors recorded.")
     rows = format_html_join(
@@ -146,8 +250,11 @@ def error_history_table(errors: list[dict[str, Any]] | None) -> SafeString:
                 entry.get("kind", "error"),
                 entry.get("worker", ""),
                 entry.get("type", ""),
-                entry.get("message", ""),
-                format_html('<pre class="jq-traceback">{}</pre>', entry["traceback"])
+                mask_text(str(entry.get("message") or ""), secrets),
+                format_html(
+                    '<pre class="jq-traceback">{}</pre>',
+                    mask_text(str(entry["traceback"]), secrets),
+                )
                 if entry.get("traceback")
                 else "",
             )

@@ -7,44 +7,42 @@ status 2 and a usage line before doing anything.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+
+from jobqueue import limits
 
 
-def positive_int(text: str) -> int:
-    """Parse an integer >= 1 for argparse."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
+def in_range(flag: str) -> Callable[[str], float]:
+    """Return an argparse type for ``flag``, checked against the range of the setting it overrides.
 
+    Args:
+        flag: the flag, a key of :data:`jobqueue.limits.FLAGS` (``"--lease"``).
 
-def seconds(text: str, *, allow_zero: bool = False) -> float:
-    """Parse a duration in seconds for argparse."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if (
-        value != value
-        or value in (float("inf"), float("-inf"))
-        or value < 0
-        or (value == 0 and not allow_zero)
-    ):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise argparse.ArgumentTypeError(f"expected a number of seconds {bound}, got {text!r}")
-    return value
+    Returns:
+        A function of the flag's text that returns the number (``int`` for counts) or raises
+        ``argparse.ArgumentTypeError`` naming the range and the text (NaN, infinity, negative
+        and out-of-range values included).
+    """
+    key = limits.FLAGS[flag]
+    limit = limits.RANGES[key]
 
+    def parse(text: str) -> float:
+        try:
+            value: float = int(text) if limit.integer else float(text)
+        except ValueError:
+            kind = "a whole number" if limit.integer else "a number"
+            raise argparse.ArgumentTypeError(
+                f"expected {kind} in {limit.describe()}, got {text!r}"
+            ) from None
+        try:
+            return limits.check(key, value, "value")
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {limit.describe()} (the range of {key}), got {text!r}"
+            ) from None
 
-def positive_seconds(text: str) -> float:
-    """Parse a duration in seconds > 0."""
-    return seconds(text)
-
-
-def non_negative_seconds(text: str) -> float:
-    """Parse a duration in seconds >= 0."""
-    return seconds(text, allow_zero=True)
+    parse.__name__ = flag.lstrip("-").replace("-", "_")
+    return parse
 
 
 def queue_spec(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:

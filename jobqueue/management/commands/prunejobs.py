@@ -9,9 +9,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
+from jobqueue import limits
 from jobqueue.conf import RETENTION_STATES, get_settings
-from jobqueue.errors import MAX_DELAY_SECONDS
-from jobqueue.management.arguments import positive_int
+from jobqueue.management.arguments import in_range
 from jobqueue.pruning import DEFAULT_PRUNE_BATCH_SIZE, count_prunable, prune_jobs
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -27,9 +27,11 @@ def duration(text: str) -> float:
             f"expected a duration like 7d, 12h, 30m, 90s or 1d12h, got {text!r}"
         )
     seconds = sum(float(n) * UNITS[unit] for n, unit in _PART.findall(value))
-    if seconds > MAX_DELAY_SECONDS:
-        raise argparse.ArgumentTypeError(f"expected at most ten years, got {text!r}")
-    return seconds
+    try:
+        return limits.check(limits.FLAGS["--older-than"], seconds)
+    except ValueError:
+        limit = limits.RANGES[limits.FLAGS["--older-than"]]
+        raise argparse.ArgumentTypeError(f"expected {limit.describe()}, got {text!r}") from None
 
 
 def finished_states(text: str) -> list[str]:
@@ -83,7 +85,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--batch-size",
-            type=positive_int,
+            type=in_range("--batch-size"),
             default=DEFAULT_PRUNE_BATCH_SIZE,
             help=f"rows deleted per statement (default {DEFAULT_PRUNE_BATCH_SIZE})",
         )

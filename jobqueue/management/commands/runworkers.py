@@ -16,9 +16,7 @@ from jobqueue.conf import get_settings
 from jobqueue.deaths import hand_back_leases
 from jobqueue.management.arguments import (
     MAX_WORKER_ID_LENGTH,
-    non_negative_seconds,
-    positive_int,
-    positive_seconds,
+    in_range,
     queue_spec,
     worker_id_text,
 )
@@ -84,27 +82,27 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=positive_int,
+            type=in_range("--concurrency"),
             default=None,
             help="jobs run at once, in threads (default: JOBQUEUE['CONCURRENCY'])",
         )
         parser.add_argument(
             "--lease",
-            type=positive_seconds,
+            type=in_range("--lease"),
             default=None,
             metavar="SECONDS",
             help="lease length (default: JOBQUEUE['LEASE_SECONDS'])",
         )
         parser.add_argument(
             "--poll-interval",
-            type=positive_seconds,
+            type=in_range("--poll-interval"),
             default=None,
             metavar="SECONDS",
             help="idle wait between claims (default: JOBQUEUE['POLL_INTERVAL_SECONDS'])",
         )
         parser.add_argument(
             "--grace",
-            type=non_negative_seconds,
+            type=in_range("--grace"),
             default=None,
             metavar="SECONDS",
             help="time running jobs get to finish after SIGTERM "
@@ -124,7 +122,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--processes",
-            type=positive_int,
+            type=in_range("--processes"),
             default=None,
             help="run N worker processes under a supervisor that restarts any that die and "
             "recycles one whose job overran its timeout (default: one worker, in this process)",
