@@ -79,7 +79,7 @@ def test_kill_storm_loses_nothing_and_reruns_only_what_a_killed_worker_held(work
     )
     killed: set[int] = set()
     rng = random.Random(5)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600  # bounds a hang only
     while Job.objects.filter(queue="storm", state="succeeded").count() < n:
         assert time.monotonic() < deadline, workers.log(sup)
         time.sleep(2)
@@ -165,7 +165,7 @@ def test_database_restart_mid_drain_loses_nothing(private_cluster, tmp_path):
     try:
         wait_for(lambda: counts().get("succeeded", 0) >= 200, timeout=60)
         private_cluster.restart()
-        wait_for(lambda: counts().get("succeeded", 0) == 2000, timeout=90)
+        wait_for(lambda: counts().get("succeeded", 0) == 2000, timeout=180)
         assert counts() == {"succeeded": 2000}
         assert [p.poll() for p in procs] == [None, None]
         for log in logs:

@@ -189,15 +189,15 @@ def test_cancel_of_a_running_job_reaches_the_handler(workers, tmp_path, draining
 
     assert jobqueue.cancel(j) is True
     wait_for(
-        lambda: [str(j), "1", str(proc.pid), "cancel_requested"] in record_lines(path), timeout=15
+        lambda: [str(j), "1", str(proc.pid), "cancel_requested"] in record_lines(path), timeout=60
     )
 
     if draining:
-        assert workers.exit_code(proc, timeout=20) == 0
+        assert workers.exit_code(proc, timeout=60) == 0
         assert Job.objects.get(id=k).state == "ready"
         assert Job.objects.get(id=k).attempts == 0
     else:
-        wait_for(lambda: Job.objects.get(id=k).state == "succeeded", timeout=15)
+        wait_for(lambda: Job.objects.get(id=k).state == "succeeded", timeout=60)
         assert proc.poll() is None, workers.log(proc)
         assert Job.objects.get(id=k).attempts == 1
         proc.send_signal(signal.SIGTERM)

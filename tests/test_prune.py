@@ -211,5 +211,5 @@ def test_a_row_locked_by_someone_else_is_skipped_not_waited_on():
     with transaction.atomic():
         Job.objects.select_for_update().get(id=locked)
         pruner = InThread(lambda: prune_jobs(["succeeded"], 86400, batch_size=2))
-        assert pruner.join(timeout=10) == 4
+        assert pruner.join(timeout=60) == 4
     assert remaining() == {locked}
