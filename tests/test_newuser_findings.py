@@ -129,6 +129,7 @@ def test_many_runaway_handlers_never_stall_a_worker(workers):
     assert w.poll() is None
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_runworkers_refuses_an_unmigrated_database(tmp_path):
     env = subprocess_env()

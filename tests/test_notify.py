@@ -133,6 +133,7 @@ def settled(worker_id: str) -> None:
 
 
 @pg
+@pytest.mark.slow
 def test_an_idle_worker_claims_at_once_and_listens_again_after_its_connection_is_killed(
     workers,
 ):
@@ -164,6 +165,7 @@ def test_an_idle_worker_claims_at_once_and_listens_again_after_its_connection_is
 
 
 @pg
+@pytest.mark.slow
 def test_an_idle_worker_claims_a_delayed_job_when_it_falls_due_not_at_its_next_poll(workers):
     worker_id = f"delay-{uuid.uuid4().hex[:6]}"
     workers.start("--queues", "later", "--worker-id", worker_id, settings=SLOW_POLL)
@@ -177,6 +179,7 @@ def test_an_idle_worker_claims_a_delayed_job_when_it_falls_due_not_at_its_next_p
 
 
 @pg
+@pytest.mark.slow
 def test_with_listen_notify_off_the_worker_polls_and_opens_no_listening_connection(workers):
     worker_id = f"poll-{uuid.uuid4().hex[:6]}"
     settings = {**SLOW_POLL, "POLL_INTERVAL_SECONDS": 0.2, "LISTEN_NOTIFY": False}

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 import jobqueue
-from jobqueue.models import Job
+from jobqueue.models import Job, Worker
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
 from tests.testapp import jobs
 
-pytestmark = [requires_postgres(), pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, requires_postgres(), pytest.mark.django_db(transaction=True)]
 
 
 def records(path: Path) -> list[dict]:
@@ -58,6 +58,13 @@ def test_tenant_caps_hold_across_four_worker_processes(workers, tmp_path):
     jobs leased, by the database's own count read inside each run and by the runs' own spans;
     the slots are shared (more than 2 runs at once overall)."""
     path = tmp_path / "runs.jsonl"
+    settings = {**FAST_WORKER_SETTINGS, "TENANT_MAX_RUNNING": 2}
+    procs = [
+        workers.start("--queues", "fair", "--concurrency", "4", settings=settings) for _ in range(4)
+    ]
+    # All four are up before the work arrives: on a loaded machine one process can start
+    # seconds before the others and drain the queue alone.
+    wait_for(lambda: Worker.objects.count() == 4, timeout=120)
     ids = [
         jobqueue.enqueue(
             "fair", jobs.fairness_probe, {"path": str(path), "tenant": t, "sleep_s": 0.05},
@@ -65,11 +72,7 @@ def test_tenant_caps_hold_across_four_worker_processes(workers, tmp_path):
         )
         for t in ["A"] * 40 + ["B"] * 40 + ["C"] * 20
     ]  # fmt: skip
-    settings = {**FAST_WORKER_SETTINGS, "TENANT_MAX_RUNNING": 2}
-    procs = [
-        workers.start("--queues", "fair", "--concurrency", "4", settings=settings) for _ in range(4)
-    ]
-    wait_for(lambda: all_finished(ids), timeout=120)
+    wait_for(lambda: all_finished(ids), timeout=300)
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:

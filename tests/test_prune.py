@@ -131,6 +131,7 @@ def test_bad_arguments_are_a_usage_error_naming_the_value(argv, words):
     assert words in str(excinfo.value)
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 @pytest.mark.parametrize(("argv", "words"), BAD_ARGS[:2] + BAD_ARGS[7:8])
 def test_bad_arguments_exit_2_from_the_shell(argv, words):
