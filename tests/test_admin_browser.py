@@ -75,7 +75,7 @@ def browser():
 @pytest.fixture
 def page(browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(60_000)  # a loaded machine renders slowly
     try:
         yield context.new_page()
     finally:
