@@ -167,7 +167,7 @@ def test_cancel_of_a_running_job_reaches_the_handler(workers, tmp_path, draining
     """
     path = tmp_path / "runs.txt"
     q = "cancel"
-    j = jobqueue.enqueue(q, jobs.wait_for_lease_lost, {"path": str(path), "max_s": 30})
+    j = jobqueue.enqueue(q, jobs.wait_for_lease_lost, {"path": str(path), "max_s": 120})
     k = jobqueue.enqueue(q, jobs.record, {"path": str(path)})
     proc = workers.start(
         "--queues",
@@ -175,7 +175,7 @@ def test_cancel_of_a_running_job_reaches_the_handler(workers, tmp_path, draining
         "--concurrency",
         "1",
         "--grace",
-        "30",
+        "120",
         "--worker-id",
         "cancel-w1",
         settings=FAST_WORKER_SETTINGS,
