@@ -127,6 +127,7 @@ FLAG_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("case", "args", "words"), FLAG_CASES, ids=[c[0] for c in FLAG_CASES])
 def test_runworkers_refuses_bad_flags(case, args, words):

@@ -40,7 +40,7 @@ from jobqueue.states import DeadReason, JobState
 from jobqueue.store import ExpiredLease, ReapDecision, get_store
 from jobqueue.store.postgres import sql
 
-from .conftest import requires_postgres
+from .conftest import requires_postgres, wait_for
 from .factories import claim_params, make_job, make_jobs
 
 pytestmark = requires_postgres()
@@ -373,7 +373,8 @@ def test_real_lease_expiry_late_ack_and_zombie_on_the_database_clock():
     late = jobqueue.enqueue("q", NOOP, priority=1)
     taken = jobqueue.enqueue("q", NOOP)
     claims = {c.id: c for c in jobqueue.claim("q", "w1", 2, lease_s=1)}
-    time.sleep(1.2)
+    expiry = max(c.lease_until for c in claims.values())
+    wait_for(lambda: db_now() > expiry, timeout=60)  # both leases ran out, by the database clock
 
     jobqueue.ack(late, claims[late].lease_token, "late but fine")
     assert (row(late)["state"], row(late)["attempts"]) == (JobState.SUCCEEDED, 1)

@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from jobqueue.models import Worker
 from tests.conftest import requires_postgres
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 #: (argv, the flag the message must name, text the message must contain)
 BAD_FLAGS = [

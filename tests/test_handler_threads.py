@@ -25,19 +25,19 @@ def test_handler_threads_are_reused_and_a_busy_one_never_blocks_a_new_run():
             release.wait(10)
         return kind
 
-    threads = HandlerThreads(run, lambda _: done.release(), concurrency=2, idle_s=5)
+    threads = HandlerThreads(run, lambda _: done.release(), concurrency=2, idle_s=120)
     threads.submit(uuid.uuid4(), "quick")
-    assert done.acquire(timeout=5)
+    assert done.acquire(timeout=60)
     # `done` runs once the thread counts as idle again: the next run reuses it.
     assert threads.room() == 4 and threads.threads == 1
     threads.submit(uuid.uuid4(), "block")  # reuses the idle thread, which now stays busy
     threads.submit(uuid.uuid4(), "quick")  # must not wait for it: a second thread
-    assert done.acquire(timeout=5)
+    assert done.acquire(timeout=60)
     # Three runs on two threads: one was reused, and the blocking run did not hold up the last.
-    wait_for(lambda: len(names) == 3, timeout=5)
+    wait_for(lambda: len(names) == 3, timeout=60)
     assert len(set(names)) == 2
     release.set()
-    assert done.acquire(timeout=5)
+    assert done.acquire(timeout=60)
 
 
 def test_runaways_are_counted_until_they_return_and_the_cap_is_never_passed():
@@ -53,7 +53,7 @@ def test_runaways_are_counted_until_they_return_and_the_cap_is_never_passed():
             releases[name].wait(10)
         return name
 
-    threads = HandlerThreads(run, returned.append, concurrency=2, idle_s=5)
+    threads = HandlerThreads(run, returned.append, concurrency=2, idle_s=120)
     tokens = {name: uuid.uuid4() for name in "abcde"}
     for name in "abcd":
         threads.submit(tokens[name], name)
@@ -65,20 +65,20 @@ def test_runaways_are_counted_until_they_return_and_the_cap_is_never_passed():
     threads.overran(tokens["b"])
     assert threads.runaways == 2
     releases["a"].set()
-    wait_for(lambda: "a" in returned, timeout=5)
+    wait_for(lambda: "a" in returned, timeout=60)
     assert (threads.runaways, threads.busy, threads.room()) == (1, 3, 1)
     threads.overran(tokens["a"])  # already returned: not a runaway any more
     assert threads.runaways == 1
     for event in releases.values():
         event.set()
-    wait_for(lambda: len(returned) == 4, timeout=5)
+    wait_for(lambda: len(returned) == 4, timeout=60)
     assert (threads.runaways, threads.busy, threads.room()) == (0, 0, 4)
 
 
 def test_idle_threads_end_after_idle_s():
     threads = HandlerThreads(lambda: None, lambda _: None, concurrency=1, idle_s=0.05)
     threads.submit(uuid.uuid4())
-    wait_for(lambda: threads.threads == 0, timeout=5)
+    wait_for(lambda: threads.threads == 0, timeout=60)
     assert threads.room() == 2
 
 
@@ -89,8 +89,8 @@ def test_a_run_that_raises_ends_its_thread_and_frees_its_share_of_the_cap(monkey
     def run() -> None:
         raise RuntimeError("bug in the runner")
 
-    threads = HandlerThreads(run, lambda _: None, concurrency=1, idle_s=5)
+    threads = HandlerThreads(run, lambda _: None, concurrency=1, idle_s=120)
     threads.submit(uuid.uuid4())
-    wait_for(lambda: raised, timeout=5)
+    wait_for(lambda: raised, timeout=60)
     assert raised[0].exc_type is RuntimeError
     assert (threads.threads, threads.busy, threads.room()) == (0, 0, 2)

@@ -120,15 +120,16 @@ def test_many_runaway_handlers_never_stall_a_worker(workers):
         for _ in range(6)
     ]
     w = workers.start("--queues", "hung", "--concurrency", "2", settings=FAST_WORKER_SETTINGS)
-    wait_for(lambda: all(state(i) in FINISHED for i in hung), timeout=30)
+    wait_for(lambda: all(state(i) in FINISHED for i in hung), timeout=60)
     assert {(j.state, j.dead_reason) for j in Job.objects.filter(id__in=hung)} == {
         ("dead", "timeout")
     }
     after = jobqueue.enqueue("hung", jobs.noop, {})
-    wait_for(lambda: state(after) == "succeeded", timeout=15)
+    wait_for(lambda: state(after) == "succeeded", timeout=60)
     assert w.poll() is None
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_runworkers_refuses_an_unmigrated_database(tmp_path):
     env = subprocess_env()

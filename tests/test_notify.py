@@ -1,22 +1,20 @@
 """LISTEN/NOTIFY wake-ups on PostgreSQL: what the trigger and the statements send, and real
 workers that claim at once, survive a killed listening connection, and poll when it is off.
 
-Workers here poll every 30 s, so a job that runs within the tests' waits (10 s, generous for a
-shared machine) was claimed because of a notification, not a poll.
+Workers here poll every 600 s, so a job that runs within the tests' waits (120 s, generous for
+a loaded machine) was claimed because of a notification, not a poll.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
-from datetime import timedelta
 
 import psycopg
 import pytest
 from django.db import connection, transaction
 
 import jobqueue
-from jobqueue.models import Job
+from jobqueue.models import Job, Worker
 from jobqueue.store import get_store
 from jobqueue.store.base import NOTIFY_CHANNEL
 from tests.conftest import database_url, requires_postgres, wait_for
@@ -27,7 +25,7 @@ pg = requires_postgres()
 NOOP = "tests.testapp.jobs.noop"
 
 #: Worker settings: no poll within any wait of these tests, fast everything else.
-SLOW_POLL = {"POLL_INTERVAL_SECONDS": 30, "LEASE_SECONDS": 3, "REAPER_INTERVAL_SECONDS": 0.3}
+SLOW_POLL = {"POLL_INTERVAL_SECONDS": 600, "LEASE_SECONDS": 3, "REAPER_INTERVAL_SECONDS": 0.3}
 
 
 @pytest.fixture
@@ -122,17 +120,30 @@ def started_within(job_id: int, timeout: float) -> Job:
     return Job.objects.get(id=job_id)
 
 
+def settled(worker_id: str) -> None:
+    """Wait until the worker has heartbeaten since now (database clock): it has run on past
+    what it was doing (its first claim, its wake-up after reconnecting), so it only waits."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT now()")
+        [since] = cur.fetchone()
+    wait_for(
+        lambda: Worker.objects.filter(worker_id=worker_id, last_seen_at__gt=since).exists(),
+        timeout=60,
+    )
+
+
 @pg
+@pytest.mark.slow
 def test_an_idle_worker_claims_at_once_and_listens_again_after_its_connection_is_killed(
     workers,
 ):
     worker_id = f"notify-{uuid.uuid4().hex[:6]}"
     proc = workers.start("--queues", "wake", "--worker-id", worker_id, settings=SLOW_POLL)
-    wait_for(lambda: listener_pids(worker_id), timeout=30)
-    time.sleep(0.5)  # past the worker's first (empty) claim: from here on it only waits
+    wait_for(lambda: listener_pids(worker_id), timeout=60)
+    settled(worker_id)  # past the worker's first (empty) claim: from here on it only waits
 
     first = jobqueue.enqueue("wake", NOOP)
-    job = started_within(first, timeout=10)
+    job = started_within(first, timeout=120)
     assert (job.state, job.attempts) == ("succeeded", 1)
     # Other queues' notifications do not concern this worker, and change nothing.
     other = jobqueue.enqueue("elsewhere", NOOP)
@@ -140,11 +151,11 @@ def test_an_idle_worker_claims_at_once_and_listens_again_after_its_connection_is
     [old_pid] = listener_pids(worker_id)
     with connection.cursor() as cur:
         cur.execute("SELECT pg_terminate_backend(%s)", [old_pid])
-    wait_for(lambda: listener_pids(worker_id) not in ([], [old_pid]), timeout=30)
-    time.sleep(0.5)  # its wake-up after reconnecting has claimed (nothing) by now
+    wait_for(lambda: listener_pids(worker_id) not in ([], [old_pid]), timeout=60)
+    settled(worker_id)  # its wake-up after reconnecting has claimed (nothing) by now
 
     second = jobqueue.enqueue("wake", NOOP)
-    job = started_within(second, timeout=10)
+    job = started_within(second, timeout=120)
     assert (job.state, job.attempts) == ("succeeded", 1)
     assert Job.objects.get(id=other).state == "ready"
     assert proc.poll() is None
@@ -154,26 +165,28 @@ def test_an_idle_worker_claims_at_once_and_listens_again_after_its_connection_is
 
 
 @pg
+@pytest.mark.slow
 def test_an_idle_worker_claims_a_delayed_job_when_it_falls_due_not_at_its_next_poll(workers):
     worker_id = f"delay-{uuid.uuid4().hex[:6]}"
     workers.start("--queues", "later", "--worker-id", worker_id, settings=SLOW_POLL)
-    wait_for(lambda: listener_pids(worker_id), timeout=30)
-    time.sleep(0.5)
+    wait_for(lambda: listener_pids(worker_id), timeout=60)
+    settled(worker_id)
     job_id = jobqueue.enqueue("later", NOOP, delay=2)
-    job = started_within(job_id, timeout=10)
+    job = started_within(job_id, timeout=120)  # a poll would come 600 s later
     assert (job.state, job.attempts) == ("succeeded", 1)
-    # Not early (the claim compares run_at with the database clock), and not a poll late.
-    assert timedelta(0) <= job.started_at - job.run_at < timedelta(seconds=5)
+    # Not early (the claim compares run_at with the database clock).
+    assert job.started_at >= job.run_at
 
 
 @pg
+@pytest.mark.slow
 def test_with_listen_notify_off_the_worker_polls_and_opens_no_listening_connection(workers):
     worker_id = f"poll-{uuid.uuid4().hex[:6]}"
     settings = {**SLOW_POLL, "POLL_INTERVAL_SECONDS": 0.2, "LISTEN_NOTIFY": False}
     workers.start("--queues", "polled", "--worker-id", worker_id, settings=settings)
-    wait_for(lambda: _registered(worker_id), timeout=30)
+    wait_for(lambda: _registered(worker_id), timeout=60)
     job_id = jobqueue.enqueue("polled", NOOP, {})
-    job = started_within(job_id, timeout=10)
+    job = started_within(job_id, timeout=120)
     assert (job.state, job.attempts) == ("succeeded", 1)
     assert listener_pids(worker_id) == []
 

@@ -20,7 +20,13 @@ pytest.importorskip("django.tasks")
 from django.tasks import TaskResultStatus, default_task_backend
 from django.utils import timezone
 
-from tests.conftest import FAST_WORKER_SETTINGS, ROOT, requires_postgres, subprocess_env
+from tests.conftest import (
+    FAST_WORKER_SETTINGS,
+    ROOT,
+    requires_postgres,
+    subprocess_env,
+    wait_for,
+)
 from tests.testapp import tasks
 
 pytestmark = [pytest.mark.slow, requires_postgres(), pytest.mark.django_db(transaction=True)]
@@ -93,18 +99,21 @@ def test_the_documented_examples_run_on_a_worker_and_read_back_from_another_proc
 
 
 def test_run_after_defers_the_task(workers):
-    # Far enough ahead that a burst worker starting on a loaded machine is done before it.
-    run_after = timezone.now() + timedelta(seconds=8)
+    # Two tasks, so no burst has to finish before a deadline (a loaded machine takes seconds
+    # just to start one): one due in an hour, which any burst must leave alone, and one due
+    # in two seconds, which runs once due and not before.
+    far = timezone.now() + timedelta(hours=1)
+    deferred = tasks.add.using(run_after=far).enqueue(1, 1)
+    run_after = timezone.now() + timedelta(seconds=2)
     result = tasks.add.using(run_after=run_after).enqueue(1, 1)
-    proc = workers.run("--burst", "--queues", "default", settings=FAST_WORKER_SETTINGS)
-    assert proc.returncode == 0
-    result.refresh()
-    assert result.status == TaskResultStatus.READY  # not due: the burst worker left it
-    time.sleep(max((run_after - timezone.now()).total_seconds(), 0) + 0.2)
+    wait_for(lambda: timezone.now() > run_after, timeout=60)
     run_until_finished(workers, [result], "--queues", "default")
     assert result.return_value == 2
     assert result.started_at >= run_after
     assert default_task_backend.get_result(result.id).task.run_after == run_after
+    deferred.refresh()
+    assert deferred.status == TaskResultStatus.READY  # not due: every burst worker left it
+    assert default_task_backend.get_result(deferred.id).task.run_after == far
 
 
 def test_priority_orders_the_runs(workers, tmp_path):

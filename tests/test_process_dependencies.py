@@ -49,7 +49,7 @@ def test_a_breaker_opened_in_one_process_holds_jobs_back_in_another(workers, tmp
     a = workers.start("--worker-id", "A", "--concurrency", "3", settings=BREAKER_SETTINGS)
     wait_for(lambda: DependencyBreaker.objects.filter(name="partner", opened_count__gte=1).exists())
     os.killpg(a.pid, signal.SIGKILL)
-    a.wait(timeout=10)
+    a.wait(timeout=60)
 
     later = [
         jobs.call_partner.enqueue(path=str(path), down_flag=str(down), max_attempts=50)

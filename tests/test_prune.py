@@ -133,6 +133,7 @@ def test_bad_arguments_are_a_usage_error_naming_the_value(argv, words):
     assert words in str(excinfo.value)
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 @pytest.mark.parametrize(("argv", "words"), BAD_ARGS[:2] + BAD_ARGS[7:8])
 def test_bad_arguments_exit_2_from_the_shell(argv, words):
@@ -215,7 +216,7 @@ def test_a_row_locked_by_someone_else_is_skipped_not_waited_on():
     with transaction.atomic():
         Job.objects.select_for_update().get(id=locked)
         pruner = InThread(lambda: prune_jobs(["succeeded"], 86400, batch_size=2))
-        assert pruner.join(timeout=10) == 4
+        assert pruner.join(timeout=60) == 4
     assert remaining() == {locked}
 
 

@@ -353,6 +353,7 @@ s.run_once(now=datetime(2030, 1, 1, 12, 0, tzinfo=UTC))
 """
 
 
+@pytest.mark.slow
 @requires_postgres()
 @committing
 def test_field_case_9_the_scheduler_process_killed_mid_fire_then_restarted():

@@ -203,18 +203,18 @@ def test_a_worker_sends_the_outcome_signals(workers, tmp_path, monkeypatch):
     flaky = jobqueue.enqueue("sig", jobs.fail, {"message": "down"}, max_attempts=2)
     permanent = jobqueue.enqueue("sig", jobs.fail_permanently, {"message": "no"})
     waiting = jobqueue.enqueue(
-        "sig", jobs.wait_for_lease_lost, {"path": str(tmp_path / "wait.txt"), "max_s": 30}
+        "sig", jobs.wait_for_lease_lost, {"path": str(tmp_path / "wait.txt"), "max_s": 120}
     )
     proc = workers.start("--queues", "sig", "--concurrency", "4", settings=FAST_WORKER_SETTINGS)
 
     def lines():
         return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
 
-    wait_for(lambda: (tmp_path / "wait.txt").exists(), timeout=30)
+    wait_for(lambda: (tmp_path / "wait.txt").exists(), timeout=60)
     jobqueue.cancel(waiting)  # a request: the heartbeat tells the handler, the job ends cancelled
-    wait_for(lambda: any(s["signal"] == "job_cancelled" for s in lines()), timeout=30)
-    wait_for(lambda: Job.objects.filter(id=flaky, state="dead").exists(), timeout=30)
-    wait_for(lambda: sum(s["signal"] == "job_dead" for s in lines()) == 2, timeout=30)
+    wait_for(lambda: any(s["signal"] == "job_cancelled" for s in lines()), timeout=60)
+    wait_for(lambda: Job.objects.filter(id=flaky, state="dead").exists(), timeout=60)
+    wait_for(lambda: sum(s["signal"] == "job_dead" for s in lines()) == 2, timeout=60)
     proc.send_signal(signal.SIGTERM)
     assert workers.exit_code(proc) == 0
 

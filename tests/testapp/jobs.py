@@ -32,6 +32,21 @@ def record(context, path, sleep_s=0.0, **kwargs):
 
 
 @job(takes_context=True)
+def record_until_released(context, path, release, max_s=120.0):
+    """Append 'job_id attempt pid', then run until the file ``release`` exists (or ``max_s``).
+
+    For tests that keep a job running for as long as their measured progress needs, instead of
+    a number of seconds guessed for an idle machine.
+    """
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()}\n")
+    deadline = time.monotonic() + max_s
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"attempt": context.attempt, "released": os.path.exists(release)}
+
+
+@job(takes_context=True)
 def sleep_on_first_attempt(context, path, sleep_s):
     """Record the attempt; sleep long on the first attempt only (to be killed mid-job)."""
     with open(path, "a") as f:
