@@ -28,7 +28,7 @@ from .history import error_entry
 from .jobtypes import JobContext, JobType, resolve
 from .payloads import to_json
 from .states import DeadReason
-from .store import ClaimedJob
+from .store.base import ClaimedJob
 
 logger = logging.getLogger("jobqueue.executor")
 
