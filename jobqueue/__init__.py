@@ -31,10 +31,10 @@ __all__ = [
 _LAZY = {
     "enqueue": "jobqueue.client",
     "enqueue_many": "jobqueue.client",
-    "claim": "jobqueue.client",
-    "heartbeat": "jobqueue.client",
-    "ack": "jobqueue.client",
-    "nack": "jobqueue.client",
+    "claim": "jobqueue.consumer",
+    "heartbeat": "jobqueue.consumer",
+    "ack": "jobqueue.consumer",
+    "nack": "jobqueue.consumer",
     "cancel": "jobqueue.client",
     "retry": "jobqueue.client",
     "retry_many": "jobqueue.client",
@@ -43,7 +43,7 @@ _LAZY = {
     "open_breaker": "jobqueue.breakers",
     "close_breaker": "jobqueue.breakers",
     "job": "jobqueue.jobs",
-    "JobContext": "jobqueue.jobs",
+    "JobContext": "jobqueue.jobtypes",
 }
 
 

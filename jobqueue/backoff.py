@@ -10,9 +10,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from .conf import Backoff
+from .conf import Backoff, get_settings
+from .jobtypes import registered
 
-__all__ = ["backoff_delay", "decorrelated", "equal", "exponential", "full", "none"]
+__all__ = ["backoff_delay", "backoff_for", "decorrelated", "equal", "exponential", "full", "none"]
 
 # 2**1000 overflows a float multiply; no real cap needs more than 2**64 times the base.
 _MAX_EXPONENT = 64
@@ -77,3 +78,14 @@ def backoff_delay(attempt: int, backoff: Backoff, rng: random.Random | None = No
         rng: random source; pass a seeded ``random.Random`` for repeatable delays in tests.
     """
     return POLICIES[backoff.policy](attempt, backoff.base_seconds, backoff.cap_seconds, rng or _rng)
+
+
+def backoff_for(job_type: str, attempt: int, rng: random.Random | None = None) -> float:
+    """Return the retry delay, seconds, for a failed ``attempt`` of ``job_type``.
+
+    Uses the type's ``@job(backoff=...)`` policy when it is registered here, else
+    ``JOBQUEUE["BACKOFF"]``. Pass a seeded ``rng`` for repeatable delays.
+    """
+    found = registered(job_type)
+    policy = (found.backoff if found else None) or get_settings().backoff
+    return backoff_delay(attempt, policy, rng)

@@ -52,7 +52,7 @@ def dependency_of(job_type: str) -> str | None:
     Never raises: a type that cannot be resolved has no dependency here, and its run records
     the real error.
     """
-    from .jobs import registered, resolve
+    from .jobtypes import registered, resolve
 
     found = registered(job_type)
     if found is None:
@@ -286,7 +286,7 @@ def close_breaker(name: str, *, reason: str = "", using: str | None = None) -> b
             characters without NUL, or ``using`` not an alias.
         QueueUnavailable: the database cannot be reached.
     """
-    from .jobs import registry
+    from .jobtypes import registry
 
     using = arguments.alias(using)
     arguments.dependency_name(name)

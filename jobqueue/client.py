@@ -1,63 +1,46 @@
 """Producer and operator side: validate input, then hand it to the store.
 
 ``enqueue`` joins the caller's transaction on the queue's database (``using``), so the job row
-commits or rolls back with the caller's business data.
+commits or rolls back with the caller's business data. The consumer calls (``claim``,
+``heartbeat``, ``ack``, ``nack``) live in :mod:`jobqueue.consumer`.
 """
 
 from __future__ import annotations
 
-import random
-import traceback as traceback_module
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Q
+
 from . import arguments, signals
-from .backoff import backoff_delay
-from .conf import get_settings
-from .errors import InvalidJobOption, LeaseLost, PermanentError
-from .fairness import QueueSelector, TenantCaps
-from .jobs import JobType, registered
+from .errors import InvalidJobOption
+from .jobtypes import JobType
 from .newjobs import new_job as build_job
 from .newjobs import new_jobs as build_jobs
 from .outage import writing as _writing
-from .payloads import sanitize_text, to_json
-from .states import RETRYABLE, DeadReason, JobState
-from .store import ClaimedJob, NewJob, get_store
+from .states import LIVE, RETRYABLE, JobState
+from .store import NewJob, get_store
 from .store.base import ENQUEUE_MANY_CHUNK_BYTES
 
 __all__ = [
     "BulkRetry",
-    "ack",
     "cancel",
-    "claim",
     "enqueue",
     "enqueue_many",
-    "heartbeat",
-    "nack",
     "retry",
     "retry_many",
     "run_now",
 ]
-
-TRACEBACK_TAIL_CHARS = 4000
-ERROR_MESSAGE_CHARS = 2000
-ERROR_TYPE_CHARS = 200
-
-
-def _safe_str(value: object) -> str:
-    try:
-        return str(value)
-    except Exception:  # noqa: BLE001 - any __str__ may raise; the type still tells something
-        return f"<unprintable {type(value).__qualname__}>"
 
 
 def _send_enqueued(job: NewJob, job_id: int, using: str | None) -> None:
     """Send ``job_enqueued`` for a job that was inserted (not for a dedupe hit)."""
     if not signals.job_enqueued.has_listeners():
         return
+    # Not at module level: ``@job`` modules import this one while apps load, before models
+    # may be imported. No cycle: models imports nothing of the client's.
     from .models import Job
 
     signals.job_enqueued.send(
@@ -244,205 +227,6 @@ def enqueue_many(
     return [job_id for job_id, _ in results]
 
 
-def claim(
-    queue: str | Sequence[str],
-    worker_id: str,
-    max_jobs: int,
-    *,
-    lease_s: float | None = None,
-    using: str | None = None,
-) -> list[ClaimedJob]:
-    """Lease up to ``max_jobs`` due jobs for ``worker_id`` (normally the worker does this).
-
-    Args:
-        queue: a queue name or a list of them.
-        worker_id: who holds the leases (shown in the admin and the error history).
-        max_jobs: most jobs to claim (>= 1).
-        lease_s: lease length in seconds; default ``JOBQUEUE["LEASE_SECONDS"]``.
-        using: database alias.
-
-    The queues get equal shares, and ``JOBQUEUE["TENANT_MAX_RUNNING"]`` caps hold, as in a
-    worker (see the README's "Fairness and priorities").
-
-    Returns:
-        The claimed jobs, in the order they were served; each carries its lease token.
-
-    Raises:
-        InvalidJobOption: a bad queue name, worker_id, max_jobs, lease_s or using.
-        QueueUnavailable: the database cannot be reached.
-    """
-    using = arguments.alias(using)
-    if isinstance(queue, str) or queue is None:
-        queues = [queue]
-    elif isinstance(queue, Iterable) and not isinstance(queue, bytes | Mapping):
-        queues = list(queue)
-    else:
-        raise InvalidJobOption("queue", f"must be a queue name or a list of them, got {queue!r}")
-    if not queues:
-        raise InvalidJobOption("queue", "give at least one queue name")
-    for name in queues:
-        arguments.queue_name(name)
-    # worker_id is stored in leased_by (200 characters, no NUL in PostgreSQL text).
-    arguments.text("worker_id", worker_id, 200)
-    if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or not 1 <= max_jobs <= 10_000:
-        raise InvalidJobOption("max_jobs", f"must be an integer in 1..10000, got {max_jobs!r}")
-    lease = arguments.lease_seconds(lease_s)
-    conf = get_settings()
-    caps = TenantCaps(conf.tenant_max_running, conf.tenant_max_running_overrides)
-    plan = QueueSelector(queues, caps=caps).plan()
-    with _writing(using):
-        return get_store(using).claim(queues, worker_id, max_jobs, lease, plan=plan)
-
-
-def heartbeat(
-    job_id: int, lease_token: uuid.UUID, *, lease_s: float | None = None, using: str | None = None
-) -> datetime:
-    """Extend one lease to ``now() + lease_s`` and return the new ``lease_until``.
-
-    Args:
-        job_id: the job (an int).
-        lease_token: the token from its claim (a UUID, or its text).
-        lease_s: seconds from now; default ``JOBQUEUE["LEASE_SECONDS"]``.
-        using: database alias.
-
-    Raises:
-        LeaseLost: the job is no longer leased under this token, or no job or lease can have
-            this id or token (not an int in bigint range, not a UUID).
-        InvalidJobOption: ``lease_s`` is not a finite number of seconds > 0, or ``using`` is
-            not an alias.
-        QueueUnavailable: the database cannot be reached.
-    """
-    using = arguments.alias(using)
-    job_id = arguments.leased_job_id(job_id)
-    lease_token = arguments.lease_token(lease_token, job_id)
-    lease = arguments.lease_seconds(lease_s)
-    with _writing(using):
-        kept = get_store(using).extend_leases([(job_id, lease_token)], lease)
-    if job_id not in kept:
-        raise LeaseLost(job_id)
-    return kept[job_id].lease_until
-
-
-def ack(
-    job_id: int, lease_token: uuid.UUID, result: Any = None, *, using: str | None = None
-) -> str:
-    """Mark a leased job ``succeeded`` and store ``result`` (a JSON value).
-
-    A late ack, after ``lease_until`` but before anyone else took the job, still succeeds. A job
-    whose cancel was requested while it ran ends ``cancelled`` (with the result kept).
-
-    Returns:
-        The job's new state: ``"succeeded"``, or ``"cancelled"``.
-
-    Raises:
-        LeaseLost: another claim or the reaper has moved the job, or no job or lease can have
-            this id or token; nothing changed.
-        InvalidPayload: ``result`` is not JSON.
-        InvalidJobOption: ``using`` is not an alias.
-        QueueUnavailable: the database cannot be reached.
-    """
-    using = arguments.alias(using)
-    job_id = arguments.leased_job_id(job_id)
-    lease_token = arguments.lease_token(lease_token, job_id)
-    result_json = to_json(result, root="result")
-    with _writing(using):
-        return get_store(using).ack(job_id, lease_token, result_json)
-
-
-def error_entry(
-    error: BaseException | str, *, attempt: int, worker_id: str = "", kind: str = "error"
-) -> dict[str, Any]:
-    """Build one error-history entry (type, message, traceback tail), safe for PostgreSQL.
-
-    Never raises: recording a failure must not fail. The message keeps its first
-    ``ERROR_MESSAGE_CHARS`` characters, the traceback its last ``TRACEBACK_TAIL_CHARS``, the
-    type and its path their first ``ERROR_TYPE_CHARS``; the entry holds text only.
-    ``type`` is the exception's qualified name and ``exception_class_path`` its importable path
-    (``module.qualname``; empty for a plain message), which the ``django.tasks`` backend reports
-    as ``TaskError.exception_class_path``.
-    """
-    if isinstance(error, BaseException):
-        error_type = type(error).__qualname__[:ERROR_TYPE_CHARS]
-        error_path = f"{type(error).__module__}.{type(error).__qualname__}"[:ERROR_TYPE_CHARS]
-        message = _safe_str(error)
-        try:
-            tb = "".join(traceback_module.format_exception(error))
-        except Exception:  # noqa: BLE001 - a broken __str__ can break formatting too
-            tb = f"{error_type}: {message}"
-    else:
-        error_type, error_path, message, tb = "Error", "", _safe_str(error), ""
-    if len(message) > ERROR_MESSAGE_CHARS:
-        message = f"{message[:ERROR_MESSAGE_CHARS]}... ({len(message)} characters)"
-    tb = tb[-TRACEBACK_TAIL_CHARS:]
-    return {
-        "kind": kind,
-        "attempt": attempt,
-        "worker": sanitize_text(worker_id),
-        "type": sanitize_text(error_type),
-        "exception_class_path": sanitize_text(error_path),
-        "message": sanitize_text(message),
-        "traceback": sanitize_text(tb),
-    }
-
-
-def nack(
-    job_id: int,
-    lease_token: uuid.UUID,
-    error: BaseException | str,
-    retry_at: datetime | None = None,
-    *,
-    using: str | None = None,
-) -> str:
-    """Record a failed attempt; the queue decides whether the job retries or goes dead.
-
-    Args:
-        job_id: the job.
-        lease_token: the token from its claim.
-        error: the exception (its type, message and traceback are recorded) or a message.
-        retry_at: aware datetime of the next attempt, honored exactly; default backoff
-            (the job type's policy, else ``JOBQUEUE["BACKOFF"]``).
-        using: database alias.
-
-    Returns:
-        ``"scheduled"`` (will retry) or ``"dead"`` (attempts spent, or a PermanentError).
-
-    Raises:
-        LeaseLost: the job is no longer leased under this token, or no job or lease can have
-            this id or token; nothing changed.
-        InvalidJobOption: ``error`` is neither an exception nor a string, ``retry_at`` not an
-            aware datetime, or ``using`` not an alias.
-        QueueUnavailable: the database cannot be reached.
-    """
-    using = arguments.alias(using)
-    job_id = arguments.leased_job_id(job_id)
-    lease_token = arguments.lease_token(lease_token, job_id)
-    if not isinstance(error, BaseException | str):
-        raise InvalidJobOption("error", f"must be an exception or a message, got {error!r:.100}")
-    if retry_at is not None:
-        retry_at, _ = arguments.run_at(retry_at, None, name="retry_at")
-    with _writing(using):
-        return _nack(get_store(using), job_id, lease_token, error, retry_at)
-
-
-def _nack(
-    store: Any,
-    job_id: int,
-    lease_token: uuid.UUID,
-    error: BaseException | str,
-    retry_at: datetime | None,
-) -> str:
-    info = store.lease_info(job_id, lease_token)
-    entry = error_entry(error, attempt=info.attempts)
-    if isinstance(error, PermanentError):
-        return store.nack(job_id, lease_token, entry, dead_reason=DeadReason.PERMANENT_ERROR)
-    if info.attempts >= info.max_attempts:
-        return store.nack(job_id, lease_token, entry, dead_reason=DeadReason.ATTEMPTS_EXHAUSTED)
-    if retry_at is not None:
-        return store.nack(job_id, lease_token, entry, dead_reason=None, retry_at=retry_at)
-    delay = backoff_for(info.job_type, info.attempts)
-    return store.nack(job_id, lease_token, entry, dead_reason=None, delay_s=delay)
-
-
 def cancel(job_id: int, *, using: str | None = None) -> bool:
     """Cancel a ready, scheduled, leased or dead job (an operator action).
 
@@ -468,7 +252,7 @@ def cancel(job_id: int, *, using: str | None = None) -> bool:
     if state == JobState.CANCELLED:
         # A running job's cancel is only requested here; its worker sends the signal when the
         # job ends cancelled.
-        from .models import Job
+        from .models import Job  # models load with the app registry; see _send_enqueued
 
         signals.job_cancelled.send(sender=Job, job_id=job_id, using=using or "default")
     return state is not None
@@ -546,7 +330,7 @@ def retry_many(job_ids: Iterable[int], *, using: str | None = None) -> BulkRetry
 
 
 def _retry_many(store: Any, ids: list[int], impossible: list[Any]) -> BulkRetry:
-    from .models import Job
+    from .models import Job  # models load with the app registry; see _send_enqueued
 
     retried: set[int] = set()
     for start in range(0, len(ids), RETRY_MANY_BATCH):
@@ -566,10 +350,7 @@ def _retry_many(store: Any, ids: list[int], impossible: list[Any]) -> BulkRetry:
 
 def _key_holders(alias: str, keys: dict[int, tuple[str, str | None]]) -> dict[int, int]:
     """Return, per job id, the live job holding its (queue, dedupe key) now."""
-    from django.db.models import Q
-
-    from .models import Job
-    from .states import LIVE
+    from .models import Job  # models load with the app registry; see _send_enqueued
 
     wanted = {key for key in keys.values() if key[1] is not None}
     if not wanted:
@@ -599,14 +380,3 @@ def run_now(job_id: int, *, using: str | None = None) -> bool:
     job_id = arguments.job_id(job_id)
     with _writing(using):
         return get_store(using).run_now(job_id)
-
-
-def backoff_for(job_type: str, attempt: int, rng: random.Random | None = None) -> float:
-    """Return the retry delay, seconds, for a failed ``attempt`` of ``job_type``.
-
-    Uses the type's ``@job(backoff=...)`` policy when it is registered here, else
-    ``JOBQUEUE["BACKOFF"]``. Pass a seeded ``rng`` for repeatable delays.
-    """
-    found = registered(job_type)
-    policy = (found.backoff if found else None) or get_settings().backoff
-    return backoff_delay(attempt, policy, rng)

@@ -30,7 +30,7 @@ from .store.bounded import own_transaction
 from .store.cron import Advance, CronStore, DueEntry, Fire, Fired, Leadership
 
 if TYPE_CHECKING:
-    from .jobs import JobType
+    from .jobtypes import JobType
     from .models import CronEntry
 
 __all__ = ["fire", "plan", "reconcile_settings", "run_now", "schedule", "validate_entry"]
@@ -68,7 +68,7 @@ def accepts_fire_time(func: Callable[..., Any]) -> bool:
 
 def check_handler(job_type: str) -> None:
     """Raise ``InvalidJobOption`` if ``job_type`` is registered here and refuses ``fire_time``."""
-    from .jobs import registered
+    from .jobtypes import registered
 
     found = registered(job_type)
     if found is not None and not accepts_fire_time(found.func):
@@ -116,7 +116,7 @@ def validate_entry(
             missed_cap or enabled (the message names the option and the value).
         InvalidPayload: the payload is not a JSON object, or holds the reserved ``fire_time``.
     """
-    from .jobs import JobType
+    from .jobtypes import JobType
 
     if not isinstance(name, str) or not name.strip() or len(name) > 200 or "\x00" in name:
         raise InvalidJobOption(

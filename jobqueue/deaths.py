@@ -23,7 +23,7 @@ import logging
 
 from django.db import connections
 
-from .client import backoff_for
+from .backoff import backoff_for
 from .store import ExpiredLease, ReapDecision, get_store
 from .store.deaths import HandBack
 

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import signals
-from .client import backoff_for, error_entry
+from .backoff import backoff_for
 from .errors import InvalidPayload, JobTimeout, PermanentError, RetryAfter, UnknownJobType
-from .jobs import JobContext, JobType, resolve
+from .history import error_entry
+from .jobtypes import JobContext, JobType, resolve
 from .payloads import to_json
 from .states import DeadReason
-from .store import ClaimedJob
+from .store.base import ClaimedJob
 
 logger = logging.getLogger("jobqueue.executor")
 

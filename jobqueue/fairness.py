@@ -15,18 +15,19 @@ A worker serves its queues in one of two ways:
   claimable job.
 
 Tenant fairness and caps are computed by the store inside the claim (see ``store/sql/claim.sql``);
-this module holds the caps as the worker passes them.
+the plan a claim takes and the caps it carries are the store's value types
+(:mod:`jobqueue.store.plan`), re-exported here.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .conf import validate_queue_name
+from .store.plan import ClaimPlan, TenantCaps
 
 if TYPE_CHECKING:
     from .store.base import ClaimedJob
@@ -81,50 +82,6 @@ def parse_queue_spec(spec: str | Sequence[str]) -> tuple[tuple[str, ...], tuple[
     if duplicated:
         raise ValueError(f"queue named twice in {spec!r}: {', '.join(duplicated)}")
     return tuple(names), tuple(weights)
-
-
-@dataclass(frozen=True, slots=True)
-class TenantCaps:
-    """Most leased jobs a tenant may hold at once, across all workers.
-
-    Attributes:
-        default: the cap of every tenant without an override; None means no cap. Jobs without a
-            tenant (``tenant_id=""``) are the site's own work and are not capped by the default;
-            give ``""`` an override to cap them too.
-        overrides: ``{tenant_id: cap}`` for tenants with their own cap; a cap of None exempts
-            that tenant from the default.
-    """
-
-    default: int | None = None
-    overrides: Mapping[str, int | None] = field(default_factory=lambda: MappingProxyType({}))
-
-    @property
-    def enabled(self) -> bool:
-        """True when some tenant has a cap (the claim must then be serialized to honour it)."""
-        return self.default is not None or any(v is not None for v in self.overrides.values())
-
-    def cap_of(self, tenant_id: str) -> int | None:
-        """Return ``tenant_id``'s cap, or None when it has none."""
-        if tenant_id in self.overrides:
-            return self.overrides[tenant_id]
-        return None if tenant_id == "" else self.default
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimPlan:
-    """How one claim shares the free slots; built by :class:`QueueSelector`.
-
-    Attributes:
-        weights: one weight per queue of the claim, in the same order.
-        start: one virtual start tag per queue (see the module docstring).
-        strict: serve queues in list order instead of by weight.
-        caps: the per-tenant caps.
-    """
-
-    weights: tuple[float, ...]
-    start: tuple[float, ...]
-    strict: bool = False
-    caps: TenantCaps = field(default_factory=TenantCaps)
 
 
 class QueueSelector:

@@ -1,172 +1,45 @@
-"""The ``@job`` decorator and the registry of job types (type name -> handler).
+"""The ``@job`` decorator: a function becomes a registered job type that can enqueue itself.
 
-Workers resolve a job's ``type`` through this registry. Handlers register when their module is
-imported: the app config imports ``jobs`` modules of installed apps at startup, and
-:func:`resolve` imports a dotted type name's module on demand, so a handler defined anywhere is
-found as long as its name is its dotted path.
+This sits above both the registry (:mod:`jobqueue.jobtypes`) and the producer API
+(:mod:`jobqueue.client`): the registry and the client never import it, so ``.enqueue`` on a job
+type needs no import cycle. The registry's names are re-exported here, where users and tests
+have always found them.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-import inspect
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from .arguments import validate_options
-from .conf import Backoff, JobQueueConfigurationError, parse_backoff, validate_dependency_name
-from .errors import UnknownJobType
-
-__all__ = ["JobContext", "JobType", "job", "registry", "resolve"]
-
-#: Keyword arguments of ``JobType.enqueue`` that are options, not payload.
-ENQUEUE_OPTIONS = frozenset(
-    {
-        "queue",
-        "run_at",
-        "delay",
-        "priority",
-        "dedupe_key",
-        "max_attempts",
-        "timeout_s",
-        "tenant_id",
-        "ordering_key",
-        "using",
-    }
+from .client import enqueue
+from .jobtypes import (
+    ENQUEUE_OPTIONS,
+    JobContext,
+    JobType,
+    declare,
+    register,
+    registered,
+    registry,
+    resolve,
+    signature_of,
 )
 
-
-@dataclass(slots=True, kw_only=True)
-class JobContext:
-    """What a handler that asked for it (``takes_context=True``) learns about its run.
-
-    Attributes:
-        job_id: the job's id. Also its idempotency key: the same on every attempt.
-        job_type: the registered type name.
-        queue: the queue the job was claimed from.
-        attempt: this attempt's number, counting from 1 (attempts count claims).
-        max_attempts: attempts the job gets before it is dead-lettered.
-        worker_id: the worker running it.
-    """
-
-    job_id: int
-    job_type: str
-    queue: str
-    attempt: int
-    max_attempts: int
-    worker_id: str
-    _lease_lost: bool = field(default=False, repr=False)
-    _timed_out: bool = field(default=False, repr=False)
-    _cancel_requested: bool = field(default=False, repr=False)
-    # Set with any of the three flags, so a handler can wait on "stop" instead of polling.
-    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
-
-    @property
-    def idempotency_key(self) -> str:
-        """Return a key that is the same on every attempt of this job: ``str(job_id)``."""
-        return str(self.job_id)
-
-    @property
-    def lease_lost(self) -> bool:
-        """Return True once the worker learned that this job's lease is gone.
-
-        Another worker may run the job now (the reaper or another claim took it); the outcome
-        of this run will not be recorded.
-        """
-        return self._lease_lost
-
-    @property
-    def timed_out(self) -> bool:
-        """Return True once the run passed its ``timeout_s``.
-
-        The worker has already recorded this attempt as failed (a retry or a dead letter); what
-        the handler does from now on is not recorded.
-        """
-        return self._timed_out
-
-    @property
-    def cancel_requested(self) -> bool:
-        """Return True once an operator asked to cancel this job while it runs.
-
-        The job ends ``cancelled`` whatever the handler returns, so it should stop now.
-        """
-        return self._cancel_requested
-
-    @property
-    def should_stop(self) -> bool:
-        """Return True when the handler should return now: lease lost, timed out, or cancelled.
-
-        A long handler should check it between steps (or block on :meth:`wait_for_stop`).
-        """
-        return self._stop.is_set()
-
-    def wait_for_stop(self, timeout: float | None = None) -> bool:
-        """Block until :attr:`should_stop` is true, or ``timeout`` seconds pass.
-
-        Use it instead of ``time.sleep`` in a handler that waits, so it wakes at once when it
-        is told to stop.
-
-        Returns:
-            True if the handler should stop, False if the timeout passed first.
-        """
-        return self._stop.wait(timeout)
-
-    def mark_timed_out(self) -> None:
-        """Internal: called by the worker when the run passes ``timeout_s``."""
-        self._timed_out = True
-        self._stop.set()
-
-    def mark_lease_lost(self) -> None:
-        """Internal: called by the worker's heartbeat when the lease is found lost."""
-        self._lease_lost = True
-        self._stop.set()
-
-    def mark_cancel_requested(self) -> None:
-        """Internal: called by the worker's heartbeat when a cancel request is seen."""
-        self._cancel_requested = True
-        self._stop.set()
+__all__ = [
+    "ENQUEUE_OPTIONS",
+    "JobContext",
+    "JobFunction",
+    "JobType",
+    "job",
+    "register",
+    "registered",
+    "registry",
+    "resolve",
+    "signature_of",
+]
 
 
-class JobType:
-    """A registered job type: a handler plus its per-type defaults.
-
-    Calling the object calls the handler directly (synchronously, no queue). ``enqueue``
-    puts a job of this type on its queue.
-    """
-
-    def __init__(
-        self,
-        func: Callable[..., Any],
-        *,
-        name: str,
-        queue: str,
-        priority: int,
-        max_attempts: int | None,
-        timeout_s: float | None,
-        backoff: Backoff | None,
-        takes_context: bool,
-        dependency: str | None = None,
-    ) -> None:
-        self.func = func
-        self.name = name
-        self.queue = queue
-        self.priority = priority
-        self.max_attempts = max_attempts
-        self.timeout_s = timeout_s
-        self.backoff = backoff
-        self.takes_context = takes_context
-        self.dependency = dependency
-        functools.update_wrapper(self, func)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the handler directly, in this thread: no queue, no retries."""
-        return self.func(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<JobType {self.name} queue={self.queue}>"
+class JobFunction(JobType):
+    """What ``@job`` returns: the handler (call it to run it here) and a job type to enqueue."""
 
     def enqueue(self, **kwargs: Any) -> int:
         """Enqueue a job of this type; payload and options are both keyword arguments.
@@ -182,34 +55,9 @@ class JobType:
         Raises:
             InvalidPayload, InvalidJobOption: as :func:`jobqueue.enqueue`.
         """
-        from .client import enqueue
-
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in ENQUEUE_OPTIONS}
         queue = options.pop("queue", None) or self.queue
         return enqueue(queue, self, kwargs, **options)
-
-
-_registry: dict[str, JobType] = {}
-_lock = threading.Lock()
-
-
-def registered(type_name: str) -> JobType | None:
-    """Return the job type registered as ``type_name`` in this process, or None (no import)."""
-    return _registry.get(type_name)
-
-
-@functools.cache
-def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
-    """Return ``func``'s signature, computed once (None when Python cannot tell it)."""
-    try:
-        return inspect.signature(func)
-    except (TypeError, ValueError):
-        return None
-
-
-def registry() -> dict[str, JobType]:
-    """Return a copy of the registered job types, by name."""
-    return dict(_registry)
 
 
 def job(
@@ -244,98 +92,25 @@ def job(
             and while the breaker is open, jobs of the type wait without spending attempts.
 
     Returns:
-        A :class:`JobType` (or a decorator producing one).
+        A :class:`JobFunction` (or a decorator producing one).
 
     Raises:
         ImproperlyConfigured: a bad default, a handler parameter that collides with an enqueue
             option name, or a second registration of the same name by another function.
     """
 
-    def register(f: Callable[..., Any]) -> JobType:
-        type_name = name or f"{f.__module__}.{f.__qualname__}"
-        where = f"@job for {type_name}"
-        try:
-            validate_options(
-                queue=queue, priority=priority, max_attempts=max_attempts, timeout_s=timeout_s
-            )
-        except ValueError as exc:
-            raise JobQueueConfigurationError(f"{where}: {exc}") from None
-        if dependency is not None:
-            try:
-                validate_dependency_name(dependency)
-            except ValueError as exc:
-                raise JobQueueConfigurationError(f"{where}: {exc}") from None
-        parsed_backoff = parse_backoff(backoff, where=f"{where} backoff") if backoff else None
-        params = list(inspect.signature(f).parameters)
-        if takes_context:
-            params = params[1:]
-        clash = sorted(set(params) & ENQUEUE_OPTIONS)
-        if clash:
-            raise JobQueueConfigurationError(
-                f"{where}: handler parameters {', '.join(clash)} collide with enqueue options; "
-                "rename them"
-            )
-        job_type = JobType(
+    def make(f: Callable[..., Any]) -> JobFunction:
+        return declare(
             f,
-            name=type_name,
+            JobFunction,
+            name=name,
             queue=queue,
             priority=priority,
             max_attempts=max_attempts,
             timeout_s=timeout_s,
-            backoff=parsed_backoff,
+            backoff=backoff,
             takes_context=takes_context,
             dependency=dependency,
         )
-        with _lock:
-            existing = _registry.get(type_name)
-            if existing is not None and _qualified(existing.func) != _qualified(f):
-                raise JobQueueConfigurationError(
-                    f"job type {type_name!r} is already registered by {_qualified(existing.func)}"
-                )
-            _registry[type_name] = job_type
-        return job_type
 
-    return register(func) if func is not None else register
-
-
-def register(job_type: JobType) -> JobType:
-    """Internal: add ``job_type`` to the registry unless its name is taken; return the holder.
-
-    The ``django.tasks`` backend registers each task it validates this way, so workers resolve
-    and back off tasks like ``@job`` types; a ``@job`` of the same name keeps the name.
-    """
-    with _lock:
-        return _registry.setdefault(job_type.name, job_type)
-
-
-def _qualified(f: Callable[..., Any]) -> str:
-    return f"{f.__module__}.{f.__qualname__}"
-
-
-def resolve(type_name: str) -> JobType:
-    """Return the handler registered as ``type_name``, importing its module if needed.
-
-    Raises:
-        UnknownJobType: nothing registers that name (a skewed deploy, or a typo).
-        ImportError: the handler's module exists but fails to import; that is a bug in it, and
-            the job records this error instead of a misleading "unknown type".
-    """
-    found = _registry.get(type_name)
-    if found is not None:
-        return found
-    module_name = type_name.rpartition(".")[0]
-    while module_name:
-        try:
-            importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            # Only a missing module on the path we are walking means "try the parent"
-            # (e.g. "app.jobs.Class.method"); a module that imports something missing is broken.
-            if exc.name is None or not module_name.startswith(exc.name):
-                raise
-            module_name = module_name.rpartition(".")[0]
-            continue
-        break
-    found = _registry.get(type_name)
-    if found is None:
-        raise UnknownJobType(type_name)
-    return found
+    return make(func) if func is not None else make

@@ -13,7 +13,7 @@ from typing import Any
 from . import arguments
 from .conf import get_settings
 from .errors import InvalidJobOption, InvalidPayload
-from .jobs import JobType, signature_of
+from .jobtypes import JobType, signature_of
 from .options import EnqueueOptions, job_type_of
 from .payloads import to_json
 from .store.base import NewJob

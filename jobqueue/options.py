@@ -16,7 +16,7 @@ from typing import Any
 from .arguments import queue_name, validate_options
 from .conf import get_settings
 from .errors import InvalidJobOption, UnknownJobType
-from .jobs import JobType, registered, resolve
+from .jobtypes import JobType, registered, resolve
 
 __all__ = ["EnqueueOptions", "ResolvedOptions", "job_type_of"]
 

@@ -44,14 +44,14 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from django.db import DatabaseError, close_old_connections, connections
 
-from .client import backoff_for
+from .backoff import backoff_for
 from .conf import get_settings
 from .errors import JobTimeout, LeaseLost
 from .executor import Outcome, execute, failure_outcome, send_outcome_signal
 from .fairness import QueueSelector, TenantCaps
 from .guard import DependencyGuard
 from .handler_threads import HandlerThreads
-from .jobs import JobContext
+from .jobtypes import JobContext
 from .recovery import ReapHold
 from .solo import SoloGate, give_back
 from .stopping import STANDALONE, StopSignals

@@ -23,8 +23,8 @@ import pytest
 from django.db import connection
 
 import jobqueue
-from jobqueue.client import ERROR_MESSAGE_CHARS, ERROR_TYPE_CHARS, TRACEBACK_TAIL_CHARS
 from jobqueue.executor import execute, failure_outcome
+from jobqueue.history import ERROR_MESSAGE_CHARS, ERROR_TYPE_CHARS, TRACEBACK_TAIL_CHARS
 from jobqueue.jobs import JobContext
 from jobqueue.models import Job
 from jobqueue.signals import job_dead, job_started

@@ -17,7 +17,7 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from jobqueue.fairness import QueueSelector, TenantCaps, parse_queue_spec
+from jobqueue.fairness import ClaimPlan, QueueSelector, TenantCaps, parse_queue_spec
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store.postgres import sql
@@ -71,6 +71,13 @@ def test_selector_without_claims_gives_equal_start_tags():
     selector = QueueSelector(["a", "b"], [6, 3])
     plan = selector.plan()
     assert (plan.weights, plan.start, plan.strict) == ((6.0, 3.0), (0.0, 0.0), False)
+
+
+def test_a_one_off_claim_plans_as_a_fresh_worker_of_the_same_queues():
+    # jobqueue.claim takes ClaimPlan.even instead of keeping a QueueSelector it would use once.
+    caps = TenantCaps(default=2, overrides={"vip": None})
+    assert ClaimPlan.even(3, caps) == QueueSelector(["a", "b", "c"], caps=caps).plan()
+    assert ClaimPlan.even(1) == QueueSelector(["a"]).plan()
 
 
 # -- the claim, on both stores ---------------------------------------------------------------

@@ -70,7 +70,7 @@ def test_retry_after_takes_a_timedelta():
 
 
 def test_error_messages_are_capped_and_unprintable_errors_still_recorded():
-    from jobqueue.client import ERROR_MESSAGE_CHARS, error_entry
+    from jobqueue.history import ERROR_MESSAGE_CHARS, error_entry
 
     entry = error_entry(ValueError("x" * 1_000_000), attempt=1)
     assert len(entry["message"]) < ERROR_MESSAGE_CHARS + 40

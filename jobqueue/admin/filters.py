@@ -74,7 +74,7 @@ class DeadReasonFilter(admin.SimpleListFilter):
 
 def known_queues(using: str = "default") -> list[str]:
     """Return queue names from settings, registered job types and worker rows (no job scan)."""
-    from ..jobs import registry
+    from ..jobtypes import registry
 
     names = set(get_settings().queues)
     names.update(job_type.queue for job_type in registry().values())
@@ -85,7 +85,7 @@ def known_queues(using: str = "default") -> list[str]:
 
 def known_job_types() -> list[str]:
     """Return the job type names registered in this process."""
-    from ..jobs import registry
+    from ..jobtypes import registry
 
     return sorted(registry())
 

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from django.utils import timezone
 
-from ..fairness import ClaimPlan
 from .bounded import own_transaction
+from .plan import ClaimPlan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

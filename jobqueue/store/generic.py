@@ -21,7 +21,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
-from ..fairness import Candidate, ClaimPlan, serve_order
+from ..fairness import Candidate, serve_order
 from ..states import CANCELLABLE, CLAIMABLE, FINISHED, LIVE, RETRYABLE, JobState
 from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
@@ -37,6 +37,7 @@ from .base import (
 from .generic_breakers import GenericDependencyStore
 from .generic_cron import GenericCronStore
 from .generic_deaths import GenericDeathStore
+from .plan import ClaimPlan
 
 
 def _now(now: datetime | None) -> datetime:
@@ -117,7 +118,7 @@ class GenericStore(GenericCronStore, GenericDependencyStore, GenericDeathStore, 
         plan: ClaimPlan | None = None,
     ) -> list[ClaimedJob]:
         queues = list(queues)
-        plan = plan or ClaimPlan(weights=(1.0,) * len(queues), start=(0.0,) * len(queues))
+        plan = plan or ClaimPlan.even(len(queues))
         now = _now(now)
         lease_until = now + timedelta(seconds=lease_s)
         claimed: list[ClaimedJob] = []

@@ -19,7 +19,6 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 
 from ..errors import DuplicateJob, JobNotFound, LeaseLost
-from ..fairness import ClaimPlan
 from . import bounded
 from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
@@ -33,6 +32,7 @@ from .base import (
     WorkerRegistry,
 )
 from .chunks import plan_chunks
+from .plan import ClaimPlan
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
@@ -183,7 +183,7 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, PostgresDeathSto
         plan: ClaimPlan | None = None,
     ) -> list[ClaimedJob]:
         queues = list(queues)
-        plan = plan or ClaimPlan(weights=(1.0,) * len(queues), start=(0.0,) * len(queues))
+        plan = plan or ClaimPlan.even(len(queues))
         caps = plan.caps
         params = {
             "queues": queues,

@@ -20,7 +20,7 @@ from django.utils.module_loading import import_string
 from .. import client
 from ..conf import Backoff, validate_queue_name
 from ..errors import UnknownJobType
-from ..jobs import JobContext, JobType, register
+from ..jobtypes import JobContext, JobType, register
 from .options import (
     BackendOptions,
     JobQueueTask,

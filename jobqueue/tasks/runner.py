@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.json import normalize_json
 
 from ..errors import PermanentError
-from ..jobs import JobContext
+from ..jobtypes import JobContext
 from .results import read_job, to_task_result, worker_ids
 
 __all__ = ["run_task"]

@@ -1,0 +1,71 @@
+"""The claim's plan: how one claim shares free slots between queues and tenants.
+
+Value types of the store contract: a worker's :class:`jobqueue.fairness.QueueSelector` builds
+them claim after claim, a one-off claim (:func:`jobqueue.claim`) takes :meth:`ClaimPlan.even`,
+and both stores read them (``store/sql/claim.sql``, ``fairness.serve_order``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = ["ClaimPlan", "TenantCaps"]
+
+
+@dataclass(frozen=True, slots=True)
+class TenantCaps:
+    """Most leased jobs a tenant may hold at once, across all workers.
+
+    Attributes:
+        default: the cap of every tenant without an override; None means no cap. Jobs without a
+            tenant (``tenant_id=""``) are the site's own work and are not capped by the default;
+            give ``""`` an override to cap them too.
+        overrides: ``{tenant_id: cap}`` for tenants with their own cap; a cap of None exempts
+            that tenant from the default.
+    """
+
+    default: int | None = None
+    overrides: Mapping[str, int | None] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def enabled(self) -> bool:
+        """True when some tenant has a cap (the claim must then be serialized to honour it)."""
+        return self.default is not None or any(v is not None for v in self.overrides.values())
+
+    def cap_of(self, tenant_id: str) -> int | None:
+        """Return ``tenant_id``'s cap, or None when it has none."""
+        if tenant_id in self.overrides:
+            return self.overrides[tenant_id]
+        return None if tenant_id == "" else self.default
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPlan:
+    """How one claim shares the free slots between its queues and their tenants.
+
+    A worker's :class:`jobqueue.fairness.QueueSelector` builds one per claim; a one-off claim
+    takes :meth:`even`.
+
+    Attributes:
+        weights: one weight per queue of the claim, in the same order.
+        start: one virtual start tag per queue (see ``jobqueue/fairness.py``).
+        strict: serve queues in list order instead of by weight.
+        caps: the per-tenant caps.
+    """
+
+    weights: tuple[float, ...]
+    start: tuple[float, ...]
+    strict: bool = False
+    caps: TenantCaps = field(default_factory=TenantCaps)
+
+    @classmethod
+    def even(cls, queues: int, caps: TenantCaps | None = None) -> ClaimPlan:
+        """Return the plan of a claim with no history: equal weights, every queue at tag 0.
+
+        Args:
+            queues: how many queues the claim serves.
+            caps: the per-tenant caps (default: none).
+        """
+        return cls(weights=(1.0,) * queues, start=(0.0,) * queues, caps=caps or TenantCaps())
