@@ -24,14 +24,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from .conf import validate_queue_name
+from .errors import JobQueueConfigurationError
+from .validation import queue_name
 
-if TYPE_CHECKING:
-    from .store.base import ClaimedJob
-
-__all__ = ["ClaimPlan", "QueueSelector", "TenantCaps", "parse_queue_spec"]
+__all__ = ["ClaimPlan", "QueueSelector", "TenantCaps", "parse_queue_spec", "parse_queues_setting"]
 
 #: Largest queue weight: a ratio beyond 1000:1 is a strict order in all but name.
 MAX_WEIGHT = 1000
@@ -75,12 +73,41 @@ def parse_queue_spec(spec: str | Sequence[str]) -> tuple[tuple[str, ...], tuple[
             raise ValueError(
                 f"queue weight must be a whole number from 1 to {MAX_WEIGHT}, got {item!r}"
             )
-        names.append(validate_queue_name(name))
+        names.append(queue_name(name))
         weights.append(int(weight))
     duplicated = sorted({name for name in names if names.count(name) > 1})
     if duplicated:
         raise ValueError(f"queue named twice in {spec!r}: {', '.join(duplicated)}")
     return tuple(names), tuple(weights)
+
+
+def parse_queues_setting(value: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Validate ``JOBQUEUE["QUEUES"]``: a list of ``"name"`` or ``"name:weight"`` strings.
+
+    Returns:
+        ``(names, weights)``; a name without a weight has weight 1 (:func:`parse_queue_spec`).
+
+    Raises:
+        JobQueueConfigurationError: not a non-empty list, or a bad item (the message names it).
+    """
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE['QUEUES'] must be a non-empty list of queue names, got {value!r}"
+        )
+    try:
+        return parse_queue_spec(list(value))
+    except ValueError as exc:
+        raise JobQueueConfigurationError(f"JOBQUEUE['QUEUES']: {exc}") from None
+
+
+class Claimed(Protocol):
+    """What :meth:`QueueSelector.claimed` reads of a claimed job (``store.base.ClaimedJob``)."""
+
+    @property
+    def queue(self) -> str: ...
+
+    @property
+    def tag(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +198,7 @@ class QueueSelector:
             caps=self.caps,
         )
 
-    def claimed(self, jobs: Sequence[ClaimedJob]) -> None:
+    def claimed(self, jobs: Sequence[Claimed]) -> None:
         """Advance the virtual start of each queue past the largest tag a claim gave it.
 
         Args:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .arguments import validate_options
-from .conf import Backoff, JobQueueConfigurationError, parse_backoff, validate_dependency_name
-from .errors import UnknownJobType
+from .backoff import Backoff, parse_backoff
+from .errors import JobQueueConfigurationError, UnknownJobType
+from .validation import dependency_name
 
 __all__ = ["JobContext", "JobType", "job", "registry", "resolve"]
 
@@ -262,7 +263,7 @@ def job(
             raise JobQueueConfigurationError(f"{where}: {exc}") from None
         if dependency is not None:
             try:
-                validate_dependency_name(dependency)
+                dependency_name(dependency)
             except ValueError as exc:
                 raise JobQueueConfigurationError(f"{where}: {exc}") from None
         parsed_backoff = parse_backoff(backoff, where=f"{where} backoff") if backoff else None
