@@ -26,9 +26,8 @@ from django.utils import timezone
 from . import validation
 from .conf import get_settings
 from .errors import InvalidJobOption, JobNotFound, LeaseLost
-from .validation import MAX_DELAY_SECONDS
+from .validation import MAX_DELAY_SECONDS, PRIORITY_MAX, PRIORITY_MIN
 
-PRIORITY_MIN, PRIORITY_MAX = -100, 100
 MAX_ATTEMPTS_LIMIT = 10_000
 BIGINT_MAX = 2**63 - 1
 """Largest id a row can have (PostgreSQL ``bigint``; SQLite's integers are the same width)."""
@@ -63,7 +62,7 @@ def validate_options(
 def queue_name(queue: Any, option: str = "queue") -> str:
     """Return ``queue`` if it is a valid queue name, else raise :class:`InvalidJobOption`."""
     try:
-        return validation.queue_name(queue)
+        return validation.validate_queue_name(queue)
     except ValueError as exc:
         raise InvalidJobOption(option, str(exc)) from None
 
@@ -71,7 +70,7 @@ def queue_name(queue: Any, option: str = "queue") -> str:
 def dependency_name(name: Any) -> str:
     """Return ``name`` if it is a valid dependency name, else raise :class:`InvalidJobOption`."""
     try:
-        return validation.dependency_name(name)
+        return validation.validate_dependency_name(name)
     except ValueError as exc:
         raise InvalidJobOption("name", str(exc)) from None
 

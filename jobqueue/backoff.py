@@ -9,41 +9,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
 
-from . import limits
-from .errors import JobQueueConfigurationError
+from .policies import Backoff
 
-__all__ = [
-    "Backoff",
-    "backoff_delay",
-    "decorrelated",
-    "equal",
-    "exponential",
-    "full",
-    "none",
-    "parse_backoff",
-]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Backoff:
-    """A backoff policy: the shape of the delays between attempts (``JOBQUEUE["BACKOFF"]``).
-
-    The defaults are the setting's: exponential backoff with full jitter, base 1 s, cap 1 h
-    (the AWS backoff analysis).
-
-    Attributes:
-        policy: one of ``none``, ``full``, ``equal``, ``decorrelated`` (jitter kinds).
-        base_seconds: delay of the first retry before jitter, seconds (> 0).
-        cap_seconds: largest delay, seconds (>= base_seconds).
-    """
-
-    policy: str = "full"
-    base_seconds: float = 1.0
-    cap_seconds: float = 3600.0
-
+__all__ = ["backoff_delay", "decorrelated", "equal", "exponential", "full", "none"]
 
 # 2**1000 overflows a float multiply; no real cap needs more than 2**64 times the base.
 _MAX_EXPONENT = 64
@@ -108,36 +77,3 @@ def backoff_delay(attempt: int, backoff: Backoff, rng: random.Random | None = No
         rng: random source; pass a seeded ``random.Random`` for repeatable delays in tests.
     """
     return POLICIES[backoff.policy](attempt, backoff.base_seconds, backoff.cap_seconds, rng or _rng)
-
-
-def parse_backoff(value: Any, where: str = "JOBQUEUE['BACKOFF']") -> Backoff:
-    """Validate a backoff dict such as ``{"policy": "full", "base_seconds": 1, "cap_seconds": 60}``.
-
-    Args:
-        value: a dict with any of the keys ``policy``, ``base_seconds``, ``cap_seconds``, or a
-            :class:`Backoff` (returned as is).
-        where: how to name the value in an error message.
-
-    Returns:
-        The :class:`Backoff`, with defaults for missing keys.
-
-    Raises:
-        JobQueueConfigurationError: unknown keys, an unknown policy, or bad numbers (ranges:
-            ``limits.RANGES``).
-    """
-    if isinstance(value, Backoff):
-        return value
-    merged = limits.section(value, where, asdict(Backoff()))
-    if merged["policy"] not in POLICIES:
-        raise JobQueueConfigurationError(
-            f"{where}['policy'] must be one of {', '.join(POLICIES)}, got {merged['policy']!r}"
-        )
-    base, cap = (
-        limits.setting(f"BACKOFF.{key}", merged[key], f"{where}[{key!r}]")
-        for key in ("base_seconds", "cap_seconds")
-    )
-    if cap < base:
-        raise JobQueueConfigurationError(
-            f"{where}: cap_seconds ({cap}) must be >= base_seconds ({base})"
-        )
-    return Backoff(policy=merged["policy"], base_seconds=base, cap_seconds=cap)

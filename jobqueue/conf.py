@@ -4,8 +4,8 @@ Read settings through :func:`get_settings`; it caches a frozen :class:`JobQueueS
 the cache on Django's ``setting_changed`` signal, so ``override_settings`` works in tests.
 
 Each key has one parser (:data:`FIELDS`); the nested settings are parsed by the module that owns
-their value: ``backoff`` (``BACKOFF``), ``thresholds`` (``BREAKER``, ``RETRY_BUDGET``),
-``txlimits`` (``TRANSACTION_LIMITS``), ``fairness`` (``QUEUES``). Ranges come from the one table
+their value: ``policies`` (``BACKOFF``, ``BREAKER``, ``RETRY_BUDGET``), ``txlimits``
+(``TRANSACTION_LIMITS``), ``queuespec`` (``QUEUES``). Ranges come from the one table
 in ``limits``. ``Backoff``, ``Breaker``, ``RetryBudgetSettings`` and ``TransactionLimits`` are
 re-exported here, the types of the settings' fields.
 """
@@ -24,10 +24,16 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from . import limits
-from .backoff import Backoff, parse_backoff
 from .errors import CronConfigurationError, JobQueueConfigurationError
-from .fairness import parse_queues_setting
-from .thresholds import Breaker, RetryBudgetSettings, parse_breaker, parse_retry_budget
+from .policies import (
+    Backoff,
+    Breaker,
+    RetryBudgetSettings,
+    parse_backoff,
+    parse_breaker,
+    parse_retry_budget,
+)
+from .queuespec import parse_queues_setting
 from .txlimits import TransactionLimits, parse_transaction_limits
 from .validation import is_count, is_text
 
@@ -109,7 +115,8 @@ latest record of each entry is always kept."""
 DEFAULT_CRON_MISSED_CAP = 10
 """With ``missed="all"``, the most missed fire times one catch-up runs."""
 
-RETENTION_STATES = ("succeeded", "cancelled", "dead")
+RETENTION_STATES = tuple(DEFAULT_RETENTION_SECONDS)
+"""The finished states the pruner deletes; live jobs are never pruned."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,15 +176,12 @@ def _ranged(key: str) -> Callable[[Any], float]:
     return lambda value: limits.setting(key, value, f"JOBQUEUE[{key!r}]")
 
 
-def _flag(key: str) -> Callable[[Any], bool]:
-    def parse(value: Any) -> bool:
-        if not isinstance(value, bool):
-            raise JobQueueConfigurationError(
-                f"JOBQUEUE[{key!r}] must be True or False, got {value!r}"
-            )
-        return value
-
-    return parse
+def _listen_notify(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE['LISTEN_NOTIFY'] must be True or False, got {value!r}"
+        )
+    return value
 
 
 def parse_tenant_overrides(value: Any) -> Mapping[str, int | None]:
@@ -204,6 +208,15 @@ def parse_tenant_overrides(value: Any) -> Mapping[str, int | None]:
     return MappingProxyType(dict(value))
 
 
+def _list(key: str, value: Any, what: str) -> list[Any]:
+    """Return ``value`` as a list; a bare string (a common slip for a list of one) is refused."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE[{key!r}] must be a list of {what}, got {value!r}"
+        )
+    return list(value)
+
+
 def parse_discover_modules(value: Any) -> tuple[str, ...]:
     """Validate ``JOBQUEUE["DISCOVER_MODULES"]``: a list of dotted module names, maybe empty.
 
@@ -214,17 +227,14 @@ def parse_discover_modules(value: Any) -> tuple[str, ...]:
         JobQueueConfigurationError: not a list or tuple, or a name that is not a dotted Python
             identifier.
     """
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise JobQueueConfigurationError(
-            f"JOBQUEUE['DISCOVER_MODULES'] must be a list of module names, got {value!r}"
-        )
-    for name in value:
+    names = _list("DISCOVER_MODULES", value, "module names")
+    for name in names:
         if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
             raise JobQueueConfigurationError(
                 "JOBQUEUE['DISCOVER_MODULES'] entries must be dotted module names like 'jobs', "
                 f"got {name!r}"
             )
-    return tuple(dict.fromkeys(value))
+    return tuple(dict.fromkeys(names))
 
 
 def parse_retention(value: Any) -> Mapping[str, float | None]:
@@ -265,16 +275,13 @@ def parse_masked_keys(value: Any) -> tuple[str, ...]:
         JobQueueConfigurationError: a bare string (a common slip), or an item that is not a
             non-empty string.
     """
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise JobQueueConfigurationError(
-            f"JOBQUEUE['ADMIN_MASKED_KEYS'] must be a list of key names, got {value!r}"
-        )
-    for item in value:
+    items = _list("ADMIN_MASKED_KEYS", value, "key names")
+    for item in items:
         if not isinstance(item, str) or not item.strip():
             raise JobQueueConfigurationError(
                 f"JOBQUEUE['ADMIN_MASKED_KEYS'] items must be non-empty strings, got {item!r}"
             )
-    return tuple(item.strip().lower() for item in value)
+    return tuple(item.strip().lower() for item in items)
 
 
 #: Keys of one ``JOBQUEUE["CRON"]`` entry; the first two are required.
@@ -313,6 +320,8 @@ def parse_cron_setting(
     Raises:
         CronConfigurationError: naming the entry and the bad or unknown key.
     """
+    # Function-level: cron imports conf, the store and the models; the cron/ package step makes
+    # the spec check a leaf that conf imports at module level.
     from .cron import validate_entry
 
     if not isinstance(raw, dict):
@@ -351,7 +360,7 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
     "MAX_ATTEMPTS": ("max_attempts", _ranged("MAX_ATTEMPTS")),
     "BACKOFF": ("backoff", parse_backoff),
     "POLL_INTERVAL_SECONDS": ("poll_interval_seconds", _ranged("POLL_INTERVAL_SECONDS")),
-    "LISTEN_NOTIFY": ("listen_notify", _flag("LISTEN_NOTIFY")),
+    "LISTEN_NOTIFY": ("listen_notify", _listen_notify),
     "MAX_PAYLOAD_BYTES": ("max_payload_bytes", _ranged("MAX_PAYLOAD_BYTES")),
     "GRACE_SECONDS": ("grace_seconds", _ranged("GRACE_SECONDS")),
     "REAPER_INTERVAL_SECONDS": ("reaper_interval_seconds", _ranged("REAPER_INTERVAL_SECONDS")),

@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 # MAX_DELAY_SECONDS lives in validation; re-exported here, where callers have long imported it.
 from .validation import MAX_DELAY_SECONDS as MAX_DELAY_SECONDS
-from .validation import dependency_name, is_number
+from .validation import is_number, validate_dependency_name
 
 __all__ = [
     "CronConfigurationError",
@@ -150,7 +150,7 @@ class RetryAfter(Exception):
         self, seconds: float | timedelta, message: str = "", *, dependency: str | None = None
     ) -> None:
         if dependency is not None:
-            dependency_name(dependency)
+            validate_dependency_name(dependency)
         self.dependency = dependency
         if isinstance(seconds, timedelta):
             seconds = seconds.total_seconds()

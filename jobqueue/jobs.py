@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .arguments import validate_options
-from .backoff import Backoff, parse_backoff
 from .errors import JobQueueConfigurationError, UnknownJobType
-from .validation import dependency_name
+from .policies import Backoff, parse_backoff
+from .validation import validate_dependency_name
 
 __all__ = ["JobContext", "JobType", "job", "registry", "resolve"]
 
@@ -263,7 +263,7 @@ def job(
             raise JobQueueConfigurationError(f"{where}: {exc}") from None
         if dependency is not None:
             try:
-                dependency_name(dependency)
+                validate_dependency_name(dependency)
             except ValueError as exc:
                 raise JobQueueConfigurationError(f"{where}: {exc}") from None
         parsed_backoff = parse_backoff(backoff, where=f"{where} backoff") if backoff else None

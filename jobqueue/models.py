@@ -236,7 +236,7 @@ class CronSource(models.TextChoices):
 def validate_queue_field(value: str) -> None:
     """Raise ``ValidationError`` unless ``value`` is a valid queue name (a field validator)."""
     try:
-        validation.queue_name(value)
+        validation.validate_queue_name(value)
     except ValueError as exc:
         raise ValidationError(str(exc), code="invalid_queue") from None
 

@@ -15,13 +15,15 @@ from typing import Any, TypeGuard
 __all__ = [
     "MAX_DELAY_SECONDS",
     "NAME_RULE",
-    "dependency_name",
+    "PRIORITY_MAX",
+    "PRIORITY_MIN",
     "describe_range",
     "is_count",
     "is_number",
     "is_text",
     "number",
-    "queue_name",
+    "validate_dependency_name",
+    "validate_queue_name",
 ]
 
 MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
@@ -29,6 +31,9 @@ MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
 
 Far beyond any real retry, and far inside what every database's timestamps can hold.
 """
+
+PRIORITY_MIN, PRIORITY_MAX = -100, 100
+"""Job priorities, higher first."""
 
 NAME_RULE = "[A-Za-z0-9_.:-]{1,100}"
 """Queue and dependency names (DESIGN.md): safe in a URL, a log line and a NOTIFY channel."""
@@ -42,7 +47,7 @@ def _name(kind: str, value: Any) -> str:
     return value
 
 
-def queue_name(value: Any) -> str:
+def validate_queue_name(value: Any) -> str:
     """Return ``value`` if it is a valid queue name (:data:`NAME_RULE`).
 
     Raises:
@@ -51,7 +56,7 @@ def queue_name(value: Any) -> str:
     return _name("queue", value)
 
 
-def dependency_name(value: Any) -> str:
+def validate_dependency_name(value: Any) -> str:
     """Return ``value`` if it is a valid dependency name (the queue-name rule).
 
     Raises:

@@ -15,8 +15,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from ..policies import Breaker, RetryBudgetSettings
 from ..states import JobState
-from ..thresholds import Breaker, RetryBudgetSettings
 from .breakers import PROBE_FAILED, PROBE_OK, BreakerOutcomes, BreakerView, Deferral
 
 

@@ -18,10 +18,10 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .. import client
-from ..backoff import Backoff
 from ..errors import UnknownJobType
 from ..jobs import JobContext, JobType, register
-from ..validation import queue_name
+from ..policies import Backoff
+from ..validation import validate_queue_name
 from .options import (
     BackendOptions,
     JobQueueTask,
@@ -81,7 +81,7 @@ class JobQueueBackend(BaseTaskBackend):
         """
         super().validate_task(task)
         try:
-            queue_name(task.queue_name)
+            validate_queue_name(task.queue_name)
         except ValueError as exc:
             raise InvalidTask(str(exc)) from None
         if isinstance(task, JobQueueTask):

@@ -18,9 +18,9 @@ from django.tasks import DEFAULT_TASK_QUEUE_NAME, Task
 from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 
 from ..arguments import validate_options
-from ..backoff import Backoff, parse_backoff
 from ..errors import JobQueueConfigurationError
-from ..validation import queue_name
+from ..policies import Backoff, parse_backoff
+from ..validation import validate_queue_name
 
 __all__ = [
     "BackendOptions",
@@ -181,7 +181,7 @@ def parse_backend_params(alias: str, params: dict[str, Any]) -> BackendOptions:
         raise InvalidTaskBackend(f"{where}['QUEUES'] must be a list of queue names, got {queues!r}")
     for name in queues:
         try:
-            queue_name(name)
+            validate_queue_name(name)
         except ValueError as exc:
             raise InvalidTaskBackend(f"{where}['QUEUES']: {exc}") from None
     options = params.get("OPTIONS", {})

@@ -1,8 +1,9 @@
-"""The ``BREAKER`` and ``RETRY_BUDGET`` settings: the thresholds of the dependency gates.
+"""The policy settings ``BACKOFF``, ``BREAKER`` and ``RETRY_BUDGET``: frozen values and parsers.
 
-A leaf (imports only ``errors``, ``limits`` and ``validation``): ``conf`` reads the settings with
-:func:`parse_breaker` and :func:`parse_retry_budget`; ``breakers``, ``budgets`` and the stores
-take the frozen values as arguments.
+A leaf (imports only ``errors``, ``limits`` and ``validation``): ``conf`` reads the settings
+with the ``parse_*`` functions (``@job(backoff=...)`` and the tasks backend's ``OPTIONS`` use
+:func:`parse_backoff` too); ``backoff``, ``breakers``, ``budgets`` and the stores take the
+frozen values as arguments and never read the settings for them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,36 @@ from . import limits
 from .errors import JobQueueConfigurationError
 from .validation import is_count, is_number
 
-__all__ = ["Breaker", "RetryBudgetSettings", "parse_breaker", "parse_retry_budget"]
+__all__ = [
+    "BACKOFF_POLICIES",
+    "Backoff",
+    "Breaker",
+    "RetryBudgetSettings",
+    "parse_backoff",
+    "parse_breaker",
+    "parse_retry_budget",
+]
+
+#: The jitter kinds of ``backoff.POLICIES`` (Marc Brooker, "Exponential Backoff And Jitter").
+BACKOFF_POLICIES = ("none", "full", "equal", "decorrelated")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backoff:
+    """A backoff policy: the shape of the delays between attempts (``JOBQUEUE["BACKOFF"]``).
+
+    The defaults are the setting's: exponential backoff with full jitter, base 1 s, cap 1 h
+    (the AWS backoff analysis).
+
+    Attributes:
+        policy: one of ``none``, ``full``, ``equal``, ``decorrelated`` (jitter kinds).
+        base_seconds: delay of the first retry before jitter, seconds (> 0).
+        cap_seconds: largest delay, seconds (>= base_seconds).
+    """
+
+    policy: str = "full"
+    base_seconds: float = 1.0
+    cap_seconds: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +89,40 @@ class RetryBudgetSettings:
     ratio: float = 0.1
     floor_per_second: float = 10.0
     capacity: float = 100.0
+
+
+def parse_backoff(value: Any, where: str = "JOBQUEUE['BACKOFF']") -> Backoff:
+    """Validate a backoff dict such as ``{"policy": "full", "base_seconds": 1, "cap_seconds": 60}``.
+
+    Args:
+        value: a dict with any of the keys ``policy``, ``base_seconds``, ``cap_seconds``, or a
+            :class:`Backoff` (returned as is).
+        where: how to name the value in an error message.
+
+    Returns:
+        The :class:`Backoff`, with defaults for missing keys.
+
+    Raises:
+        JobQueueConfigurationError: unknown keys, an unknown policy, or bad numbers (ranges:
+            ``limits.RANGES``).
+    """
+    if isinstance(value, Backoff):
+        return value
+    merged = limits.section(value, where, asdict(Backoff()))
+    if merged["policy"] not in BACKOFF_POLICIES:
+        raise JobQueueConfigurationError(
+            f"{where}['policy'] must be one of {', '.join(BACKOFF_POLICIES)}, "
+            f"got {merged['policy']!r}"
+        )
+    base, cap = (
+        limits.setting(f"BACKOFF.{key}", merged[key], f"{where}[{key!r}]")
+        for key in ("base_seconds", "cap_seconds")
+    )
+    if cap < base:
+        raise JobQueueConfigurationError(
+            f"{where}: cap_seconds ({cap}) must be >= base_seconds ({base})"
+        )
+    return Backoff(policy=merged["policy"], base_seconds=base, cap_seconds=cap)
 
 
 def _positive(key: str, value: Any, where: str, high: float | None = None) -> float:
