@@ -21,7 +21,7 @@ from typing import Any
 from django.core import checks
 from django.db import connections
 
-from .conf import build_settings, get_settings
+from .conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, get_settings, parse_cron_setting
 from .errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
 from .validation import is_count
 
@@ -57,7 +57,6 @@ def check_cron_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     """
     from django.conf import settings
 
-    from .conf import DEFAULT_MAX_PAYLOAD_BYTES, parse_cron_setting
     from .cron import check_handler
 
     setting = getattr(settings, "JOBQUEUE", None)
