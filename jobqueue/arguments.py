@@ -2,8 +2,9 @@
 
 One rule per kind of argument, used by every public function, so ``ack("1; drop")``,
 ``heartbeat(10**30, ...)`` and ``retry_many(["abc"])`` are refused alike, with the documented
-error, and leave the caller's transaction usable (nothing was sent). A leaf: imports only
-``errors``, ``conf`` and Django.
+error, and leave the caller's transaction usable (nothing was sent). The rules themselves are
+``validation``'s; this module names the argument and raises the public API's exceptions. Imports
+only ``validation``, ``errors``, ``conf`` and Django.
 
 A job id that no row can have (not an integer, below 1, above PostgreSQL's bigint) and a lease
 token that is not a UUID name no job and no lease: the function answers as it does for any
@@ -13,7 +14,6 @@ without asking the database.
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
@@ -23,10 +23,11 @@ from django.conf import settings as django_settings
 from django.db import connections
 from django.utils import timezone
 
-from .conf import get_settings, validate_dependency_name, validate_queue_name
-from .errors import MAX_DELAY_SECONDS, InvalidJobOption, JobNotFound, LeaseLost
+from . import validation
+from .conf import get_settings
+from .errors import InvalidJobOption, JobNotFound, LeaseLost
+from .validation import MAX_DELAY_SECONDS, PRIORITY_MAX, PRIORITY_MIN
 
-PRIORITY_MIN, PRIORITY_MAX = -100, 100
 MAX_ATTEMPTS_LIMIT = 10_000
 BIGINT_MAX = 2**63 - 1
 """Largest id a row can have (PostgreSQL ``bigint``; SQLite's integers are the same width)."""
@@ -46,35 +47,22 @@ def validate_options(
     """
     if queue is not None:
         queue_name(queue)
-    if priority is not None and (
-        isinstance(priority, bool)
-        or not isinstance(priority, int)
-        or not PRIORITY_MIN <= priority <= PRIORITY_MAX
-    ):
+    if priority is not None and not validation.is_count(priority, PRIORITY_MIN, PRIORITY_MAX):
         raise InvalidJobOption(
             "priority", f"must be an integer in {PRIORITY_MIN}..{PRIORITY_MAX}, got {priority!r}"
         )
-    if max_attempts is not None and (
-        isinstance(max_attempts, bool)
-        or not isinstance(max_attempts, int)
-        or not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT
-    ):
+    if max_attempts is not None and not validation.is_count(max_attempts, 1, MAX_ATTEMPTS_LIMIT):
         raise InvalidJobOption(
             "max_attempts", f"must be an integer in 1..{MAX_ATTEMPTS_LIMIT}, got {max_attempts!r}"
         )
-    if timeout_s is not None and (
-        isinstance(timeout_s, bool)
-        or not isinstance(timeout_s, int | float)
-        or not math.isfinite(timeout_s)
-        or timeout_s <= 0
-    ):
+    if timeout_s is not None and not validation.is_number(timeout_s, 0, low_open=True):
         raise InvalidJobOption("timeout_s", f"must be a number of seconds > 0, got {timeout_s!r}")
 
 
 def queue_name(queue: Any, option: str = "queue") -> str:
     """Return ``queue`` if it is a valid queue name, else raise :class:`InvalidJobOption`."""
     try:
-        return validate_queue_name(queue)
+        return validation.validate_queue_name(queue)
     except ValueError as exc:
         raise InvalidJobOption(option, str(exc)) from None
 
@@ -82,7 +70,7 @@ def queue_name(queue: Any, option: str = "queue") -> str:
 def dependency_name(name: Any) -> str:
     """Return ``name`` if it is a valid dependency name, else raise :class:`InvalidJobOption`."""
     try:
-        return validate_dependency_name(name)
+        return validation.validate_dependency_name(name)
     except ValueError as exc:
         raise InvalidJobOption("name", str(exc)) from None
 
@@ -97,13 +85,7 @@ def seconds(name: str, value: Any, default: float | None = None) -> float:
         InvalidJobOption: naming ``name``.
     """
     number = default if value is None else value
-    if (
-        isinstance(number, bool)
-        or not isinstance(number, int | float)
-        or not math.isfinite(number)
-        or number <= 0
-        or number > MAX_DELAY_SECONDS
-    ):
+    if not validation.is_number(number, 0, MAX_DELAY_SECONDS, low_open=True):
         raise InvalidJobOption(
             name, f"must be a number of seconds in (0, {MAX_DELAY_SECONDS}], got {value!r}"
         )
@@ -123,7 +105,7 @@ def text(name: str, value: Any, max_length: int, *, allow_none: bool = False) ->
     """
     if value is None and allow_none:
         return None
-    if not isinstance(value, str) or len(value) > max_length or "\x00" in value:
+    if not validation.is_text(value, max_length):
         raise InvalidJobOption(
             name, f"must be a string of at most {max_length} characters without NUL, got {value!r}"
         )
@@ -171,7 +153,7 @@ def run_at(run_at: Any, delay: Any, name: str = "run_at") -> tuple[datetime | No
         delay_s = float(delay)
     else:
         raise InvalidJobOption("delay", f"must be seconds or a timedelta, got {delay!r}")
-    if not math.isfinite(delay_s) or not 0 <= delay_s <= MAX_DELAY_SECONDS:
+    if not validation.is_number(delay_s, 0, MAX_DELAY_SECONDS):
         raise InvalidJobOption(
             "delay", f"must be between 0 and {MAX_DELAY_SECONDS:.0f} seconds, got {delay!r}"
         )
@@ -179,9 +161,7 @@ def run_at(run_at: Any, delay: Any, name: str = "run_at") -> tuple[datetime | No
 
 
 def _is_id(value: Any) -> bool:
-    return (
-        isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= BIGINT_MAX
-    )
+    return validation.is_count(value, 1, BIGINT_MAX)
 
 
 def job_id(value: Any) -> int:

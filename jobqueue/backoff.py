@@ -10,8 +10,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from .conf import Backoff, get_settings
+from .conf import get_settings
 from .jobtypes import registered
+from .policies import Backoff
 
 __all__ = ["backoff_delay", "backoff_for", "decorrelated", "equal", "exponential", "full", "none"]
 

@@ -21,8 +21,9 @@ from typing import Any
 from django.core import checks
 from django.db import connections
 
-from .conf import build_settings
+from .conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, get_settings, parse_cron_setting
 from .errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
+from .validation import is_count
 
 BACKEND_PATH = "jobqueue.backends.JobQueueBackend"
 
@@ -56,7 +57,6 @@ def check_cron_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     """
     from django.conf import settings
 
-    from .conf import DEFAULT_MAX_PAYLOAD_BYTES, parse_cron_setting
     from .cron import check_handler
 
     setting = getattr(settings, "JOBQUEUE", None)
@@ -64,7 +64,7 @@ def check_cron_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
         return []
     raw = setting["CRON"]
     limit = setting.get("MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES)
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+    if not is_count(limit):
         limit = DEFAULT_MAX_PAYLOAD_BYTES  # reported by check_settings (E001)
     if not isinstance(raw, dict):
         try:
@@ -193,8 +193,6 @@ def job_types_named_in_settings() -> Iterable[tuple[str, str]]:
     Today that is the job type of each ``JOBQUEUE["CRON"]`` entry. An invalid ``JOBQUEUE`` is
     reported elsewhere (E001, E005) and yields nothing here.
     """
-    from .conf import get_settings
-
     try:
         cron = get_settings().cron
     except JobQueueConfigurationError:

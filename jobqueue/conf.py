@@ -1,14 +1,19 @@
-"""The ``JOBQUEUE`` setting: named defaults, validated once, reset when settings change.
+"""The ``JOBQUEUE`` setting: named defaults, a key -> (field, parser) table, validated once.
 
 Read settings through :func:`get_settings`; it caches a frozen :class:`JobQueueSettings` and drops
 the cache on Django's ``setting_changed`` signal, so ``override_settings`` works in tests.
+
+Each key has one parser (:data:`FIELDS`); the nested settings are parsed by the module that owns
+their value: ``policies`` (``BACKOFF``, ``BREAKER``, ``RETRY_BUDGET``), ``txlimits``
+(``TRANSACTION_LIMITS``), ``queuespec`` (``QUEUES``). Ranges come from the one table
+in ``limits``. ``Backoff``, ``Breaker``, ``RetryBudgetSettings`` and ``TransactionLimits`` are
+re-exported here, the types of the settings' fields.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from types import MappingProxyType
@@ -20,7 +25,29 @@ from django.dispatch import receiver
 
 from . import limits
 from .errors import CronConfigurationError, JobQueueConfigurationError
+from .policies import (
+    Backoff,
+    Breaker,
+    RetryBudgetSettings,
+    parse_backoff,
+    parse_breaker,
+    parse_retry_budget,
+)
+from .queuespec import parse_queues_setting
 from .txlimits import TransactionLimits, parse_transaction_limits
+from .validation import is_count, is_text
+
+__all__ = [
+    "Backoff",
+    "Breaker",
+    "CronSpec",
+    "JobQueueSettings",
+    "RetryBudgetSettings",
+    "TransactionLimits",
+    "build_settings",
+    "get_settings",
+    "parse_cron_setting",
+]
 
 DEFAULT_LEASE_SECONDS = 30.0
 """How long a claim holds a job before another worker may take it; workers heartbeat every third."""
@@ -30,9 +57,6 @@ DEFAULT_TIMEOUT_SECONDS = 30.0
 
 DEFAULT_MAX_ATTEMPTS = 8
 """Claims a job gets before it is dead-lettered."""
-
-DEFAULT_BACKOFF = {"policy": "full", "base_seconds": 1.0, "cap_seconds": 3600.0}
-"""Exponential backoff with full jitter, base 1 s, cap 1 h (the AWS backoff analysis)."""
 
 DEFAULT_POLL_INTERVAL_SECONDS = 1.0
 """How long an idle worker waits between claims."""
@@ -59,6 +83,7 @@ DEFAULT_QUEUES = ("default",)
 
 DEFAULT_DISCOVER_MODULES = ("jobs", "tasks")
 """Modules imported from every installed app at startup, so workers know every job type and task."""
+
 DEFAULT_RETENTION_SECONDS = {
     "succeeded": 7 * 86400.0,
     "cancelled": 7 * 86400.0,
@@ -90,75 +115,8 @@ latest record of each entry is always kept."""
 DEFAULT_CRON_MISSED_CAP = 10
 """With ``missed="all"``, the most missed fire times one catch-up runs."""
 
-DEFAULT_BREAKER = {
-    "failure_threshold": 5,
-    "failure_ratio": 0.5,
-    "window_seconds": 30.0,
-    "cooldown_seconds": 10.0,
-    "max_cooldown_seconds": 300.0,
-}
-"""A dependency's breaker opens when, within one window of 30 s, at least 5 of its jobs failed
-and they were at least half of its outcomes; it stays open 10 s, doubling per failed probe up to
-5 min."""
-
-DEFAULT_RETRY_BUDGET = {"ratio": 0.1, "floor_per_second": 10.0, "capacity": 100.0}
-"""Retries of a queue may add 10 % of its successes, plus 10 retries per second so a queue with no
-recent success can still retry (Finagle's ``RetryBudget`` default floor); up to 100 unspent
-retries are saved for a burst."""
-
-BACKOFF_POLICIES = ("none", "full", "equal", "decorrelated")
-RETENTION_STATES = ("succeeded", "cancelled", "dead")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Backoff:
-    """A backoff policy: the shape of the delays between attempts.
-
-    Attributes:
-        policy: one of ``none``, ``full``, ``equal``, ``decorrelated`` (jitter kinds).
-        base_seconds: delay of the first retry before jitter, seconds (> 0).
-        cap_seconds: largest delay, seconds (>= base_seconds).
-    """
-
-    policy: str = "full"
-    base_seconds: float = 1.0
-    cap_seconds: float = 3600.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Breaker:
-    """Circuit-breaker thresholds, shared by every dependency (``JOBQUEUE["BREAKER"]``).
-
-    Attributes:
-        failure_threshold: failures within one window that can open the breaker (>= 1).
-        failure_ratio: and the share of the window's outcomes they must be, in (0, 1].
-        window_seconds: length of the window failures are counted in, seconds (> 0).
-        cooldown_seconds: first cool-down after opening, seconds (> 0).
-        max_cooldown_seconds: cap of the cool-down, which doubles per failed probe, seconds.
-    """
-
-    failure_threshold: int = 5
-    failure_ratio: float = 0.5
-    window_seconds: float = 30.0
-    cooldown_seconds: float = 10.0
-    max_cooldown_seconds: float = 300.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetryBudgetSettings:
-    """The retry budget of each queue (``JOBQUEUE["RETRY_BUDGET"]``).
-
-    Attributes:
-        ratio: retry tokens one success earns, in (0, 1]: the share of successful throughput
-            retries may add.
-        floor_per_second: tokens every queue earns per second regardless (> 0), so a queue
-            with no recent success can still retry.
-        capacity: most tokens a queue saves up (>= 1): the burst of retries allowed at once.
-    """
-
-    ratio: float = 0.1
-    floor_per_second: float = 10.0
-    capacity: float = 100.0
+RETENTION_STATES = tuple(DEFAULT_RETENTION_SECONDS)
+"""The finished states the pruner deletes; live jobs are never pruned."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,56 +171,17 @@ class JobQueueSettings:
     transaction_limits: TransactionLimits = field(default_factory=TransactionLimits)
 
 
-def _number(
-    key: str,
-    value: Any,
-    *,
-    minimum: float = 0.0,
-    strict: bool = True,
-    where: str = "JOBQUEUE",
-    limit: str | None = None,
-) -> float:
-    name = f"{where}[{key!r}]"
-    limit = limit or (key if where == "JOBQUEUE" else None)
-    if limit is not None and limits.range_of(limit) is not None:  # the one table (limits.py)
-        try:
-            return limits.check(limit, value, name)
-        except ValueError as exc:
-            raise JobQueueConfigurationError(str(exc)) from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise JobQueueConfigurationError(f"{name} must be a number, got {value!r}")
-    if (value <= minimum) if strict else (value < minimum):
-        op = ">" if strict else ">="
-        raise JobQueueConfigurationError(f"{name} must be {op} {minimum}, got {value!r}")
-    return float(value)
+def _ranged(key: str) -> Callable[[Any], float]:
+    """Return the parser of a number setting: within its range in ``limits.RANGES``."""
+    return lambda value: limits.setting(key, value, f"JOBQUEUE[{key!r}]")
 
 
-def _integer(key: str, value: Any) -> int:
-    try:
-        return int(limits.check(key, value, f"JOBQUEUE[{key!r}]"))
-    except ValueError as exc:
-        raise JobQueueConfigurationError(str(exc)) from None
-
-
-def parse_queues_setting(value: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """Validate ``JOBQUEUE["QUEUES"]``: a list of ``"name"`` or ``"name:weight"`` strings.
-
-    Returns:
-        ``(names, weights)``; a name without a weight has weight 1.
-
-    Raises:
-        JobQueueConfigurationError: not a non-empty list, or a bad item (the message names it).
-    """
-    from .fairness import parse_queue_spec
-
-    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+def _listen_notify(value: Any) -> bool:
+    if not isinstance(value, bool):
         raise JobQueueConfigurationError(
-            f"JOBQUEUE['QUEUES'] must be a non-empty list of queue names, got {value!r}"
+            f"JOBQUEUE['LISTEN_NOTIFY'] must be True or False, got {value!r}"
         )
-    try:
-        return parse_queue_spec(list(value))
-    except ValueError as exc:
-        raise JobQueueConfigurationError(f"JOBQUEUE['QUEUES']: {exc}") from None
+    return value
 
 
 def parse_tenant_overrides(value: Any) -> Mapping[str, int | None]:
@@ -278,105 +197,92 @@ def parse_tenant_overrides(value: Any) -> Mapping[str, int | None]:
             f"{where} must be a dict of tenant id -> most leased jobs, got {value!r}"
         )
     for tenant, cap in value.items():
-        if not isinstance(tenant, str) or len(tenant) > 100 or "\x00" in tenant:
+        if not is_text(tenant, 100):
             raise JobQueueConfigurationError(
                 f"{where}: tenant ids are strings of at most 100 characters, got {tenant!r}"
             )
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        if cap is not None and not is_count(cap):
             raise JobQueueConfigurationError(
                 f"{where}[{tenant!r}] must be an integer >= 1 (or None: no cap), got {cap!r}"
             )
     return MappingProxyType(dict(value))
 
 
-def parse_backoff(value: Any, where: str = "JOBQUEUE['BACKOFF']") -> Backoff:
-    """Validate a backoff dict such as ``{"policy": "full", "base_seconds": 1, "cap_seconds": 60}``.
+def _list(key: str, value: Any, what: str) -> list[Any]:
+    """Return ``value`` as a list; a bare string (a common slip for a list of one) is refused."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE[{key!r}] must be a list of {what}, got {value!r}"
+        )
+    return list(value)
 
-    Args:
-        value: a dict with any of the keys ``policy``, ``base_seconds``, ``cap_seconds``, or a
-            :class:`Backoff` (returned as is).
-        where: how to name the value in an error message.
 
-    Returns:
-        The :class:`Backoff`, with defaults for missing keys.
+def parse_discover_modules(value: Any) -> tuple[str, ...]:
+    """Validate ``JOBQUEUE["DISCOVER_MODULES"]``: a list of dotted module names, maybe empty.
+
+    Each name is imported relative to every installed app (``"jobs"`` imports ``shop.jobs``);
+    an empty list turns discovery off.
 
     Raises:
-        JobQueueConfigurationError: unknown keys, an unknown policy, or bad numbers.
+        JobQueueConfigurationError: not a list or tuple, or a name that is not a dotted Python
+            identifier.
     """
-    if isinstance(value, Backoff):
-        return value
+    names = _list("DISCOVER_MODULES", value, "module names")
+    for name in names:
+        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+            raise JobQueueConfigurationError(
+                "JOBQUEUE['DISCOVER_MODULES'] entries must be dotted module names like 'jobs', "
+                f"got {name!r}"
+            )
+    return tuple(dict.fromkeys(names))
+
+
+def parse_retention(value: Any) -> Mapping[str, float | None]:
+    """Validate ``RETENTION``: finished state -> seconds to keep (number or timedelta), or None.
+
+    ``None`` keeps that state's jobs forever; a state left out keeps its default
+    (:data:`DEFAULT_RETENTION_SECONDS`).
+
+    Raises:
+        JobQueueConfigurationError: not a dict, a state that is not finished, or a bad duration.
+    """
     if not isinstance(value, dict):
-        raise JobQueueConfigurationError(f"{where} must be a dict, got {value!r}")
-    unknown = sorted(set(value) - {"policy", "base_seconds", "cap_seconds"})
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE['RETENTION'] must be a dict like {{'succeeded': 604800}}, got {value!r}"
+        )
+    unknown = sorted(map(str, set(value) - set(RETENTION_STATES)))
     if unknown:
-        raise JobQueueConfigurationError(f"{where} has unknown keys: {', '.join(unknown)}")
-    merged = {**DEFAULT_BACKOFF, **value}
-    if merged["policy"] not in BACKOFF_POLICIES:
         raise JobQueueConfigurationError(
-            f"{where}['policy'] must be one of {', '.join(BACKOFF_POLICIES)}, "
-            f"got {merged['policy']!r}"
+            f"JOBQUEUE['RETENTION'] has unknown states: {', '.join(unknown)} "
+            f"(known: {', '.join(RETENTION_STATES)}; live jobs are never pruned)"
         )
-    base = _number(
-        "base_seconds", merged["base_seconds"], where=where, limit="BACKOFF.base_seconds"
-    )
-    cap = _number("cap_seconds", merged["cap_seconds"], where=where, limit="BACKOFF.cap_seconds")
-    if cap < base:
-        raise JobQueueConfigurationError(
-            f"{where}: cap_seconds ({cap}) must be >= base_seconds ({base})"
-        )
-    return Backoff(policy=merged["policy"], base_seconds=base, cap_seconds=cap)
+    merged: dict[str, float | None] = dict(DEFAULT_RETENTION_SECONDS)
+    for state, seconds in value.items():
+        if seconds is None:
+            merged[state] = None
+            continue
+        if isinstance(seconds, timedelta):
+            seconds = seconds.total_seconds()
+        merged[state] = limits.setting("RETENTION", seconds, f"JOBQUEUE['RETENTION'][{state!r}]")
+    # Read-only, like the rest of the frozen settings.
+    return MappingProxyType(merged)
 
 
-def validate_queue_name(name: Any) -> str:
-    """Return ``name`` if it is a valid queue name, else raise ``ValueError`` naming it.
+def parse_masked_keys(value: Any) -> tuple[str, ...]:
+    """Validate ``ADMIN_MASKED_KEYS``: a list or tuple of non-empty strings, lower-cased.
 
-    Queue names match ``[A-Za-z0-9_.:-]{1,100}`` (DESIGN.md).
+    Raises:
+        JobQueueConfigurationError: a bare string (a common slip), or an item that is not a
+            non-empty string.
     """
-    import re
+    items = _list("ADMIN_MASKED_KEYS", value, "key names")
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise JobQueueConfigurationError(
+                f"JOBQUEUE['ADMIN_MASKED_KEYS'] items must be non-empty strings, got {item!r}"
+            )
+    return tuple(item.strip().lower() for item in items)
 
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", name):
-        raise ValueError(f"queue name must match [A-Za-z0-9_.:-]{{1,100}}, got {name!r}")
-    return name
-
-
-def validate_dependency_name(name: Any) -> str:
-    """Return ``name`` if it is a valid dependency name, else raise ``ValueError`` naming it.
-
-    Dependency names follow the queue-name rule, ``[A-Za-z0-9_.:-]{1,100}``.
-    """
-    import re
-
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", name):
-        raise ValueError(f"dependency name must match [A-Za-z0-9_.:-]{{1,100}}, got {name!r}")
-    return name
-
-
-_KEYS = {
-    "LEASE_SECONDS",
-    "TIMEOUT_SECONDS",
-    "MAX_ATTEMPTS",
-    "BACKOFF",
-    "POLL_INTERVAL_SECONDS",
-    "LISTEN_NOTIFY",
-    "MAX_PAYLOAD_BYTES",
-    "GRACE_SECONDS",
-    "REAPER_INTERVAL_SECONDS",
-    "CONCURRENCY",
-    "QUEUES",
-    "TENANT_MAX_RUNNING",
-    "TENANT_MAX_RUNNING_OVERRIDES",
-    "DISCOVER_MODULES",
-    "RETENTION",
-    "ADMIN_MASKED_KEYS",
-    "CRON",
-    "LEADER_LEASE_SECONDS",
-    "SCHEDULER_INTERVAL_SECONDS",
-    "CRON_GRACE_SECONDS",
-    "CRON_FIRE_RETENTION_SECONDS",
-    "BREAKER",
-    "RETRY_BUDGET",
-    "TRANSACTION_LIMITS",
-}
 
 #: Keys of one ``JOBQUEUE["CRON"]`` entry; the first two are required.
 CRON_ENTRY_KEYS = (
@@ -414,6 +320,8 @@ def parse_cron_setting(
     Raises:
         CronConfigurationError: naming the entry and the bad or unknown key.
     """
+    # Function-level: cron imports conf, the store and the models; the cron/ package step makes
+    # the spec check a leaf that conf imports at module level.
     from .cron import validate_entry
 
     if not isinstance(raw, dict):
@@ -443,11 +351,53 @@ def parse_cron_setting(
     return tuple(specs)
 
 
+#: ``JOBQUEUE`` key -> (the field or fields of :class:`JobQueueSettings` it sets, its parser).
+#: A parser takes the key's value and returns the field's, or raises
+#: ``JobQueueConfigurationError`` naming the key. ``CRON`` is parsed last (:func:`build_settings`).
+FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
+    "LEASE_SECONDS": ("lease_seconds", _ranged("LEASE_SECONDS")),
+    "TIMEOUT_SECONDS": ("timeout_seconds", _ranged("TIMEOUT_SECONDS")),
+    "MAX_ATTEMPTS": ("max_attempts", _ranged("MAX_ATTEMPTS")),
+    "BACKOFF": ("backoff", parse_backoff),
+    "POLL_INTERVAL_SECONDS": ("poll_interval_seconds", _ranged("POLL_INTERVAL_SECONDS")),
+    "LISTEN_NOTIFY": ("listen_notify", _listen_notify),
+    "MAX_PAYLOAD_BYTES": ("max_payload_bytes", _ranged("MAX_PAYLOAD_BYTES")),
+    "GRACE_SECONDS": ("grace_seconds", _ranged("GRACE_SECONDS")),
+    "REAPER_INTERVAL_SECONDS": ("reaper_interval_seconds", _ranged("REAPER_INTERVAL_SECONDS")),
+    "CONCURRENCY": ("concurrency", _ranged("CONCURRENCY")),
+    "QUEUES": (("queues", "queue_weights"), parse_queues_setting),
+    "TENANT_MAX_RUNNING": (
+        "tenant_max_running",
+        lambda value: None if value is None else _ranged("TENANT_MAX_RUNNING")(value),
+    ),
+    "TENANT_MAX_RUNNING_OVERRIDES": ("tenant_max_running_overrides", parse_tenant_overrides),
+    "DISCOVER_MODULES": ("discover_modules", parse_discover_modules),
+    "RETENTION": ("retention_seconds", parse_retention),
+    "ADMIN_MASKED_KEYS": ("admin_masked_keys", parse_masked_keys),
+    "LEADER_LEASE_SECONDS": ("leader_lease_seconds", _ranged("LEADER_LEASE_SECONDS")),
+    "SCHEDULER_INTERVAL_SECONDS": (
+        "scheduler_interval_seconds",
+        _ranged("SCHEDULER_INTERVAL_SECONDS"),
+    ),
+    "CRON_GRACE_SECONDS": ("cron_grace_seconds", _ranged("CRON_GRACE_SECONDS")),
+    "CRON_FIRE_RETENTION_SECONDS": (
+        "cron_fire_retention_seconds",
+        _ranged("CRON_FIRE_RETENTION_SECONDS"),
+    ),
+    "BREAKER": ("breaker", parse_breaker),
+    "RETRY_BUDGET": ("retry_budget", parse_retry_budget),
+    "TRANSACTION_LIMITS": ("transaction_limits", parse_transaction_limits),
+}
+
+_KEYS = {*FIELDS, "CRON"}
+
+
 def build_settings(raw: Any) -> JobQueueSettings:
     """Validate a ``JOBQUEUE`` dict and return the frozen settings.
 
     Raises:
-        JobQueueConfigurationError: naming the first bad or unknown key.
+        JobQueueConfigurationError: naming the first bad or unknown key (in :data:`FIELDS`
+            order; ``CRON`` last, as :class:`CronConfigurationError`, check jobqueue.E005).
     """
     if raw is None:
         raw = {}
@@ -460,56 +410,13 @@ def build_settings(raw: Any) -> JobQueueSettings:
             f"(known: {', '.join(sorted(_KEYS))})"
         )
     values: dict[str, Any] = {}
-    if "LEASE_SECONDS" in raw:
-        values["lease_seconds"] = _number("LEASE_SECONDS", raw["LEASE_SECONDS"])
-    if "TIMEOUT_SECONDS" in raw:
-        values["timeout_seconds"] = _number("TIMEOUT_SECONDS", raw["TIMEOUT_SECONDS"])
-    if "MAX_ATTEMPTS" in raw:
-        values["max_attempts"] = _integer("MAX_ATTEMPTS", raw["MAX_ATTEMPTS"])
-    if "BACKOFF" in raw:
-        values["backoff"] = parse_backoff(raw["BACKOFF"])
-    if "POLL_INTERVAL_SECONDS" in raw:
-        values["poll_interval_seconds"] = _number(
-            "POLL_INTERVAL_SECONDS", raw["POLL_INTERVAL_SECONDS"]
-        )
-    if "LISTEN_NOTIFY" in raw:
-        if not isinstance(raw["LISTEN_NOTIFY"], bool):
-            raise JobQueueConfigurationError(
-                f"JOBQUEUE['LISTEN_NOTIFY'] must be True or False, got {raw['LISTEN_NOTIFY']!r}"
-            )
-        values["listen_notify"] = raw["LISTEN_NOTIFY"]
-    if "MAX_PAYLOAD_BYTES" in raw:
-        values["max_payload_bytes"] = _integer("MAX_PAYLOAD_BYTES", raw["MAX_PAYLOAD_BYTES"])
-    if "GRACE_SECONDS" in raw:
-        values["grace_seconds"] = _number("GRACE_SECONDS", raw["GRACE_SECONDS"])
-    if "REAPER_INTERVAL_SECONDS" in raw:
-        values["reaper_interval_seconds"] = _number(
-            "REAPER_INTERVAL_SECONDS", raw["REAPER_INTERVAL_SECONDS"]
-        )
-    if "CONCURRENCY" in raw:
-        values["concurrency"] = _integer("CONCURRENCY", raw["CONCURRENCY"])
-    if "QUEUES" in raw:
-        values["queues"], values["queue_weights"] = parse_queues_setting(raw["QUEUES"])
-    if "TENANT_MAX_RUNNING" in raw and raw["TENANT_MAX_RUNNING"] is not None:
-        values["tenant_max_running"] = _integer("TENANT_MAX_RUNNING", raw["TENANT_MAX_RUNNING"])
-    if "TENANT_MAX_RUNNING_OVERRIDES" in raw:
-        values["tenant_max_running_overrides"] = parse_tenant_overrides(
-            raw["TENANT_MAX_RUNNING_OVERRIDES"]
-        )
-    if "DISCOVER_MODULES" in raw:
-        values["discover_modules"] = parse_discover_modules(raw["DISCOVER_MODULES"])
-    if "RETENTION" in raw:
-        values["retention_seconds"] = parse_retention(raw["RETENTION"])
-    if "ADMIN_MASKED_KEYS" in raw:
-        values["admin_masked_keys"] = parse_masked_keys(raw["ADMIN_MASKED_KEYS"])
-    for key in (
-        "LEADER_LEASE_SECONDS",
-        "SCHEDULER_INTERVAL_SECONDS",
-        "CRON_GRACE_SECONDS",
-        "CRON_FIRE_RETENTION_SECONDS",
-    ):
+    for key, (names, parse) in FIELDS.items():
         if key in raw:
-            values[key.lower()] = _number(key, raw[key])
+            parsed = parse(raw[key])
+            if isinstance(names, tuple):
+                values.update(zip(names, parsed, strict=True))
+            else:
+                values[names] = parsed
     built = JobQueueSettings(**values)
     failover = built.leader_lease_seconds + built.scheduler_interval_seconds
     if "CRON_GRACE_SECONDS" not in raw and built.cron_grace_seconds < failover:
@@ -519,168 +426,12 @@ def build_settings(raw: Any) -> JobQueueSettings:
         # missed="skip" drops.
         raise JobQueueConfigurationError(
             f"JOBQUEUE['CRON_GRACE_SECONDS'] ({built.cron_grace_seconds:g}) must be at least "
-            f"LEADER_LEASE_SECONDS + SCHEDULER_INTERVAL_SECONDS "
-            f"({built.leader_lease_seconds + built.scheduler_interval_seconds:g}), so a leader "
+            f"LEADER_LEASE_SECONDS + SCHEDULER_INTERVAL_SECONDS ({failover:g}), so a leader "
             "failover never makes a fire time a missed run"
         )
-    if "BREAKER" in raw:
-        built = replace(built, breaker=parse_breaker(raw["BREAKER"]))
-    if "RETRY_BUDGET" in raw:
-        built = replace(built, retry_budget=parse_retry_budget(raw["RETRY_BUDGET"]))
-    if "TRANSACTION_LIMITS" in raw:
-        limits = parse_transaction_limits(raw["TRANSACTION_LIMITS"])
-        built = replace(built, transaction_limits=limits)
     if "CRON" in raw:
-        # Last: an entry's error is a CronConfigurationError (check jobqueue.E005).
         built = replace(built, cron=parse_cron_setting(raw["CRON"], built.max_payload_bytes))
     return built
-
-
-def _fields(value: Any, where: str, defaults: dict[str, Any]) -> dict[str, Any]:
-    """Return ``defaults`` updated with the dict ``value``; refuse anything else, naming it."""
-    if not isinstance(value, dict):
-        raise JobQueueConfigurationError(f"{where} must be a dict, got {value!r}")
-    unknown = sorted(map(str, set(value) - set(defaults)))
-    if unknown:
-        raise JobQueueConfigurationError(
-            f"{where} has unknown keys: {', '.join(unknown)} (known: {', '.join(defaults)})"
-        )
-    return {**defaults, **value}
-
-
-def _fraction(key: str, value: Any, where: str) -> float:
-    fraction = _number(key, value, where=where)
-    if fraction > 1:
-        raise JobQueueConfigurationError(f"{where}[{key!r}] must be <= 1, got {value!r}")
-    return fraction
-
-
-def parse_breaker(value: Any, where: str = "JOBQUEUE['BREAKER']") -> Breaker:
-    """Validate ``JOBQUEUE["BREAKER"]``, e.g. ``{"failure_threshold": 5, "window_seconds": 30}``.
-
-    Keys left out keep :data:`DEFAULT_BREAKER`.
-
-    Raises:
-        JobQueueConfigurationError: not a dict, an unknown key, a count below 1, a duration or
-            ratio <= 0, a ratio above 1, or a max cool-down below the cool-down; naming the key.
-    """
-    merged = _fields(value, where, DEFAULT_BREAKER)
-    threshold = merged["failure_threshold"]
-    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
-        raise JobQueueConfigurationError(
-            f"{where}['failure_threshold'] must be an integer >= 1, got {threshold!r}"
-        )
-    breaker = Breaker(
-        failure_threshold=threshold,
-        failure_ratio=_fraction("failure_ratio", merged["failure_ratio"], where),
-        **{
-            key: _number(key, merged[key], where=where, limit=f"BREAKER.{key}")
-            for key in ("window_seconds", "cooldown_seconds", "max_cooldown_seconds")
-        },
-    )
-    if breaker.max_cooldown_seconds < breaker.cooldown_seconds:
-        raise JobQueueConfigurationError(
-            f"{where}['max_cooldown_seconds'] ({breaker.max_cooldown_seconds:g}) must be >= "
-            f"cooldown_seconds ({breaker.cooldown_seconds:g})"
-        )
-    return breaker
-
-
-def parse_retry_budget(
-    value: Any, where: str = "JOBQUEUE['RETRY_BUDGET']"
-) -> RetryBudgetSettings | None:
-    """Validate ``JOBQUEUE["RETRY_BUDGET"]``: a dict like ``{"ratio": 0.1}``, or None (off).
-
-    Keys left out keep :data:`DEFAULT_RETRY_BUDGET`.
-
-    Raises:
-        JobQueueConfigurationError: not a dict or None, an unknown key, a ratio <= 0 or > 1, a
-            floor <= 0, or a capacity below 1; naming the key.
-    """
-    if value is None:
-        return None
-    merged = _fields(value, where, DEFAULT_RETRY_BUDGET)
-    capacity = _number("capacity", merged["capacity"], where=where)
-    if capacity < 1:
-        raise JobQueueConfigurationError(f"{where}['capacity'] must be >= 1, got {capacity:g}")
-    return RetryBudgetSettings(
-        ratio=_fraction("ratio", merged["ratio"], where),
-        floor_per_second=_number("floor_per_second", merged["floor_per_second"], where=where),
-        capacity=capacity,
-    )
-
-
-def parse_discover_modules(value: Any) -> tuple[str, ...]:
-    """Validate ``JOBQUEUE["DISCOVER_MODULES"]``: a list of dotted module names, maybe empty.
-
-    Each name is imported relative to every installed app (``"jobs"`` imports ``shop.jobs``);
-    an empty list turns discovery off.
-
-    Raises:
-        JobQueueConfigurationError: not a list or tuple, or a name that is not a dotted Python
-            identifier.
-    """
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise JobQueueConfigurationError(
-            f"JOBQUEUE['DISCOVER_MODULES'] must be a list of module names, got {value!r}"
-        )
-    for name in value:
-        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
-            raise JobQueueConfigurationError(
-                "JOBQUEUE['DISCOVER_MODULES'] entries must be dotted module names like 'jobs', "
-                f"got {name!r}"
-            )
-    return tuple(dict.fromkeys(value))
-
-
-def parse_retention(value: Any) -> Mapping[str, float | None]:
-    """Validate ``RETENTION``: finished state -> seconds to keep (number or timedelta), or None.
-
-    ``None`` keeps that state's jobs forever; a state left out keeps its default
-    (:data:`DEFAULT_RETENTION_SECONDS`).
-
-    Raises:
-        JobQueueConfigurationError: not a dict, a state that is not finished, or a bad duration.
-    """
-    if not isinstance(value, dict):
-        raise JobQueueConfigurationError(
-            f"JOBQUEUE['RETENTION'] must be a dict like {{'succeeded': 604800}}, got {value!r}"
-        )
-    unknown = sorted(map(str, set(value) - set(RETENTION_STATES)))
-    if unknown:
-        raise JobQueueConfigurationError(
-            f"JOBQUEUE['RETENTION'] has unknown states: {', '.join(unknown)} "
-            f"(known: {', '.join(RETENTION_STATES)}; live jobs are never pruned)"
-        )
-    merged: dict[str, float | None] = dict(DEFAULT_RETENTION_SECONDS)
-    for state, seconds in value.items():
-        if seconds is None:
-            merged[state] = None
-            continue
-        if isinstance(seconds, timedelta):
-            seconds = seconds.total_seconds()
-        merged[state] = _number(state, seconds, where="JOBQUEUE['RETENTION']", limit="RETENTION")
-    # Read-only, like the rest of the frozen settings.
-    return MappingProxyType(merged)
-
-
-def parse_masked_keys(value: Any) -> tuple[str, ...]:
-    """Validate ``ADMIN_MASKED_KEYS``: a list or tuple of non-empty strings, lower-cased.
-
-    Raises:
-        JobQueueConfigurationError: a bare string (a common slip), or an item that is not a
-            non-empty string.
-    """
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise JobQueueConfigurationError(
-            f"JOBQUEUE['ADMIN_MASKED_KEYS'] must be a list of key names, got {value!r}"
-        )
-    for item in value:
-        if not isinstance(item, str) or not item.strip():
-            raise JobQueueConfigurationError(
-                f"JOBQUEUE['ADMIN_MASKED_KEYS'] items must be non-empty strings, got {item!r}"
-            )
-    return tuple(item.strip().lower() for item in value)
 
 
 @functools.cache

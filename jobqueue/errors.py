@@ -6,10 +6,13 @@ the ones that carry context (a job id, a JSON path) format it into the message.
 
 from __future__ import annotations
 
-import math
 from datetime import timedelta
 
 from django.core.exceptions import ImproperlyConfigured
+
+# MAX_DELAY_SECONDS lives in validation; re-exported here, where callers have long imported it.
+from .validation import MAX_DELAY_SECONDS as MAX_DELAY_SECONDS
+from .validation import is_number, validate_dependency_name
 
 __all__ = [
     "CronConfigurationError",
@@ -27,13 +30,6 @@ __all__ = [
     "RetryAfter",
     "UnknownJobType",
 ]
-
-
-MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
-"""Longest delay accepted anywhere (enqueue ``delay``, ``RetryAfter``, backoff caps): ten years.
-
-Far beyond any real retry, and far inside what every database's timestamps can hold.
-"""
 
 
 class JobQueueError(Exception):
@@ -154,21 +150,13 @@ class RetryAfter(Exception):
         self, seconds: float | timedelta, message: str = "", *, dependency: str | None = None
     ) -> None:
         if dependency is not None:
-            # Imported here: conf imports this module.
-            from .conf import validate_dependency_name
-
             validate_dependency_name(dependency)
         self.dependency = dependency
         if isinstance(seconds, timedelta):
             seconds = seconds.total_seconds()
         # NaN and infinity would reach the nack as a delay PostgreSQL refuses ("interval out of
         # range"): the failure could not be recorded and the job would sit leased until reaped.
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, int | float)
-            or not math.isfinite(seconds)
-            or not 0 <= seconds <= MAX_DELAY_SECONDS
-        ):
+        if not is_number(seconds, 0, MAX_DELAY_SECONDS):
             raise ValueError(
                 f"RetryAfter seconds must be a number between 0 and {MAX_DELAY_SECONDS}, "
                 f"got {seconds!r}"

@@ -21,67 +21,29 @@ the plan a claim takes and the caps it carries are the store's value types
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .conf import validate_queue_name
+# Queue specs ("critical:6,default:3") are parsed by the leaf queuespec; re-exported here.
+from .queuespec import MAX_WEIGHT as MAX_WEIGHT
+from .queuespec import parse_queue_spec as parse_queue_spec
 from .store.plan import ClaimPlan, TenantCaps
-
-if TYPE_CHECKING:
-    from .store.base import ClaimedJob
 
 __all__ = ["ClaimPlan", "QueueSelector", "TenantCaps", "parse_queue_spec"]
 
-#: Largest queue weight: a ratio beyond 1000:1 is a strict order in all but name.
-MAX_WEIGHT = 1000
 
-# A ":<number>" suffix is read as a weight, also when the number is bad (":0", ":-1", ":1.5"),
-# so a mistyped weight is an error instead of silently becoming part of a queue's name.
-_WEIGHT_SUFFIX = re.compile(r"^(?P<name>.+):(?P<weight>[+-]?[0-9]+(?:\.[0-9]*)?)$")
+class Claimed(Protocol):
+    """What :meth:`QueueSelector.claimed` reads of a claimed job (``store.base.ClaimedJob``).
 
-
-def parse_queue_spec(spec: str | Sequence[str]) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """Parse ``"critical:6,default:3,bulk:1"`` (or a list of such items) into names and weights.
-
-    A queue without ``:N`` has weight 1. Queue names may themselves contain ``:``; a name that
-    ends in ``:`` and digits (``v2:1``) must be written with its weight (``v2:1:1``).
-
-    Args:
-        spec: comma-separated ``name[:weight]`` items, or a list of them.
-
-    Returns:
-        ``(names, weights)`` in the order given.
-
-    Raises:
-        ValueError: an empty item, an invalid queue name, a weight that is not a whole number
-            from 1 to 1000, or a queue named twice; the message names the offending item.
+    A protocol rather than an import: the generic store imports this module (``serve_order``).
     """
-    items = [part.strip() for part in spec.split(",")] if isinstance(spec, str) else list(spec)
-    if not items or any(not isinstance(item, str) or not item for item in items):
-        raise ValueError(
-            f"expected comma-separated queues like 'critical:6,default:3,bulk' (name[:weight]), "
-            f"got {spec!r}"
-        )
-    names: list[str] = []
-    weights: list[int] = []
-    for item in items:
-        if item.endswith(":"):
-            # Legal in a queue name, but here it is a weight left out ("critical:,bulk").
-            raise ValueError(f"queue weight missing after ':' in {item!r}")
-        match = _WEIGHT_SUFFIX.match(item)
-        name, weight = (match["name"], match["weight"]) if match else (item, "1")
-        if not re.fullmatch(r"[0-9]+", weight) or not 1 <= int(weight) <= MAX_WEIGHT:
-            raise ValueError(
-                f"queue weight must be a whole number from 1 to {MAX_WEIGHT}, got {item!r}"
-            )
-        names.append(validate_queue_name(name))
-        weights.append(int(weight))
-    duplicated = sorted({name for name in names if names.count(name) > 1})
-    if duplicated:
-        raise ValueError(f"queue named twice in {spec!r}: {', '.join(duplicated)}")
-    return tuple(names), tuple(weights)
+
+    @property
+    def queue(self) -> str: ...
+
+    @property
+    def tag(self) -> float: ...
 
 
 class QueueSelector:
@@ -128,7 +90,7 @@ class QueueSelector:
             caps=self.caps,
         )
 
-    def claimed(self, jobs: Sequence[ClaimedJob]) -> None:
+    def claimed(self, jobs: Sequence[Claimed]) -> None:
         """Advance the virtual start of each queue past the largest tag a claim gave it.
 
         Args:

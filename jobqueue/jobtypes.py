@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .arguments import validate_options
-from .conf import Backoff, JobQueueConfigurationError, parse_backoff, validate_dependency_name
-from .errors import UnknownJobType
+from .errors import JobQueueConfigurationError, UnknownJobType
+from .policies import Backoff, parse_backoff
+from .validation import validate_dependency_name
 
 __all__ = ["JobContext", "JobType", "declare", "register", "registered", "registry", "resolve"]
 

@@ -1,6 +1,7 @@
 """Internal: the sane range of every duration, size and count setting and command flag.
 
-One table (:data:`RANGES`), used by ``conf.build_settings`` (so ``manage.py check`` reports
+One table (:data:`RANGES`), checked by the rule of ``validation.number``, used by
+``conf.build_settings`` and the parsers of the nested settings (so ``manage.py check`` reports
 jobqueue.E001 through it) and by the argparse types of ``runworkers`` and ``prunejobs``
 (:data:`FLAGS`). A value outside its range is refused at start with an error naming the key or
 flag; NaN, infinity, negatives and huge values never reach a timer, a ``timedelta`` or SQL.
@@ -11,13 +12,14 @@ row; ``docs/decisions.md`` ("One table of ranges") says why the rest were chosen
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import MAX_DELAY_SECONDS
+from .errors import JobQueueConfigurationError
+from .validation import MAX_DELAY_SECONDS, describe_range, number
 
-__all__ = ["FLAGS", "RANGES", "Range", "check"]
+__all__ = ["FLAGS", "RANGES", "Range", "check", "section", "setting"]
 
 HOUR = 3600
 DAY = 24 * HOUR
@@ -41,12 +43,7 @@ class Range:
 
     def describe(self) -> str:
         """Return the range as the README and error messages write it, e.g. ``1..43200 seconds``."""
-        text = f"{_number(self.low)}..{_number(self.high)}"
-        return f"{text} {self.unit}" if self.unit else text
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if value == int(value) else f"{value:g}"
+        return describe_range(self.low, self.high, self.unit)
 
 
 def _seconds(low: float, high: float) -> Range:
@@ -132,14 +129,33 @@ def check(key: str, value: Any, name: str | None = None) -> float:
     limit = range_of(key)
     if limit is None:
         raise KeyError(key)
-    name = name or key
-    kind = "an integer" if limit.integer else "a number"
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or (limit.integer and not isinstance(value, int))
-        or not math.isfinite(value)
-        or not limit.low <= value <= limit.high
-    ):
-        raise ValueError(f"{name} must be {kind} in {limit.describe()}, got {value!r}")
-    return value if limit.integer else float(value)
+    return number(name or key, value, limit.low, limit.high, integer=limit.integer, unit=limit.unit)
+
+
+def setting(key: str, value: Any, name: str) -> float:
+    """Return ``value`` if it is within the range of ``key``, for a setting (as :func:`check`).
+
+    Raises:
+        JobQueueConfigurationError: :func:`check`'s message, naming ``name``.
+    """
+    try:
+        return check(key, value, name)
+    except ValueError as exc:
+        raise JobQueueConfigurationError(str(exc)) from None
+
+
+def section(value: Any, where: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``defaults`` updated with the dict ``value`` (a nested setting like ``BREAKER``).
+
+    Raises:
+        JobQueueConfigurationError: ``value`` is not a dict, or has a key ``defaults`` lacks;
+            naming ``where`` and the known keys.
+    """
+    if not isinstance(value, dict):
+        raise JobQueueConfigurationError(f"{where} must be a dict, got {value!r}")
+    unknown = sorted(map(str, set(value) - set(defaults)))
+    if unknown:
+        raise JobQueueConfigurationError(
+            f"{where} has unknown keys: {', '.join(unknown)} (known: {', '.join(defaults)})"
+        )
+    return {**defaults, **value}

@@ -1,6 +1,6 @@
 """The ``TRANSACTION_LIMITS`` setting: time limits on every transaction jobqueue opens itself.
 
-A leaf (imports only ``errors`` and ``limits``, whose table holds the ranges): ``conf`` reads the
+A leaf (imports only ``limits``, whose table holds the ranges): ``conf`` reads the
 setting with :func:`parse_transaction_limits`,
 ``store/bounded.py`` applies it. Why these limits and these defaults: docs/decisions.md,
 "Bounded transactions".
@@ -8,11 +8,10 @@ setting with :func:`parse_transaction_limits`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import limits
-from .errors import JobQueueConfigurationError
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 5.0
 """Longest one of jobqueue's statements waits for a lock (the capped claim's turn, a row)."""
@@ -26,6 +25,7 @@ DEFAULT_IDLE_IN_TRANSACTION_SECONDS = 5.0
 """Longest one of jobqueue's transactions may sit idle between statements before the server ends
 the session (and with it the transaction and its locks): a frozen or cut-off process holds
 nothing for longer than this."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TransactionLimits:
@@ -63,17 +63,11 @@ def parse_transaction_limits(
         JobQueueConfigurationError: not a dict, an unknown key, or a value that is not a
             number within its range (``jobqueue.limits.RANGES``), naming the key.
     """
-    if not isinstance(value, dict):
-        raise JobQueueConfigurationError(f"{where} must be a dict, got {value!r}")
-    known = [field for field in TransactionLimits.__dataclass_fields__]
-    unknown = sorted(map(str, set(value) - set(known)))
-    if unknown:
-        raise JobQueueConfigurationError(
-            f"{where} has unknown keys: {', '.join(unknown)} (known: {', '.join(known)})"
-        )
-    for key, number in value.items():
-        try:
-            limits.check(f"TRANSACTION_LIMITS.{key}", number, f"{where}[{key!r}]")
-        except ValueError as exc:
-            raise JobQueueConfigurationError(str(exc)) from None
-    return TransactionLimits(**{key: float(number) for key, number in value.items()})
+    known = asdict(TransactionLimits())
+    limits.section(value, where, known)
+    return TransactionLimits(
+        **{
+            key: limits.setting(f"TRANSACTION_LIMITS.{key}", number, f"{where}[{key!r}]")
+            for key, number in value.items()
+        }
+    )

@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Callable
 
 from jobqueue import limits
+from jobqueue.queuespec import parse_queue_spec
 
 
 def in_range(flag: str) -> Callable[[str], float]:
@@ -47,8 +48,6 @@ def in_range(flag: str) -> Callable[[str], float]:
 
 def queue_spec(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """Parse ``critical:6,default:3,bulk`` into queue names and weights (1 when not given)."""
-    from jobqueue.fairness import parse_queue_spec
-
     try:
         return parse_queue_spec(text)
     except ValueError as exc:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from ..conf import Breaker, RetryBudgetSettings
+from ..policies import Breaker, RetryBudgetSettings
 
 #: ``BreakerOutcomes.probe_result`` values.
 PROBE_OK, PROBE_FAILED, PROBE_NEUTRAL = "ok", "failed", "neutral"

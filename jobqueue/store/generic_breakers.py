@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from ..conf import Breaker, RetryBudgetSettings
+from ..policies import Breaker, RetryBudgetSettings
 from ..states import JobState
 from .breakers import PROBE_FAILED, PROBE_OK, BreakerOutcomes, BreakerView, Deferral
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..conf import Breaker, RetryBudgetSettings
+from ..policies import Breaker, RetryBudgetSettings
 from .breakers import BreakerOutcomes, BreakerView, Deferral
 
 

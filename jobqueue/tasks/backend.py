@@ -18,9 +18,10 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .. import client
-from ..conf import Backoff, validate_queue_name
 from ..errors import UnknownJobType
 from ..jobtypes import JobContext, JobType, register
+from ..policies import Backoff
+from ..validation import validate_queue_name
 from .options import (
     BackendOptions,
     JobQueueTask,

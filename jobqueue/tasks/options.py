@@ -18,8 +18,9 @@ from django.tasks import DEFAULT_TASK_QUEUE_NAME, Task
 from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 
 from ..arguments import validate_options
-from ..conf import Backoff, parse_backoff, validate_queue_name
 from ..errors import JobQueueConfigurationError
+from ..policies import Backoff, parse_backoff
+from ..validation import validate_queue_name
 
 __all__ = [
     "BackendOptions",

@@ -1,0 +1,85 @@
+"""Queue specs: the ``name[:weight]`` items of ``JOBQUEUE["QUEUES"]`` and ``runworkers --queues``.
+
+A leaf (imports only ``errors`` and ``validation``): ``conf`` reads the setting with
+:func:`parse_queues_setting`, the ``--queues`` flag with :func:`parse_queue_spec`, and
+``fairness`` serves the queues by the weights parsed here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import JobQueueConfigurationError
+from .validation import validate_queue_name
+
+__all__ = ["MAX_WEIGHT", "parse_queue_spec", "parse_queues_setting"]
+
+#: Largest queue weight: a ratio beyond 1000:1 is a strict order in all but name.
+MAX_WEIGHT = 1000
+
+# A ":<number>" suffix is read as a weight, also when the number is bad (":0", ":-1", ":1.5"),
+# so a mistyped weight is an error instead of silently becoming part of a queue's name.
+_WEIGHT_SUFFIX = re.compile(r"^(?P<name>.+):(?P<weight>[+-]?[0-9]+(?:\.[0-9]*)?)$")
+
+
+def parse_queue_spec(spec: str | Sequence[str]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Parse ``"critical:6,default:3,bulk:1"`` (or a list of such items) into names and weights.
+
+    A queue without ``:N`` has weight 1. Queue names may themselves contain ``:``; a name that
+    ends in ``:`` and digits (``v2:1``) must be written with its weight (``v2:1:1``).
+
+    Args:
+        spec: comma-separated ``name[:weight]`` items, or a list of them.
+
+    Returns:
+        ``(names, weights)`` in the order given.
+
+    Raises:
+        ValueError: an empty item, an invalid queue name, a weight that is not a whole number
+            from 1 to 1000, or a queue named twice; the message names the offending item.
+    """
+    items = [part.strip() for part in spec.split(",")] if isinstance(spec, str) else list(spec)
+    if not items or any(not isinstance(item, str) or not item for item in items):
+        raise ValueError(
+            f"expected comma-separated queues like 'critical:6,default:3,bulk' (name[:weight]), "
+            f"got {spec!r}"
+        )
+    names: list[str] = []
+    weights: list[int] = []
+    for item in items:
+        if item.endswith(":"):
+            # Legal in a queue name, but here it is a weight left out ("critical:,bulk").
+            raise ValueError(f"queue weight missing after ':' in {item!r}")
+        match = _WEIGHT_SUFFIX.match(item)
+        name, weight = (match["name"], match["weight"]) if match else (item, "1")
+        if not re.fullmatch(r"[0-9]+", weight) or not 1 <= int(weight) <= MAX_WEIGHT:
+            raise ValueError(
+                f"queue weight must be a whole number from 1 to {MAX_WEIGHT}, got {item!r}"
+            )
+        names.append(validate_queue_name(name))
+        weights.append(int(weight))
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        raise ValueError(f"queue named twice in {spec!r}: {', '.join(duplicated)}")
+    return tuple(names), tuple(weights)
+
+
+def parse_queues_setting(value: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Validate ``JOBQUEUE["QUEUES"]``: a list of ``"name"`` or ``"name:weight"`` strings.
+
+    Returns:
+        ``(names, weights)``; a name without a weight has weight 1 (:func:`parse_queue_spec`).
+
+    Raises:
+        JobQueueConfigurationError: not a non-empty list, or a bad item (the message names it).
+    """
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE['QUEUES'] must be a non-empty list of queue names, got {value!r}"
+        )
+    try:
+        return parse_queue_spec(list(value))
+    except ValueError as exc:
+        raise JobQueueConfigurationError(f"JOBQUEUE['QUEUES']: {exc}") from None
