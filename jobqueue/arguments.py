@@ -23,10 +23,10 @@ from django.conf import settings as django_settings
 from django.db import connections
 from django.utils import timezone
 
-from .conf import get_settings, validate_dependency_name, validate_queue_name
+from .conf import get_settings
 from .errors import MAX_DELAY_SECONDS, InvalidJobOption, JobNotFound, LeaseLost
+from .validation import validate_dependency_name, validate_priority, validate_queue_name
 
-PRIORITY_MIN, PRIORITY_MAX = -100, 100
 MAX_ATTEMPTS_LIMIT = 10_000
 BIGINT_MAX = 2**63 - 1
 """Largest id a row can have (PostgreSQL ``bigint``; SQLite's integers are the same width)."""
@@ -46,14 +46,11 @@ def validate_options(
     """
     if queue is not None:
         queue_name(queue)
-    if priority is not None and (
-        isinstance(priority, bool)
-        or not isinstance(priority, int)
-        or not PRIORITY_MIN <= priority <= PRIORITY_MAX
-    ):
-        raise InvalidJobOption(
-            "priority", f"must be an integer in {PRIORITY_MIN}..{PRIORITY_MAX}, got {priority!r}"
-        )
+    if priority is not None:
+        try:
+            validate_priority(priority)
+        except ValueError as exc:
+            raise InvalidJobOption("priority", str(exc)) from None
     if max_attempts is not None and (
         isinstance(max_attempts, bool)
         or not isinstance(max_attempts, int)

@@ -57,7 +57,7 @@ def check_cron_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     from django.conf import settings
 
     from .conf import DEFAULT_MAX_PAYLOAD_BYTES, parse_cron_setting
-    from .cron import check_handler
+    from .cron.entries import check_handler
 
     setting = getattr(settings, "JOBQUEUE", None)
     if not isinstance(setting, dict) or setting.get("CRON") is None:

@@ -19,8 +19,11 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from . import limits
+from .cron.spec import DEFAULT_CRON_MISSED_CAP, validate_entry
 from .errors import CronConfigurationError, JobQueueConfigurationError
 from .txlimits import TransactionLimits, parse_transaction_limits
+from .validation import validate_dependency_name as validate_dependency_name  # re-exported
+from .validation import validate_queue_name as validate_queue_name  # re-exported
 
 DEFAULT_LEASE_SECONDS = 30.0
 """How long a claim holds a job before another worker may take it; workers heartbeat every third."""
@@ -86,9 +89,6 @@ less than LEADER_LEASE_SECONDS + SCHEDULER_INTERVAL_SECONDS (the default grows t
 DEFAULT_CRON_FIRE_RETENTION_SECONDS = 30 * 24 * 3600.0
 """How long fire records (which make each fire time happen once) are kept: 30 days. The
 latest record of each entry is always kept."""
-
-DEFAULT_CRON_MISSED_CAP = 10
-"""With ``missed="all"``, the most missed fire times one catch-up runs."""
 
 DEFAULT_BREAKER = {
     "failure_threshold": 5,
@@ -327,30 +327,6 @@ def parse_backoff(value: Any, where: str = "JOBQUEUE['BACKOFF']") -> Backoff:
     return Backoff(policy=merged["policy"], base_seconds=base, cap_seconds=cap)
 
 
-def validate_queue_name(name: Any) -> str:
-    """Return ``name`` if it is a valid queue name, else raise ``ValueError`` naming it.
-
-    Queue names match ``[A-Za-z0-9_.:-]{1,100}`` (DESIGN.md).
-    """
-    import re
-
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", name):
-        raise ValueError(f"queue name must match [A-Za-z0-9_.:-]{{1,100}}, got {name!r}")
-    return name
-
-
-def validate_dependency_name(name: Any) -> str:
-    """Return ``name`` if it is a valid dependency name, else raise ``ValueError`` naming it.
-
-    Dependency names follow the queue-name rule, ``[A-Za-z0-9_.:-]{1,100}``.
-    """
-    import re
-
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", name):
-        raise ValueError(f"dependency name must match [A-Za-z0-9_.:-]{{1,100}}, got {name!r}")
-    return name
-
-
 _KEYS = {
     "LEASE_SECONDS",
     "TIMEOUT_SECONDS",
@@ -414,8 +390,6 @@ def parse_cron_setting(
     Raises:
         CronConfigurationError: naming the entry and the bad or unknown key.
     """
-    from .cron import validate_entry
-
     if not isinstance(raw, dict):
         raise CronConfigurationError(
             f"JOBQUEUE['CRON'] must be a dict of entry name -> entry dict, got {raw!r}"

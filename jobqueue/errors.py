@@ -11,6 +11,8 @@ from datetime import timedelta
 
 from django.core.exceptions import ImproperlyConfigured
 
+from .validation import validate_dependency_name
+
 __all__ = [
     "CronConfigurationError",
     "DuplicateJob",
@@ -154,9 +156,6 @@ class RetryAfter(Exception):
         self, seconds: float | timedelta, message: str = "", *, dependency: str | None = None
     ) -> None:
         if dependency is not None:
-            # Imported here: conf imports this module.
-            from .conf import validate_dependency_name
-
             validate_dependency_name(dependency)
         self.dependency = dependency
         if isinstance(seconds, timedelta):

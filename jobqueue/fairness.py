@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from .conf import validate_queue_name
+from .validation import validate_queue_name
 
 if TYPE_CHECKING:
     from .store.base import ClaimedJob

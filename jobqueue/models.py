@@ -9,12 +9,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import ClassVar
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from .crontab import validate_cron_expression, validate_timezone
 from .states import CLAIMABLE, FINISHED, LIVE, DeadReason, JobState
+from .validation import validate_queue_name
 
 _claimable = Q(state__in=sorted(CLAIMABLE))
 _live = Q(state__in=sorted(LIVE))
@@ -233,10 +235,6 @@ class CronSource(models.TextChoices):
 
 def validate_queue_field(value: str) -> None:
     """Raise ``ValidationError`` unless ``value`` is a valid queue name (a field validator)."""
-    from django.core.exceptions import ValidationError
-
-    from .conf import validate_queue_name
-
     try:
         validate_queue_name(value)
     except ValueError as exc:

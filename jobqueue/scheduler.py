@@ -3,7 +3,7 @@
 Each tick (every ``SCHEDULER_INTERVAL_SECONDS``) the scheduler renews the leader lease, or tries
 to take it once it has lapsed. Only the leader fires: it reads the entries whose next fire time
 is due by the database clock (up to one tick ahead), plans each entry's fires from its previous
-fire time (:func:`jobqueue.cron.plan`: time zones, DST, missed runs), and fires them one
+fire time (:func:`jobqueue.cron.planning.plan`: time zones, DST, missed runs), and fires them one
 transaction each. A paused or partitioned ex-leader is fenced out by the lease's token, and even
 two schedulers that both believe they lead cannot fire one (entry, fire time) twice: the fire
 record's unique constraint turns the second attempt into "already fired".
@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from .conf import get_settings
-from .cron import cron_store, fire, plan, reconcile_settings
+from .cron.entries import cron_store, reconcile_settings
+from .cron.firing import fire
+from .cron.planning import plan
 from .crontab import Schedule
 from .store.cron import SCHEDULER_LEASE, DueEntry, Leadership
 
