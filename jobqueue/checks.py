@@ -21,7 +21,8 @@ from typing import Any
 from django.core import checks
 from django.db import connections
 
-from .conf import build_settings
+from .conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, parse_cron_setting
+from .cron.entries import check_handler
 from .errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
 
 BACKEND_PATH = "jobqueue.backends.JobQueueBackend"
@@ -55,9 +56,6 @@ def check_cron_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     keyword argument every cron job gets (jobqueue.W003).
     """
     from django.conf import settings
-
-    from .conf import DEFAULT_MAX_PAYLOAD_BYTES, parse_cron_setting
-    from .cron.entries import check_handler
 
     setting = getattr(settings, "JOBQUEUE", None)
     if not isinstance(setting, dict) or setting.get("CRON") is None:
