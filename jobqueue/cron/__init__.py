@@ -13,7 +13,9 @@ One module per job:
 - :mod:`.entries`: ``schedule()``, the settings' entries, the admin's writes (all through the
   store);
 - :mod:`.planning`: which fire times a scheduler pass fires (missed-run policies);
-- :mod:`.firing`: one fire and its job.
+- :mod:`.firing`: one fire and its job;
+- :mod:`.scheduler`: the leader service ``runworkers`` runs (lease, ticks; logger
+  ``jobqueue.scheduler``).
 
 The names below are re-exported lazily (PEP 562): ``conf`` imports :mod:`.spec` while it is
 itself being imported, and an eager import of :mod:`.entries` here would import ``conf`` back.
@@ -22,24 +24,7 @@ itself being imported, and an eager import of :mod:`.entries` here would import 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ..store.cron import Advance, CronStore, DueEntry, Fire, Fired, Leadership
-    from ..store.cron_entries import refresh_next_fire
-    from .entries import (
-        check_handler,
-        cron_store,
-        edit_entry,
-        reconcile_settings,
-        save_entry,
-        schedule,
-        set_enabled,
-        validate_entry,
-    )
-    from .firing import FireOutcome, build_job, fire, run_now
-    from .planning import MAX_COUNTED_MISSES, Plan, plan
-    from .spec import DEFAULT_CRON_MISSED_CAP, FIRE_TIME_KEY, MISSED_POLICIES, accepts_fire_time
+from typing import Any
 
 __all__ = [
     "DEFAULT_CRON_MISSED_CAP",
@@ -54,6 +39,7 @@ __all__ = [
     "Fired",
     "Leadership",
     "Plan",
+    "Scheduler",
     "accepts_fire_time",
     "build_job",
     "check_handler",
@@ -90,6 +76,7 @@ _LAZY = {
     ),
     **dict.fromkeys(("FireOutcome", "build_job", "fire", "run_now"), "jobqueue.cron.firing"),
     **dict.fromkeys(("MAX_COUNTED_MISSES", "Plan", "plan"), "jobqueue.cron.planning"),
+    "Scheduler": "jobqueue.cron.scheduler",
     **dict.fromkeys(
         ("DEFAULT_CRON_MISSED_CAP", "FIRE_TIME_KEY", "MISSED_POLICIES", "accepts_fire_time"),
         "jobqueue.cron.spec",

@@ -20,12 +20,12 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from .conf import get_settings
-from .cron.entries import cron_store, reconcile_settings
-from .cron.firing import fire
-from .cron.planning import plan
-from .crontab import Schedule
-from .store.cron import SCHEDULER_LEASE, DueEntry, Leadership
+from ..conf import get_settings
+from ..crontab import Schedule
+from ..store.cron import SCHEDULER_LEASE, DueEntry, Leadership
+from .entries import cron_store, reconcile_settings
+from .firing import fire
+from .planning import plan
 
 logger = logging.getLogger("jobqueue.scheduler")
 
