@@ -21,7 +21,7 @@ from typing import Any
 from django.core import checks
 from django.db import connections
 
-from .conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, parse_cron_setting
+from .conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, get_settings, parse_cron_setting
 from .cron.entries import check_handler
 from .errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
 
@@ -191,8 +191,6 @@ def job_types_named_in_settings() -> Iterable[tuple[str, str]]:
     Today that is the job type of each ``JOBQUEUE["CRON"]`` entry. An invalid ``JOBQUEUE`` is
     reported elsewhere (E001, E005) and yields nothing here.
     """
-    from .conf import get_settings
-
     try:
         cron = get_settings().cron
     except JobQueueConfigurationError:
