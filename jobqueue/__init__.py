@@ -39,7 +39,7 @@ _LAZY = {
     "retry": "jobqueue.client",
     "retry_many": "jobqueue.client",
     "run_now": "jobqueue.client",
-    "schedule": "jobqueue.cron",
+    "schedule": "jobqueue.cron.entries",
     "open_breaker": "jobqueue.breakers",
     "close_breaker": "jobqueue.breakers",
     "job": "jobqueue.jobs",

@@ -21,7 +21,9 @@ from typing import Any
 from django.core import checks
 from django.db import connections
 
-from .conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, get_settings, parse_cron_setting
+from .conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, get_settings
+from .cron.entries import check_handler
+from .cron.spec import parse_cron_setting
 from .errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
 from .validation import is_count
 
@@ -56,8 +58,6 @@ def check_cron_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     keyword argument every cron job gets (jobqueue.W003).
     """
     from django.conf import settings
-
-    from .cron import check_handler
 
     setting = getattr(settings, "JOBQUEUE", None)
     if not isinstance(setting, dict) or setting.get("CRON") is None:

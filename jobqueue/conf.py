@@ -24,7 +24,11 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from . import limits
-from .errors import CronConfigurationError, JobQueueConfigurationError
+
+# CRON entries are checked by the cron package's leaf, which imports neither conf nor the store.
+from .cron.spec import DEFAULT_CRON_MISSED_CAP as DEFAULT_CRON_MISSED_CAP
+from .cron.spec import CronSpec, parse_cron_setting
+from .errors import JobQueueConfigurationError
 from .policies import (
     Backoff,
     Breaker,
@@ -112,27 +116,8 @@ DEFAULT_CRON_FIRE_RETENTION_SECONDS = 30 * 24 * 3600.0
 """How long fire records (which make each fire time happen once) are kept: 30 days. The
 latest record of each entry is always kept."""
 
-DEFAULT_CRON_MISSED_CAP = 10
-"""With ``missed="all"``, the most missed fire times one catch-up runs."""
-
 RETENTION_STATES = tuple(DEFAULT_RETENTION_SECONDS)
 """The finished states the pruner deletes; live jobs are never pruned."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CronSpec:
-    """One entry of ``JOBQUEUE["CRON"]``, validated (the arguments of ``jobqueue.schedule``)."""
-
-    name: str
-    cron_expr: str
-    job_type: str
-    queue: str = "default"
-    payload: dict[str, Any] = field(default_factory=dict)
-    timezone: str = "UTC"
-    priority: int = 0
-    missed: str = "once"
-    missed_cap: int = DEFAULT_CRON_MISSED_CAP
-    enabled: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -282,73 +267,6 @@ def parse_masked_keys(value: Any) -> tuple[str, ...]:
                 f"JOBQUEUE['ADMIN_MASKED_KEYS'] items must be non-empty strings, got {item!r}"
             )
     return tuple(item.strip().lower() for item in items)
-
-
-#: Keys of one ``JOBQUEUE["CRON"]`` entry; the first two are required.
-CRON_ENTRY_KEYS = (
-    "cron_expr",
-    "job_type",
-    "queue",
-    "payload",
-    "timezone",
-    "priority",
-    "missed",
-    "missed_cap",
-    "enabled",
-)
-
-
-def parse_cron_setting(
-    raw: Any, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-) -> tuple[CronSpec, ...]:
-    """Validate ``JOBQUEUE["CRON"]``: a dict of entry name -> dict of ``schedule`` arguments.
-
-    Example::
-
-        "CRON": {
-            "nightly-report": {"cron_expr": "0 3 * * *", "job_type": "shop.jobs.report",
-                               "queue": "reports", "timezone": "Europe/Berlin"},
-        }
-
-    Args:
-        raw: the setting's value.
-        max_payload_bytes: the payload limit the entries' payloads must fit.
-
-    Returns:
-        The entries, sorted by name.
-
-    Raises:
-        CronConfigurationError: naming the entry and the bad or unknown key.
-    """
-    # Function-level: cron imports conf, the store and the models; the cron/ package step makes
-    # the spec check a leaf that conf imports at module level.
-    from .cron import validate_entry
-
-    if not isinstance(raw, dict):
-        raise CronConfigurationError(
-            f"JOBQUEUE['CRON'] must be a dict of entry name -> entry dict, got {raw!r}"
-        )
-    specs = []
-    for name in sorted(raw, key=str):
-        entry = raw[name]
-        where = f"JOBQUEUE['CRON'][{name!r}]"
-        if not isinstance(entry, dict):
-            raise CronConfigurationError(f"{where} must be a dict, got {entry!r}")
-        unknown = sorted(set(entry) - set(CRON_ENTRY_KEYS), key=str)
-        if unknown:
-            raise CronConfigurationError(
-                f"{where} has unknown keys: {', '.join(map(str, unknown))} "
-                f"(known: {', '.join(CRON_ENTRY_KEYS)})"
-            )
-        missing = [key for key in CRON_ENTRY_KEYS[:2] if key not in entry]
-        if missing:
-            raise CronConfigurationError(f"{where} needs {' and '.join(missing)}")
-        try:
-            values = validate_entry(name=name, **entry, max_payload_bytes=max_payload_bytes)
-        except ValueError as exc:
-            raise CronConfigurationError(f"{where}: {exc}") from None
-        specs.append(CronSpec(**values))
-    return tuple(specs)
 
 
 #: ``JOBQUEUE`` key -> (the field or fields of :class:`JobQueueSettings` it sets, its parser).

@@ -8,11 +8,14 @@ import re
 from datetime import UTC, datetime
 
 import pytest
+from django.contrib import admin
 from django.contrib.auth.models import Permission, User
+from django.contrib.messages.storage.cookie import CookieStorage
 from django.urls import reverse
 
 import jobqueue
 from jobqueue import cron
+from jobqueue.admin.cron import CronEntryAdmin
 from jobqueue.crontab import Schedule
 from jobqueue.models import CronEntry, CronFire, Job
 
@@ -246,3 +249,27 @@ def test_change_page_lists_recent_fires_with_their_jobs_states(admin_client):
     )
     assert rows[3].startswith("2020-01-01 02:00 CET scheduled") and f"#{fired[0]} pruned" in rows[3]
     assert rows[3].endswith("w1")
+
+
+@pytest.mark.django_db(databases=["default", "sqlite"])
+def test_actions_act_on_the_database_of_their_queryset(rf):
+    entry = cron.schedule("elsewhere", "0 3 * * *", "q", NOOP, using="sqlite")
+    request = rf.post("/")
+    request.user = User(username="ops")
+    request._messages = CookieStorage(request)
+    model_admin = CronEntryAdmin(CronEntry, admin.site)
+    queryset = CronEntry.objects.using("sqlite").filter(pk=entry.pk)
+
+    model_admin.disable(request, queryset)
+    assert CronEntry.objects.using("sqlite").values_list("enabled", "next_fire_at").get() == (
+        False,
+        None,
+    )
+    model_admin.enable(request, queryset)
+    assert CronEntry.objects.using("sqlite").get().next_fire_at is not None
+    model_admin.run_now(request, queryset)
+    record = CronFire.objects.using("sqlite").get()
+    job = Job.objects.using("sqlite").get()
+    assert (record.job_id, record.manual, record.fired_by) == (job.id, True, "admin:ops")
+    assert not CronEntry.objects.using("default").exists()
+    assert not Job.objects.using("default").exists()

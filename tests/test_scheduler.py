@@ -24,9 +24,9 @@ import pytest
 from django.db import connections
 
 import jobqueue
+from jobqueue.cron.scheduler import Scheduler
 from jobqueue.crontab import Schedule
 from jobqueue.models import CronEntry, CronFire, Job, LeaderLease
-from jobqueue.scheduler import Scheduler
 from jobqueue.states import JobState
 from tests.conftest import ROOT, requires_postgres, subprocess_env
 
@@ -342,7 +342,7 @@ CRASH_SCRIPT = """
 import os, django
 django.setup()
 from datetime import datetime, UTC
-from jobqueue.scheduler import Scheduler
+from jobqueue.cron.scheduler import Scheduler
 from jobqueue.models import CronFire
 s = Scheduler(holder="crasher", reconcile=False)
 def crash(advance):
@@ -642,8 +642,8 @@ def test_field_case_35_kathmandu_entries_fire_at_a_quarter_past_the_utc_hour():
 
 
 def test_field_case_35_a_next_fire_time_at_or_before_the_last_fire_is_stepped_past(caplog):
-    from jobqueue import scheduler as scheduler_module
     from jobqueue.cron import plan as real_plan
+    from jobqueue.cron import scheduler as scheduler_module
 
     start = utc(2025, 11, 2, 9, 0)
     entry("m", "* * * * *", start=start - timedelta(seconds=1), timezone="America/Los_Angeles")

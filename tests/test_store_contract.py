@@ -25,6 +25,7 @@ from jobqueue.store import ExpiredLease, Nack, NewJob, ReapDecision
 from jobqueue.store.cron import Advance, Fire
 
 from .conftest import requires_postgres
+from .contract_cron_entries import CronEntryContract
 from .contract_deaths import DeathContract
 from .contract_dependencies import DependencyContract
 from .factories import make_job
@@ -52,11 +53,12 @@ def reap_decision(delay_s: float = 0.0):
     return decide
 
 
-class StoreContract(DependencyContract, DeathContract):
+class StoreContract(DependencyContract, DeathContract, CronEntryContract):
     """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path).
 
     The breaker, deferral and budget tests come from ``DependencyContract``; a dead worker
-    process's hand-back from ``DeathContract``.
+    process's hand-back from ``DeathContract``; the writes of cron entries from
+    ``CronEntryContract``.
     """
 
     alias: str

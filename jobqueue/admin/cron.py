@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import transaction
+from django.db import router
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
@@ -21,7 +21,8 @@ from django.utils import timezone as django_timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
-from .. import cron
+from ..cron import entries as cron
+from ..cron.firing import run_now
 from ..crontab import Schedule, zone
 from ..errors import InvalidCronExpression, InvalidJobOption, InvalidPayload
 from ..models import CronEntry, CronFire, CronSource, Job
@@ -211,13 +212,17 @@ class CronEntryAdmin(admin.ModelAdmin):
     @admin.display(description="recent fires")
     def recent_fires(self, obj: CronEntry) -> str:
         """Return a table of the entry's latest fires and the state of each one's job."""
-        fires = list(CronFire.objects.filter(entry=obj).order_by("-fire_time")[:RECENT_FIRES])
+        fires = list(
+            CronFire.objects.using(obj._state.db)
+            .filter(entry=obj)
+            .order_by("-fire_time")[:RECENT_FIRES]
+        )
         if not fires:
             return "none yet"
         states = dict(
-            Job.objects.filter(id__in=[f.job_id for f in fires if f.job_id]).values_list(
-                "id", "state"
-            )
+            Job.objects.using(obj._state.db)
+            .filter(id__in=[f.job_id for f in fires if f.job_id])
+            .values_list("id", "state")
         )
         rows = (
             (
@@ -252,21 +257,21 @@ class CronEntryAdmin(admin.ModelAdmin):
     # -- saving ----------------------------------------------------------------------------
 
     def save_model(self, request: HttpRequest, obj: CronEntry, form: Any, change: bool) -> None:
-        """Save, recomputing ``next_fire_at`` when the schedule or ``enabled`` changed."""
-        store = cron.cron_store()
-        with transaction.atomic():
-            now = store.db_now()
-            was = None
-            if change:
-                old = CronEntry.objects.select_for_update().get(pk=obj.pk)
-                was = {f: getattr(old, f) for f in ("cron_expr", "timezone", "enabled")}
-                obj.next_fire_at = old.next_fire_at
-            else:
-                obj.source = CronSource.ADMIN
-                obj.created_at = now
-            obj.updated_at = now
-            cron.refresh_next_fire(obj, was=was, now=now)
-            super().save_model(request, obj, form, change)
+        """Save through the cron API (the store writes; ``next_fire_at`` follows the schedule).
+
+        A new entry's source is ``admin``; an edited one keeps its source. The entry goes to the
+        database the router picks for it (Django's own ``save_model`` does the same).
+        """
+        using = router.db_for_write(CronEntry, instance=obj)
+        values = {f: getattr(obj, f) for f in ENTRY_FIELDS}
+        if change:
+            saved = cron.edit_entry(obj.pk, values, using=using)
+        else:
+            saved, _ = cron.save_entry(values, source=CronSource.ADMIN, using=using)
+        # The admin goes on with ``obj`` (the log entry, the redirect): give it what was saved.
+        for f in CronEntry._meta.concrete_fields:
+            setattr(obj, f.attname, getattr(saved, f.attname))
+        obj._state.adding, obj._state.db = False, using
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -314,28 +319,17 @@ class CronEntryAdmin(admin.ModelAdmin):
 
     @staticmethod
     def _set_enabled(queryset: QuerySet[CronEntry], enabled: bool) -> int:
-        store = cron.cron_store()
-        done = 0
-        with transaction.atomic():
-            now = store.db_now()
-            for entry in queryset.select_for_update():
-                was = {
-                    "cron_expr": entry.cron_expr,
-                    "timezone": entry.timezone,
-                    "enabled": entry.enabled,
-                }
-                entry.enabled = enabled
-                entry.updated_at = now
-                cron.refresh_next_fire(entry, was=was, now=now)
-                entry.save(update_fields=["enabled", "next_fire_at", "updated_at"])
-                done += 1
-        return done
+        ids = list(queryset.values_list("pk", flat=True))
+        return len(cron.set_enabled(ids, enabled, using=queryset.db))
 
     @admin.action(description="Run selected cron entries now", permissions=["run"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[CronEntry]) -> None:
         """Enqueue each entry's job now (a manual fire); the schedule does not move."""
         jobs = [
-            (entry.name, cron.run_now(entry, fired_by=f"admin:{request.user.get_username()}"))
+            (
+                entry.name,
+                run_now(entry, fired_by=f"admin:{request.user.get_username()}", using=queryset.db),
+            )
             for entry in queryset.order_by("name")
         ]
         self.message_user(

@@ -9,11 +9,15 @@ lease and the compare-and-set on ``next_fire_at`` only keep a second scheduler f
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .base import NewJob
+
+if TYPE_CHECKING:
+    from ..models import CronEntry
 
 #: The leader lease the cron scheduler holds.
 SCHEDULER_LEASE = "scheduler"
@@ -157,3 +161,21 @@ class CronStore(Protocol):
 
     def prune_cron_fires(self, older_than: datetime, limit: int = 10_000) -> int:
         """Delete fire records older than ``older_than``, except each entry's latest one."""
+
+    def save_cron_entry(
+        self, values: Mapping[str, Any], *, source: str, replace_other: bool = True
+    ) -> tuple[CronEntry, str]:
+        """Create or update the entry named ``values["name"]``; return it and what happened.
+
+        The outcome is ``created``, ``updated``, ``unchanged`` or ``conflict`` (the entry is
+        another source's and ``replace_other`` is False).
+        """
+
+    def edit_cron_entry(self, entry_id: int, values: Mapping[str, Any]) -> CronEntry:
+        """Set an entry's name and fields by id, keeping its source and the scheduler's fields."""
+
+    def set_cron_entries_enabled(self, entry_ids: Collection[int], enabled: bool) -> list[str]:
+        """Enable or disable those entries not so already; return their names."""
+
+    def disable_cron_entries(self, source: str, keep: Collection[str]) -> list[str]:
+        """Disable the enabled entries of ``source`` not named in ``keep``; return their names."""

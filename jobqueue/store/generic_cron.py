@@ -14,9 +14,10 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from .cron import Advance, DueEntry, Fire, Fired, Leadership
+from .cron_entries import CronEntryWrites
 
 
-class GenericCronStore:
+class GenericCronStore(CronEntryWrites):
     """Cron operations through the ORM; the host class provides ``alias`` and ``enqueue``."""
 
     alias: str

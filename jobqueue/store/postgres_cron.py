@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from .cron import Advance, DueEntry, Fire, Fired, Leadership
+from .cron_entries import CronEntryWrites
 
 
 def _json(value: Any) -> Any:
@@ -22,7 +23,7 @@ def _leader_params(leader: Leadership | None) -> dict[str, Any]:
     return {"lease_name": leader.name, "holder": leader.holder, "token": leader.token}
 
 
-class PostgresCronStore:
+class PostgresCronStore(CronEntryWrites):
     """Cron operations on PostgreSQL; the host class provides ``_execute(name, params)``."""
 
     _execute: Any

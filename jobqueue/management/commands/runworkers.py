@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
 from jobqueue.conf import get_settings
+from jobqueue.cron.scheduler import Scheduler
 from jobqueue.deaths import hand_back_leases
 from jobqueue.management.arguments import (
     MAX_WORKER_ID_LENGTH,
@@ -21,7 +22,6 @@ from jobqueue.management.arguments import (
     worker_id_text,
 )
 from jobqueue.pruning import Pruner
-from jobqueue.scheduler import Scheduler
 from jobqueue.stopping import STANDALONE, SUPERVISED
 from jobqueue.supervisor import EXIT_RECYCLE, Supervisor, reexec
 from jobqueue.worker import Worker, default_worker_id

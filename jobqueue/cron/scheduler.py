@@ -3,7 +3,7 @@
 Each tick (every ``SCHEDULER_INTERVAL_SECONDS``) the scheduler renews the leader lease, or tries
 to take it once it has lapsed. Only the leader fires: it reads the entries whose next fire time
 is due by the database clock (up to one tick ahead), plans each entry's fires from its previous
-fire time (:func:`jobqueue.cron.plan`: time zones, DST, missed runs), and fires them one
+fire time (:func:`jobqueue.cron.planning.plan`: time zones, DST, missed runs), and fires them one
 transaction each. A paused or partitioned ex-leader is fenced out by the lease's token, and even
 two schedulers that both believe they lead cannot fire one (entry, fire time) twice: the fire
 record's unique constraint turns the second attempt into "already fired".
@@ -20,10 +20,12 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from .conf import get_settings
-from .cron import cron_store, fire, plan, reconcile_settings
-from .crontab import Schedule
-from .store.cron import SCHEDULER_LEASE, DueEntry, Leadership
+from ..conf import get_settings
+from ..crontab import Schedule
+from ..store.cron import SCHEDULER_LEASE, DueEntry, Leadership
+from .entries import cron_store, reconcile_settings
+from .firing import fire
+from .planning import plan
 
 logger = logging.getLogger("jobqueue.scheduler")
 
