@@ -9,7 +9,8 @@ only ``validation``, ``errors``, ``conf`` and Django.
 A job id that no row can have (not an integer, below 1, above PostgreSQL's bigint) and a lease
 token that is not a UUID name no job and no lease: the function answers as it does for any
 missing one (:class:`JobNotFound`, or :class:`LeaseLost` for the functions that act on a lease),
-without asking the database.
+without asking the database; the message says which argument it is ("'x' is not a job id"), not
+that a lease was lost.
 """
 
 from __future__ import annotations
@@ -201,7 +202,11 @@ def leased_job_id(value: Any) -> int:
         LeaseLost: not an integer in 1..bigint: no lease is held under it.
     """
     if not _is_id(value):
-        raise LeaseLost(value)
+        raise LeaseLost(
+            value,
+            f"{value!r:.100} is not a job id (an integer in 1..{BIGINT_MAX}): "
+            "no lease is held under it",
+        )
     return value
 
 
@@ -218,7 +223,10 @@ def lease_token(value: Any, job: Any) -> uuid.UUID:
             return uuid.UUID(value)
         except ValueError:
             pass
-    raise LeaseLost(job, f"no lease on job {job!r} is held under token {value!r:.100}")
+    raise LeaseLost(
+        job,
+        f"{value!r:.100} is not a lease token (a UUID): no lease on job {job!r} is held under it",
+    )
 
 
 def alias(using: Any) -> str:

@@ -624,6 +624,34 @@ def test_small_lists_count_exactly(admin):
     assert "PostgreSQL's estimate" not in text(response)
 
 
+@pytest.mark.parametrize(
+    ("url", "term"),
+    [
+        (JOBS, "9223372036854775808"),  # bigint's largest + 1
+        (JOBS, "#99999999999999999999999"),
+        (DEAD, "99999999999999999999999"),
+    ],
+)
+def test_a_search_no_row_can_match_shows_an_empty_list(admin, url, term):
+    """Django knows an id over bigint matches nothing and sends no query; the page counts 0
+    (before: EXPLAIN of that empty query returned "", and json.loads failed with a 500)."""
+    make_jobs(2, JobState.READY)
+    make_jobs(2, JobState.DEAD)
+    response = admin.get(url, {"q": term})
+    assert response.status_code == 200
+    assert response.context["cl"].result_count == 0
+    assert list(response.context["cl"].result_list) == []
+    assert not response.context["cl"].paginator.estimated
+
+
+def test_the_planners_estimate_of_an_empty_queryset_is_0():
+    expected = 0 if connection.vendor == "postgresql" else None  # None: no planner to ask
+    make_jobs(2, JobState.READY)
+    assert paginator_module.planner_rows(Job.objects.none()) == expected
+    assert paginator_module.planner_rows(Job.objects.filter(id__in=[])) == expected
+    assert paginator_module.planner_rows(Job.objects.filter(id=2**63)) == expected
+
+
 def test_rendered_json_is_valid_for_unicode_and_nesting(admin):
     job = make_job(payload={"name": "Zoë", "list": list(range(150))})
     page = admin.get(detail(job.id)).content.decode()

@@ -134,3 +134,25 @@ def test_retry_many_reports_ids_no_job_can_have_as_missing_and_retries_the_rest(
         assert result.retried == (dead,)
         assert list(result.missing) == [987654321, "abc", BIG_ID, 0, None]
         assert Job.objects.get(id=dead).state == JobState.READY
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda job, token: jobqueue.heartbeat(job, token),
+        lambda job, token: jobqueue.ack(job, token),
+        lambda job, token: jobqueue.nack(job, token, "boom"),
+    ],
+    ids=["heartbeat", "ack", "nack"],
+)
+def test_a_lease_call_with_no_possible_job_or_token_says_which_is_wrong(call):
+    # Still LeaseLost (the documented type: no lease can be held under them), but the message
+    # names the argument, not a reclaim or a reaper that never happened.
+    with pytest.raises(LeaseLost, match=r"^'x' is not a job id \(an integer in 1\.\.") as lost:
+        call("x", "y")
+    assert lost.value.job_id == "x"
+    assert "was lost" not in str(lost.value)
+    with pytest.raises(LeaseLost, match=r"^'y' is not a lease token \(a UUID\)") as lost:
+        call(7, "y")
+    assert lost.value.job_id == 7
+    assert "was lost" not in str(lost.value)

@@ -115,3 +115,86 @@ def test_every_public_function_raises_queue_unavailable_in_an_outage(cluster):
     expected = {key: "jobqueue.errors.QueueUnavailable" for key in seen}
     assert len(seen) == 2 * len(CALLS)
     assert seen == expected
+
+
+# Per call: opens a connection with fresh jobs to act on, says READY, waits for the server to be
+# stopped, makes the call outside atomic() (QueueUnavailable expected), says so, waits for the
+# server to be back, and makes the same call again on the same connection object, as a script or
+# a consumer loop does: no request boundary closes the dead connection for it. Before the fix,
+# that second call raised QueueUnavailable ("the connection is closed") for every function.
+RECOVERY_SCRIPT = """
+import sys
+import django
+django.setup()
+from django.db import connection
+import jobqueue
+from tests.factories import make_job
+NOOP = 'tests.testapp.jobs.noop'
+calls = {calls!r}
+print('SETUP', flush=True)
+for line in sys.stdin:
+    name = line.strip()
+    connection.close()  # each call starts afresh, whatever the one before left behind
+    dead = make_job('dead').id
+    leased_job = make_job('leased')
+    leased, token = leased_job.id, leased_job.lease_token
+    print('READY', flush=True)
+    for phase in ('down', 'up'):
+        sys.stdin.readline()
+        try:
+            eval(calls[name])
+            print('RESULT none', flush=True)
+        except Exception as exc:
+            kind = type(exc).__module__ + '.' + type(exc).__qualname__
+            print('RESULT', kind, repr(str(exc))[:300], flush=True)
+"""
+
+#: The calls again, each one that can succeed on a job made for it (a registered job type).
+RECOVERY_CALLS = {
+    **CALLS,
+    "enqueue_many": "jobqueue.enqueue_many([{'queue': 'q', 'job_type': NOOP}])",
+}
+
+
+def test_after_an_outage_the_next_call_outside_atomic_reconnects(cluster):
+    url = cluster.create_database("jq_outage_recovery")
+    env = subprocess_env()
+    env["DATABASE_URL"] = url
+    subprocess.run(
+        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, cwd=ROOT, check=True
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RECOVERY_SCRIPT.format(calls=RECOVERY_CALLS)],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    down: dict[str, str] = {}
+    up: dict[str, str] = {}
+    try:
+        assert proc.stdout.readline().strip() == "SETUP"
+        for name in RECOVERY_CALLS:
+            proc.stdin.write(f"{name}\n")
+            proc.stdin.flush()
+            ready = proc.stdout.readline()
+            assert ready.strip() == "READY", ready + proc.stdout.read()
+            cluster.stop()
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            result = proc.stdout.readline().split(maxsplit=1)
+            assert result and result[0] == "RESULT", result
+            down[name] = result[1].split()[0]
+            cluster.start()
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            result = proc.stdout.readline().split(maxsplit=1)
+            assert result and result[0] == "RESULT", result
+            up[name] = result[1].strip()
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert down == {name: "jobqueue.errors.QueueUnavailable" for name in RECOVERY_CALLS}
+    assert up == {name: "none" for name in RECOVERY_CALLS}

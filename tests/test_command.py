@@ -32,6 +32,8 @@ BAD_FLAGS = [
     (["--poll-interval", "0"], "--poll-interval", "got '0'"),
     (["--worker-id", "w" * 201], "--worker-id", "at most 200 characters"),
     (["--worker-id", "pod\x01a"], "--worker-id", "control character"),
+    (["--worker-id", ""], "--worker-id", "expected a worker id, got ''"),
+    (["--worker-id", " \t"], "--worker-id", "expected a worker id, got ' \\t'"),
 ]
 IDS = [
     "queues-empty",
@@ -48,6 +50,8 @@ IDS = [
     "poll-interval-0",
     "worker-id-long",
     "worker-id-control",
+    "worker-id-empty",
+    "worker-id-blank",
 ]
 
 
@@ -63,7 +67,16 @@ def test_bad_flag_exits_2_naming_the_problem(workers, argv, flag, text):
 
 # Not the worker-id cases in process: were their check to regress, the worker would start in the
 # test process and retry its failing registration forever (the subprocess test has a timeout).
-@pytest.mark.parametrize(("argv", "flag", "text"), BAD_FLAGS[:-2], ids=IDS[:-2])
+IN_PROCESS = [
+    (case, name)
+    for case, name in zip(BAD_FLAGS, IDS, strict=True)
+    if not name.startswith("worker-id")
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "text"), [c for c, _ in IN_PROCESS], ids=[n for _, n in IN_PROCESS]
+)
 def test_bad_flag_raises_command_error_in_process(argv, flag, text):
     with pytest.raises(CommandError) as raised:
         call_command("runworkers", *argv, "--burst")

@@ -23,6 +23,7 @@ from .. import client
 from ..errors import JobNotFound
 from ..models import Job
 from ..states import CANCELLABLE, RETRYABLE, JobState
+from .guards import bad_ids
 
 #: Rows handled per transaction by the per-row actions: one commit per chunk, not per row, and
 #: no lock held for long.
@@ -289,7 +290,11 @@ def run_bulk_action(
     eligible = queryset.filter(state__in=sorted(action.eligible))
     if action.confirm and request.POST.get("post") != "yes":
         return confirmation_page(modeladmin, request, queryset, eligible, action, select_across)
-    confirmed = _confirmed_ids(request)
+    try:
+        confirmed = _confirmed_ids(request)
+    except ValueError as exc:
+        modeladmin.message_user(request, f"Nothing was changed: {exc}", messages.ERROR)
+        return None
     if confirmed is not None:
         # Act on what the confirmation page showed, no more (rows matching the filters since
         # are not acted on); the client's per-row fence skips what changed since. Not through
@@ -304,7 +309,7 @@ def run_bulk_action(
         outcome.attempted = bool(ids)
         if not select_across:
             posted = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
-            selected = {int(pk) for pk in posted if pk.isdigit()}
+            selected = {int(pk) for pk in posted if pk.isascii() and pk.isdigit()}
             outcome.changed.update(_states(selected - set(ids), using))
             outcome.missing.extend(sorted(selected - set(ids) - set(outcome.changed)))
         report(modeladmin, request, action, outcome)
@@ -313,7 +318,7 @@ def run_bulk_action(
     outcome = action.apply(ids, using) if ids else Outcome()
     if not select_across:
         posted = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
-        selected = {int(pk) for pk in posted if pk.isdigit()}
+        selected = {int(pk) for pk in posted if pk.isascii() and pk.isdigit()}
         not_eligible = selected - set(ids)
         now = _states(not_eligible, using)
         outcome.changed.update(now)
@@ -327,11 +332,19 @@ CONFIRMED_IDS = "jq_confirmed_ids"
 
 
 def _confirmed_ids(request: Any) -> list[int] | None:
-    """Return the ids the confirmation page showed, or None for a form without them."""
+    """Return the ids the confirmation page showed, or None for a form without them.
+
+    Raises:
+        ValueError: a part is not a job id (a tampered form): naming it.
+    """
     raw = request.POST.get(CONFIRMED_IDS)
     if raw is None:
         return None
-    return [int(part) for part in raw.split(",") if part.isdigit()]
+    parts = [part for part in raw.split(",") if part]
+    bad = bad_ids(Job, parts)
+    if bad:
+        raise ValueError(f"not a job id: {bad[0]!r:.60}.")
+    return [int(part) for part in parts]
 
 
 def confirmation_page(

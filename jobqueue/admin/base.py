@@ -27,6 +27,7 @@ from .display import (
     short_error,
     state_badge,
 )
+from .guards import InputGuardMixin
 from .paginator import EstimatedCountPaginator
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ class JobChangeList(ChangeList):
             job.admin_secrets = found.get(job.pk, set())
 
 
-class JobAdminBase(admin.ModelAdmin):
+class JobAdminBase(InputGuardMixin, admin.ModelAdmin):
     """Read-only job rows with the operator actions; subclasses choose columns and filters."""
 
     paginator = EstimatedCountPaginator

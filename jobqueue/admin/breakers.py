@@ -17,10 +17,11 @@ from django.utils.translation import ngettext
 from .. import breakers
 from ..conf import get_settings
 from ..models import DependencyBreaker, RetryBudget
+from .guards import InputGuardMixin
 
 
 @admin.register(DependencyBreaker)
-class DependencyBreakerAdmin(admin.ModelAdmin):
+class DependencyBreakerAdmin(InputGuardMixin, admin.ModelAdmin):
     """Circuit breakers as the workers left them; operators open and close them."""
 
     list_display = (
@@ -136,7 +137,7 @@ class DependencyBreakerAdmin(admin.ModelAdmin):
 
 
 @admin.register(RetryBudget)
-class RetryBudgetAdmin(admin.ModelAdmin):
+class RetryBudgetAdmin(InputGuardMixin, admin.ModelAdmin):
     """Retry token buckets per queue; read-only (negative tokens: retries are being delayed)."""
 
     list_display = ("queue", "tokens", "updated_at")

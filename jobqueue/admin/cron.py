@@ -27,6 +27,7 @@ from ..crontab import Schedule, zone
 from ..errors import InvalidCronExpression, InvalidJobOption, InvalidPayload
 from ..models import CronEntry, CronFire, CronSource, Job
 from .display import json_block, mask, unmask
+from .guards import InputGuardMixin
 
 #: Fire records shown on an entry's change page.
 RECENT_FIRES = 20
@@ -100,7 +101,7 @@ class CronEntryForm(forms.ModelForm):
 
 
 @admin.register(CronEntry)
-class CronEntryAdmin(admin.ModelAdmin):
+class CronEntryAdmin(InputGuardMixin, admin.ModelAdmin):
     """Cron entries: list, edit, enable / disable / run now, and each entry's recent fires."""
 
     form = CronEntryForm

@@ -6,10 +6,11 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from ..models import Worker
+from .guards import InputGuardMixin
 
 
 @admin.register(Worker)
-class WorkerAdmin(admin.ModelAdmin):
+class WorkerAdmin(InputGuardMixin, admin.ModelAdmin):
     """Worker processes as they last reported; read-only."""
 
     list_display = (

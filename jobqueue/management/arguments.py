@@ -59,12 +59,15 @@ MAX_WORKER_ID_LENGTH = 200
 
 
 def worker_id_text(text: str) -> str:
-    """Parse a worker id: at most 200 characters, no control characters.
+    """Parse a worker id: 1 to 200 characters, not all blank, no control characters.
 
     The id is written to the Worker row and to every claimed job's ``leased_by``. A longer one,
     or one with a NUL, makes each of those writes fail in the database, and the worker would
-    retry them forever as if the database were down; refuse it here instead.
+    retry them forever as if the database were down; refuse it here instead. An empty or blank
+    one names no worker (an empty one was silently replaced by the default): refused too.
     """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a worker id, got {text!r}")
     if len(text) > MAX_WORKER_ID_LENGTH:
         raise argparse.ArgumentTypeError(
             f"expected at most {MAX_WORKER_ID_LENGTH} characters, got {len(text)}: {text[:40]!r}..."
