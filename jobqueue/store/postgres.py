@@ -16,9 +16,9 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from django.db import IntegrityError, connections, transaction
+from django.db import connections, transaction
 
-from ..errors import DuplicateJob, JobNotFound, LeaseLost
+from ..errors import DuplicateJob, LeaseLost
 from . import bounded
 from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
@@ -36,6 +36,7 @@ from .plan import ClaimPlan
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
+from .postgres_operator import PostgresOperatorStore
 
 
 @functools.cache
@@ -66,7 +67,13 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
     )
 
 
-class PostgresStore(PostgresCronStore, PostgresDependencyStore, PostgresDeathStore, WorkerRegistry):
+class PostgresStore(
+    PostgresCronStore,
+    PostgresDependencyStore,
+    PostgresDeathStore,
+    PostgresOperatorStore,
+    WorkerRegistry,
+):
     """The queue on PostgreSQL: SKIP LOCKED claims, fenced writes, batch heartbeats."""
 
     def __init__(self, alias: str = "default") -> None:
@@ -363,96 +370,3 @@ class PostgresStore(PostgresCronStore, PostgresDependencyStore, PostgresDeathSto
             with self._execute("reap", params) as cursor:
                 states = [r[0] for r in cursor.fetchall()]
         return states.count("scheduled"), states.count("dead")
-
-    def _exists(self, job_id: int) -> bool:
-        with self._execute("job_exists", {"id": job_id}) as cursor:
-            return cursor.fetchone() is not None
-
-    def cancel(self, job_id: int) -> bool:
-        return self.cancel_or_request(job_id) is not None
-
-    def cancel_or_request(self, job_id: int) -> str | None:
-        with self._execute("cancel", {"id": job_id}) as cursor:
-            row = cursor.fetchone()
-        if row is not None:
-            return row[0]
-        if not self._exists(job_id):
-            raise JobNotFound(job_id)
-        return None
-
-    def retry(self, job_id: int) -> bool:
-        try:
-            # A savepoint, so a refused retry leaves the caller's transaction usable.
-            with bounded.own_transaction(self.alias):
-                with self._execute("retry", {"id": job_id}) as cursor:
-                    if cursor.fetchone() is not None:
-                        return True
-        except IntegrityError:
-            from ..models import Job
-            from ..states import LIVE
-
-            job = Job.objects.using(self.alias).get(id=job_id)
-            holder = (
-                Job.objects.using(self.alias)
-                .filter(queue=job.queue, dedupe_key=job.dedupe_key, state__in=LIVE)
-                .values_list("id", flat=True)
-                .first()
-            )
-            raise DuplicateJob(job.queue, job.dedupe_key or "", holder) from None
-        if not self._exists(job_id):
-            raise JobNotFound(job_id)
-        return False
-
-    def retry_many(self, job_ids: Sequence[int]) -> set[int]:
-        ids = sorted(set(job_ids))
-        if not ids:
-            return set()
-        try:
-            # A savepoint: a dedupe key taken by a concurrent enqueue between the check and the
-            # update aborts only this statement; then each row goes through retry() on its own.
-            with bounded.own_transaction(self.alias):
-                with self._execute("retry_many", {"ids": ids}) as cursor:
-                    return {row[0] for row in cursor.fetchall()}
-        except IntegrityError:
-            retried: set[int] = set()
-            for job_id in ids:
-                try:
-                    if self.retry(job_id):
-                        retried.add(job_id)
-                except (DuplicateJob, JobNotFound):
-                    continue
-            return retried
-
-    def run_now(self, job_id: int) -> bool:
-        with self._execute("run_now", {"id": job_id}) as cursor:
-            if cursor.fetchone() is not None:
-                return True
-        if not self._exists(job_id):
-            raise JobNotFound(job_id)
-        return False
-
-    def prune(
-        self,
-        states: Sequence[str],
-        older_than_s: float,
-        limit: int,
-        now: datetime | None = None,
-    ) -> int:
-        params = {
-            "states": list(states),
-            "older_than_s": older_than_s,
-            "limit": limit,
-            "now": now,
-        }
-        with bounded.own_transaction(self.alias):
-            with self._execute("prune", params) as cursor:
-                deleted = cursor.rowcount
-            bounded.checkpoint("pruner", self.alias)
-        return deleted
-
-    def count_prunable(
-        self, states: Sequence[str], older_than_s: float, now: datetime | None = None
-    ) -> int:
-        params = {"states": list(states), "older_than_s": older_than_s, "now": now}
-        with self._execute("count_prunable", params) as cursor:
-            return cursor.fetchone()[0]

@@ -1,0 +1,117 @@
+"""Internal: the operator's writes on PostgreSQL: cancel, retry, run now, prune.
+
+A mixin of :class:`~jobqueue.store.postgres.PostgresStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError
+
+from ..errors import DuplicateJob, JobNotFound
+from ..states import LIVE
+from . import bounded
+
+
+class PostgresOperatorStore:
+    """cancel, retry, run_now, prune on PostgreSQL; the host provides ``alias``, ``_execute``."""
+
+    alias: str
+    _execute: Any
+
+    def _exists(self, job_id: int) -> bool:
+        with self._execute("job_exists", {"id": job_id}) as cursor:
+            return cursor.fetchone() is not None
+
+    def cancel(self, job_id: int) -> bool:
+        return self.cancel_or_request(job_id) is not None
+
+    def cancel_or_request(self, job_id: int) -> str | None:
+        with self._execute("cancel", {"id": job_id}) as cursor:
+            row = cursor.fetchone()
+        if row is not None:
+            return row[0]
+        if not self._exists(job_id):
+            raise JobNotFound(job_id)
+        return None
+
+    def retry(self, job_id: int) -> bool:
+        try:
+            # A savepoint, so a refused retry leaves the caller's transaction usable.
+            with bounded.own_transaction(self.alias):
+                with self._execute("retry", {"id": job_id}) as cursor:
+                    if cursor.fetchone() is not None:
+                        return True
+        except IntegrityError:
+            # Function-level, as in GenericStore._jobs: importing the store (client.py does)
+            # must not load the models.
+            from ..models import Job
+
+            job = Job.objects.using(self.alias).get(id=job_id)
+            holder = (
+                Job.objects.using(self.alias)
+                .filter(queue=job.queue, dedupe_key=job.dedupe_key, state__in=LIVE)
+                .values_list("id", flat=True)
+                .first()
+            )
+            raise DuplicateJob(job.queue, job.dedupe_key or "", holder) from None
+        if not self._exists(job_id):
+            raise JobNotFound(job_id)
+        return False
+
+    def retry_many(self, job_ids: Sequence[int]) -> set[int]:
+        ids = sorted(set(job_ids))
+        if not ids:
+            return set()
+        try:
+            # A savepoint: a dedupe key taken by a concurrent enqueue between the check and the
+            # update aborts only this statement; then each row goes through retry() on its own.
+            with bounded.own_transaction(self.alias):
+                with self._execute("retry_many", {"ids": ids}) as cursor:
+                    return {row[0] for row in cursor.fetchall()}
+        except IntegrityError:
+            retried: set[int] = set()
+            for job_id in ids:
+                try:
+                    if self.retry(job_id):
+                        retried.add(job_id)
+                except (DuplicateJob, JobNotFound):
+                    continue
+            return retried
+
+    def run_now(self, job_id: int) -> bool:
+        with self._execute("run_now", {"id": job_id}) as cursor:
+            if cursor.fetchone() is not None:
+                return True
+        if not self._exists(job_id):
+            raise JobNotFound(job_id)
+        return False
+
+    def prune(
+        self,
+        states: Sequence[str],
+        older_than_s: float,
+        limit: int,
+        now: datetime | None = None,
+    ) -> int:
+        params = {
+            "states": list(states),
+            "older_than_s": older_than_s,
+            "limit": limit,
+            "now": now,
+        }
+        with bounded.own_transaction(self.alias):
+            with self._execute("prune", params) as cursor:
+                deleted = cursor.rowcount
+            bounded.checkpoint("pruner", self.alias)
+        return deleted
+
+    def count_prunable(
+        self, states: Sequence[str], older_than_s: float, now: datetime | None = None
+    ) -> int:
+        params = {"states": list(states), "older_than_s": older_than_s, "now": now}
+        with self._execute("count_prunable", params) as cursor:
+            return cursor.fetchone()[0]
