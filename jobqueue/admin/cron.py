@@ -49,19 +49,9 @@ def local(value: datetime | None, timezone: str) -> str:
     return moment.strftime(f"%Y-%m-%d %H:%M{seconds} %Z")
 
 
-#: The fields a person edits (the rest is the scheduler's).
-ENTRY_FIELDS = [
-    "name",
-    "cron_expr",
-    "timezone",
-    "queue",
-    "job_type",
-    "payload",
-    "priority",
-    "missed",
-    "missed_cap",
-    "enabled",
-]
+#: The fields a person edits: the name and the fields every writer of an entry sets (the rest is
+#: the scheduler's; the list is the store's, ``jobqueue.store.cron_entries``).
+ENTRY_FIELDS = ["name", *cron.ENTRY_FIELDS]
 
 
 class CronEntryForm(forms.ModelForm):
