@@ -27,19 +27,16 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
 from . import arguments
 from .conf import get_settings
 from .outage import writing
-from .states import DeadReason
+from .retries import Outcome
+from .states import DeadReason, JobState
 from .store import ClaimedJob, get_store
 from .store.breakers import PROBE_FAILED, PROBE_NEUTRAL, PROBE_OK, BreakerOutcomes, Deferral
-
-if TYPE_CHECKING:
-    from .executor import Outcome
 
 __all__ = ["BreakerGate", "close_breaker", "dependency_of", "open_breaker", "verdict"]
 
@@ -69,7 +66,7 @@ def verdict(outcome: Outcome) -> str:
     Success is ok. A permanent error or an unknown job type is neutral: the dependency may have
     answered fine. Any other failure (an exception, a timeout, a ``RetryAfter``) is failed.
     """
-    if outcome.status == "succeeded":
+    if outcome.state == JobState.SUCCEEDED:
         return PROBE_OK
     if outcome.dead_reason in (DeadReason.PERMANENT_ERROR, DeadReason.UNKNOWN_TYPE):
         return PROBE_NEUTRAL

@@ -24,15 +24,13 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
 from .conf import get_settings
+from .retries import Outcome
+from .states import JobState
 from .store import ClaimedJob
-
-if TYPE_CHECKING:
-    from .executor import Outcome
 
 __all__ = ["CREDIT_FLUSH_INTERVAL_S", "RetryBudgetKeeper", "debt_delays"]
 
@@ -89,9 +87,9 @@ class RetryBudgetKeeper:
             return {}
         retries: dict[str, list[tuple[ClaimedJob, Outcome]]] = {}
         for claimed, outcome in runs:
-            if outcome.status == "retry":
+            if outcome.state == JobState.SCHEDULED:
                 retries.setdefault(claimed.queue, []).append((claimed, outcome))
-            elif outcome.status == "succeeded":
+            elif outcome.state == JobState.SUCCEEDED:
                 self.pending[claimed.queue] += 1
         changed: dict[int, Outcome] = {}
         try:

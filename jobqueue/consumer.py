@@ -13,14 +13,15 @@ from datetime import datetime
 from typing import Any
 
 from . import arguments
-from .backoff import backoff_for
+from .backoff import policy_for
 from .conf import get_settings
-from .errors import InvalidJobOption, LeaseLost, PermanentError
+from .errors import InvalidJobOption, LeaseLost
 from .history import error_entry
 from .outage import writing as _writing
 from .payloads import to_json
-from .states import DeadReason
-from .store import ClaimedJob, get_store
+from .retries import decide
+from .store import ClaimedJob, Store, get_store
+from .store.finishing import ack_outcome, finished
 from .store.plan import ClaimPlan, TenantCaps
 
 __all__ = ["ack", "claim", "heartbeat", "nack"]
@@ -129,8 +130,9 @@ def ack(
     job_id = arguments.leased_job_id(job_id)
     lease_token = arguments.lease_token(lease_token, job_id)
     result_json = to_json(result, root="result")
+    outcome = ack_outcome(job_id, lease_token, result_json)
     with _writing(using):
-        return get_store(using).ack(job_id, lease_token, result_json)
+        return finished(get_store(using).finish_many([outcome]), job_id)
 
 
 def nack(
@@ -151,8 +153,13 @@ def nack(
             (the job type's policy, else ``JOBQUEUE["BACKOFF"]``).
         using: database alias.
 
+    The decision is the workers' own (``jobqueue.retries.decide``): a ``PermanentError`` is dead
+    at once; with attempts spent the job is dead; else it retries at ``retry_at``, after a
+    ``RetryAfter``'s exact seconds, or after the backoff.
+
     Returns:
-        ``"scheduled"`` (will retry) or ``"dead"`` (attempts spent, or a PermanentError).
+        ``"scheduled"`` (will retry), ``"dead"`` (attempts spent, or a PermanentError), or
+        ``"cancelled"`` (its cancel was requested while it ran).
 
     Raises:
         LeaseLost: the job is no longer leased under this token, or no job or lease can have
@@ -173,19 +180,23 @@ def nack(
 
 
 def _nack(
-    store: Any,
+    store: Store,
     job_id: int,
     lease_token: uuid.UUID,
     error: BaseException | str,
     retry_at: datetime | None,
 ) -> str:
+    # The decision needs the attempt counters and the type, which only the row has: one fenced
+    # read (the token fixes them: no claim can have changed them since), then one fenced write.
     info = store.lease_info(job_id, lease_token)
-    entry = error_entry(error, attempt=info.attempts)
-    if isinstance(error, PermanentError):
-        return store.nack(job_id, lease_token, entry, dead_reason=DeadReason.PERMANENT_ERROR)
-    if info.attempts >= info.max_attempts:
-        return store.nack(job_id, lease_token, entry, dead_reason=DeadReason.ATTEMPTS_EXHAUSTED)
-    if retry_at is not None:
-        return store.nack(job_id, lease_token, entry, dead_reason=None, retry_at=retry_at)
-    delay = backoff_for(info.job_type, info.attempts)
-    return store.nack(job_id, lease_token, entry, dead_reason=None, delay_s=delay)
+    outcome = decide(
+        job_id,
+        lease_token,
+        attempt=info.attempts,
+        max_attempts=info.max_attempts,
+        error=error,
+        backoff=policy_for(info.job_type),
+        entry=error_entry(error, attempt=info.attempts),
+        retry_at=retry_at,
+    )
+    return finished(store.finish_many([outcome]), job_id)

@@ -23,9 +23,9 @@ import logging
 
 from django.db import connections
 
-from .backoff import backoff_for
 from .store import ExpiredLease, ReapDecision, get_store
 from .store.deaths import HandBack
+from .store.finishing import charge_expired
 
 logger = logging.getLogger("jobqueue.supervisor")
 
@@ -33,15 +33,16 @@ logger = logging.getLogger("jobqueue.supervisor")
 def charge(lease: ExpiredLease) -> ReapDecision:
     """Return the decision for a job charged for its process's death: an expired lease's rule.
 
+    That is ``store.finishing.charge_expired`` (``retries.decide`` with no exception), also the
+    default of ``Store.hand_back``.
+
     Args:
         lease: the job's lease (its attempts include the run that died).
 
     Returns:
         dead when its attempts are spent, else a retry after the job type's backoff (seconds).
     """
-    dead = lease.attempts >= lease.max_attempts
-    delay = 0.0 if dead else backoff_for(lease.job_type, lease.attempts)
-    return ReapDecision(id=lease.id, lease_token=lease.lease_token, dead=dead, delay_s=delay)
+    return charge_expired(lease)
 
 
 def hand_back_leases(worker_id: str, using: str = "default") -> HandBack:

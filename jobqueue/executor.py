@@ -1,5 +1,8 @@
 """Internal: run one claimed job and turn what happened into an :class:`Outcome`.
 
+``Outcome`` lives in :mod:`jobqueue.retries` (with the retry-or-dead rule); it is re-exported
+here, where the worker and tests import it.
+
 No SQL and no threads here: the worker claims, calls :func:`execute`, and records the outcome.
 That seam lets the exception-to-outcome rules be tested without a database.
 
@@ -18,48 +21,21 @@ import random
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from . import signals
-from .backoff import backoff_for
-from .errors import InvalidPayload, JobTimeout, PermanentError, RetryAfter, UnknownJobType
+from .backoff import policy_for
+from .errors import InvalidPayload, UnknownJobType
 from .history import error_entry
 from .jobtypes import JobContext, JobType, resolve
 from .payloads import to_json
-from .states import DeadReason
+from .retries import Outcome, decide
+from .states import JobState
 from .store.base import ClaimedJob
 
+__all__ = ["Outcome", "execute", "failure_outcome", "send_outcome_signal"]
+
 logger = logging.getLogger("jobqueue.executor")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Outcome:
-    """What should happen to a job after one run.
-
-    Attributes:
-        job_id: the job this is the outcome of.
-        status: ``"succeeded"``, ``"retry"`` or ``"dead"``.
-        result_json: the handler's return value as JSON (succeeded only).
-        error: the error-history entry (retry and dead).
-        delay_s: seconds until the next attempt (retry only).
-        dead_reason: a :class:`~jobqueue.states.DeadReason` value (dead only).
-        duration_s: how long the handler ran, seconds.
-        exact_delay: ``delay_s`` is the handler's ``RetryAfter``: no budget may move it.
-        opens_dependency: the dependency a ``RetryAfter(dependency=...)`` named: its breaker
-            opens for ``opens_for_s`` seconds.
-    """
-
-    job_id: int
-    status: str
-    result_json: str = "null"
-    error: dict[str, Any] | None = None
-    delay_s: float = 0.0
-    dead_reason: str | None = None
-    duration_s: float = 0.0
-    exact_delay: bool = False
-    opens_dependency: str = ""
-    opens_for_s: float = 0.0
 
 
 def failure_outcome(
@@ -69,59 +45,25 @@ def failure_outcome(
     duration_s: float = 0.0,
     rng: random.Random | None = None,
 ) -> Outcome:
-    """Decide retry or dead for an attempt that raised ``exc``.
+    """Return the outcome of an attempt of ``claimed`` that raised ``exc``: retry or dead.
 
-    Rules: ``PermanentError`` is dead at once; with attempts spent the job is dead
-    (``unknown_type`` if its type is unknown, ``timeout`` if it ran past ``timeout_s``, else
-    ``attempts_exhausted``); ``RetryAfter`` retries
-    after exactly its seconds; anything else retries after the type's backoff.
+    The rule is :func:`jobqueue.retries.decide`'s, with the job type's backoff policy.
 
     The outcome keeps ``exc`` only as text; the frames of its traceback (and of the exceptions
     chained to it) are cleared here, so the handler's locals go as soon as ``exc`` does.
     """
     entry = error_entry(exc, attempt=claimed.attempt, worker_id=worker_id)
     _clear_frames(exc)
-    # Even a dead-lettered attempt tells the breaker that the dependency asked for a pause.
-    opens: dict[str, Any] = (
-        {"opens_dependency": exc.dependency, "opens_for_s": exc.seconds}
-        if isinstance(exc, RetryAfter) and exc.dependency
-        else {}
-    )
-    if isinstance(exc, PermanentError):
-        return Outcome(
-            job_id=claimed.id,
-            status="dead",
-            error=entry,
-            dead_reason=DeadReason.PERMANENT_ERROR,
-            duration_s=duration_s,
-        )
-    if claimed.attempt >= claimed.max_attempts:
-        if isinstance(exc, UnknownJobType):
-            reason = DeadReason.UNKNOWN_TYPE
-        elif isinstance(exc, JobTimeout):
-            reason = DeadReason.TIMEOUT
-        else:
-            reason = DeadReason.ATTEMPTS_EXHAUSTED
-        return Outcome(
-            job_id=claimed.id,
-            status="dead",
-            error=entry,
-            dead_reason=reason,
-            duration_s=duration_s,
-            **opens,
-        )
-    if isinstance(exc, RetryAfter):
-        delay = exc.seconds
-    else:
-        delay = backoff_for(claimed.job_type, claimed.attempt, rng)
-    return Outcome(
-        job_id=claimed.id,
-        status="retry",
-        error=entry,
-        delay_s=delay,
+    return decide(
+        claimed.id,
+        claimed.lease_token,
+        attempt=claimed.attempt,
+        max_attempts=claimed.max_attempts,
+        error=exc,
+        backoff=policy_for(claimed.job_type),
+        entry=entry,
         duration_s=duration_s,
-        exact_delay=isinstance(exc, RetryAfter),
-        **opens,
+        rng=rng,
     )
 
 
@@ -238,7 +180,11 @@ def _success(claimed: ClaimedJob, result: object, started: float) -> Outcome:
         logger.warning("job %s %s: result not stored: %s", claimed.id, claimed.job_type, exc)
         result_json = "null"
     return Outcome(
-        job_id=claimed.id, status="succeeded", result_json=result_json, duration_s=duration
+        job_id=claimed.id,
+        lease_token=claimed.lease_token,
+        state=JobState.SUCCEEDED,
+        result_json=result_json,
+        duration_s=duration,
     )
 
 

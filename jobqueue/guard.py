@@ -10,14 +10,12 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from .breakers import BreakerGate
 from .budgets import RetryBudgetKeeper
+from .retries import Outcome
 from .store import ClaimedJob
-
-if TYPE_CHECKING:
-    from .executor import Outcome
 
 
 class Run(Protocol):

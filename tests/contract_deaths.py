@@ -7,24 +7,25 @@ Jobs of other workers are untouched; a job released with ``message`` says so.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from jobqueue.errors import LeaseLost
+from jobqueue.policies import Backoff
 from jobqueue.states import DeadReason, JobState
-from jobqueue.store import ExpiredLease, ReapDecision
 from jobqueue.store.deaths import HandBack
+from jobqueue.store.finishing import charge_expired
 
 
-def decide_retry_in(delay_s: float):
-    def decide(lease: ExpiredLease) -> ReapDecision:
-        return ReapDecision(
-            id=lease.id,
-            lease_token=lease.lease_token,
-            dead=lease.attempts >= lease.max_attempts,
-            delay_s=delay_s,
-        )
+def fixed_backoff(delay_s: float) -> Backoff:
+    """Return a backoff policy whose every delay is ``delay_s`` seconds (no jitter)."""
+    return Backoff(policy="none", base_seconds=delay_s, cap_seconds=delay_s)
 
-    return decide
+
+def decide_retry_in(delay_s: float = 0.0):
+    """The hand-back's own rule (``charge_expired``: ``retries.decide``) with a fixed backoff."""
+    return functools.partial(charge_expired, backoff=fixed_backoff(delay_s))
 
 
 class DeathContract:

@@ -24,7 +24,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 import jobqueue
-from jobqueue import backoff
+from jobqueue import backoff, retries
 from jobqueue.errors import (
     DuplicateJob,
     InvalidJobOption,
@@ -37,10 +37,11 @@ from jobqueue.executor import execute, failure_outcome
 from jobqueue.jobs import JobContext, job
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
-from jobqueue.store import ExpiredLease, ReapDecision, get_store
+from jobqueue.store import get_store
 from jobqueue.store.postgres import sql
 
 from .conftest import requires_postgres, wait_for
+from .contract_deaths import decide_retry_in
 from .factories import claim_params, make_job, make_jobs
 
 pytestmark = requires_postgres()
@@ -86,18 +87,9 @@ def count() -> int:
     return Job.objects.count()
 
 
-def reap_now(now: datetime, delay_s: float = 0.0) -> tuple[int, int]:
-    """Run one reaper pass with ``now`` standing in for the database clock."""
-
-    def decide(lease: ExpiredLease) -> ReapDecision:
-        return ReapDecision(
-            id=lease.id,
-            lease_token=lease.lease_token,
-            dead=lease.attempts >= lease.max_attempts,
-            delay_s=delay_s,
-        )
-
-    return get_store().reap(decide, now=now)
+def reap_now(now: datetime | None, delay_s: float = 0.0) -> tuple[int, int]:
+    """Run one reaper pass (its own rule, a fixed backoff) with ``now`` as the database clock."""
+    return get_store().reap(decide_retry_in(delay_s), now=now)
 
 
 def run_one(queue: str = "q", worker_id: str = "w1", now: datetime | None = None):
@@ -266,8 +258,8 @@ def test_nack_schedules_the_retry_after_the_seeded_backoff(monkeypatch):
     assert outcome.delay_s == expected
     assert 0.0 <= expected <= 1.0
 
-    # jobqueue.nack draws from the module's random source: seed it the same way.
-    monkeypatch.setattr(backoff, "_rng", random.Random(7))
+    # jobqueue.nack draws from the policies' random source: seed it the same way.
+    monkeypatch.setattr(retries, "_rng", random.Random(7))
     assert jobqueue.nack(job_id, claimed.lease_token, exc) == JobState.SCHEDULED
     r = row(job_id)
     assert r["state"] == JobState.SCHEDULED

@@ -32,6 +32,9 @@ from jobqueue.store import ClaimedJob, get_store
 from .conftest import requires_postgres
 from .factories import make_job
 
+#: The lease token of an outcome built by hand (these tests record none).
+TOKEN = uuid.uuid4()
+
 PARTNER = "tests.testapp.jobs.call_partner"
 NOOP = "tests.testapp.jobs.noop"
 
@@ -164,7 +167,7 @@ def claimed_job(job_type: str = PARTNER, job_id: int = 1, attempt: int = 1, **kw
 
 def test_verdicts_success_ok_permanent_neutral_everything_else_failed():
     c = claimed_job()
-    assert verdict(Outcome(job_id=1, status="succeeded")) == "ok"
+    assert verdict(Outcome(job_id=1, lease_token=TOKEN, state=JobState.SUCCEEDED)) == "ok"
     assert verdict(failure_outcome(c, PermanentError("400"), "w")) == "neutral"
     assert verdict(failure_outcome(c, ConnectionError("down"), "w")) == "failed"
     assert verdict(failure_outcome(c, RetryAfter(5), "w")) == "failed"
@@ -247,7 +250,9 @@ def test_after_the_cool_down_one_claimed_job_probes_and_the_rest_wait(store):
     assert BreakerGate(store, 30.0).admit([], now=later) == []
     assert store.claim_probe("partner", 999, 30.0, now=later) is None
     # The probe's success closes the breaker.
-    gate.observe([(probe, Outcome(job_id=probe.id, status="succeeded"))], now=later)
+    gate.observe(
+        [(probe, Outcome(job_id=probe.id, lease_token=TOKEN, state=JobState.SUCCEEDED))], now=later
+    )
     assert DependencyBreaker.objects.get(name="partner").state == "closed"
     assert gate.probes == {}
 
@@ -366,7 +371,13 @@ def test_success_credits_are_flushed_at_most_once_per_interval(store):
     clock = [0.0]
     keeper = RetryBudgetKeeper(store, clock=lambda: clock[0])
     keeper.apply([(claimed_job(NOOP), failure_outcome(claimed_job(NOOP), OSError(), "w"))])
-    ok = [(claimed_job(NOOP, job_id=i), Outcome(job_id=i, status="succeeded")) for i in range(5)]
+    ok = [
+        (
+            claimed_job(NOOP, job_id=i),
+            Outcome(job_id=i, lease_token=TOKEN, state=JobState.SUCCEEDED),
+        )
+        for i in range(5)
+    ]
     keeper.apply(ok)
     assert keeper.pending == {"q": 5}
     clock[0] = 1.0
@@ -396,7 +407,12 @@ def test_jobs_without_a_dependency_cost_no_query(store, django_assert_num_querie
     jobs = [claimed_job(NOOP, job_id=i) for i in range(10)]
     with django_assert_num_queries(0):
         assert guard.admit(jobs) == jobs
-        guard.observe([FakeRun(c, Outcome(job_id=c.id, status="succeeded")) for c in jobs])
+        guard.observe(
+            [
+                FakeRun(c, Outcome(job_id=c.id, lease_token=TOKEN, state=JobState.SUCCEEDED))
+                for c in jobs
+            ]
+        )
 
 
 @requires_postgres()

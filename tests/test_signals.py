@@ -21,9 +21,13 @@ from jobqueue import signals
 from jobqueue.executor import Outcome, execute, send_outcome_signal
 from jobqueue.jobs import JobContext
 from jobqueue.models import Job
+from jobqueue.states import JobState
 from jobqueue.store import ClaimedJob, get_store
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
 from tests.testapp import jobs
+
+#: The lease token of an outcome built by hand (these tests record none).
+TOKEN = uuid.uuid4()
 
 
 class Received:
@@ -163,15 +167,39 @@ def test_each_recorded_outcome_has_its_signal():
         "max_attempts": 3,
         "worker_id": "w9",
     }
-    succeeded = Outcome(job_id=7, status="succeeded", result_json='{"a":1}', duration_s=0.5)
+    succeeded = Outcome(
+        job_id=7, lease_token=TOKEN, state=JobState.SUCCEEDED, result_json='{"a":1}', duration_s=0.5
+    )
     recorded = [
         (succeeded, "succeeded"),
-        (Outcome(job_id=7, status="retry", error=error, delay_s=4.0, duration_s=0.5), "scheduled"),
         (
-            Outcome(job_id=7, status="dead", error=error, dead_reason="timeout", duration_s=1),
+            Outcome(
+                job_id=7,
+                lease_token=TOKEN,
+                state=JobState.SCHEDULED,
+                error=error,
+                delay_s=4.0,
+                duration_s=0.5,
+            ),
+            "scheduled",
+        ),
+        (
+            Outcome(
+                job_id=7,
+                lease_token=TOKEN,
+                state=JobState.DEAD,
+                error=error,
+                dead_reason="timeout",
+                duration_s=1,
+            ),
             "dead",
         ),
-        (Outcome(job_id=7, status="retry", error=error, delay_s=4.0), "cancelled"),
+        (
+            Outcome(
+                job_id=7, lease_token=TOKEN, state=JobState.SCHEDULED, error=error, delay_s=4.0
+            ),
+            "cancelled",
+        ),
         (succeeded, "lost"),
     ]
     watched = (

@@ -21,13 +21,14 @@ from django.utils.module_loading import import_string
 from jobqueue.errors import DuplicateJob, JobNotFound, LeaseLost
 from jobqueue.models import CronEntry, CronFire, Job, LeaderLease
 from jobqueue.states import DeadReason, JobState
-from jobqueue.store import ExpiredLease, Nack, NewJob, ReapDecision
+from jobqueue.store import Nack, NewJob
 from jobqueue.store.cron import Advance, Fire
 
 from .conftest import requires_postgres
 from .contract_cron_entries import CronEntryContract
-from .contract_deaths import DeathContract
+from .contract_deaths import DeathContract, decide_retry_in
 from .contract_dependencies import DependencyContract
+from .contract_finish import FinishContract
 from .factories import make_job
 
 NOOP = "tests.testapp.jobs.noop"
@@ -39,26 +40,16 @@ def new_job(**overrides: Any) -> NewJob:
     return NewJob(**fields)
 
 
-def reap_decision(delay_s: float = 0.0):
-    """A reaper policy: dead when attempts are spent, else retry after ``delay_s``."""
-
-    def decide(lease: ExpiredLease) -> ReapDecision:
-        return ReapDecision(
-            id=lease.id,
-            lease_token=lease.lease_token,
-            dead=lease.attempts >= lease.max_attempts,
-            delay_s=delay_s,
-        )
-
-    return decide
+#: The reaper's own rule (``charge_expired``: ``retries.decide``) with a fixed backoff, seconds.
+reap_decision = decide_retry_in
 
 
-class StoreContract(DependencyContract, DeathContract, CronEntryContract):
+class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntryContract):
     """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path).
 
     The breaker, deferral and budget tests come from ``DependencyContract``; a dead worker
-    process's hand-back from ``DeathContract``; the writes of cron entries from
-    ``CronEntryContract``.
+    process's hand-back from ``DeathContract``; recording outcomes (``finish_many``) from
+    ``FinishContract``; the writes of cron entries from ``CronEntryContract``.
     """
 
     alias: str

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from django.utils import timezone
 
+from ..retries import Outcome
 from .bounded import own_transaction
 from .plan import ClaimPlan
 
@@ -79,6 +80,9 @@ class ClaimedJob:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Nack:
     """One failed attempt to record with :meth:`Store.nack_many` (the arguments of ``nack``).
+
+    Kept while the worker's completer builds them; :class:`~jobqueue.retries.Outcome` (recorded
+    with :meth:`Store.finish_many`) says the same and more.
 
     Attributes:
         id: the job.
@@ -214,6 +218,24 @@ class Store(Protocol):
             ``{job_id: HeldLease}`` for the leases still held; a missing id was lost.
         """
 
+    def finish_many(self, outcomes: Sequence[Outcome]) -> dict[int, str]:
+        """Record each outcome of ``outcomes`` (any mix of target states), together.
+
+        Each row is fenced on its own ``(job_id, lease_token, state = 'leased')`` and moves to
+        the outcome's ``state``: ``succeeded`` (its result stored), ``scheduled`` (its error
+        appended; ``run_at`` is ``retry_at``, else now + ``delay_s``) or ``dead`` (its error
+        appended, with ``dead_reason``). A job whose cancel was requested while it ran ends
+        ``cancelled`` instead (an ack's result is kept, and a ``cancelled`` entry says the
+        handler completed). On PostgreSQL this is one statement (``finish_many.sql``).
+
+        Returns:
+            ``{job_id: recorded state}`` for the jobs recorded; a missing id's lease was no
+            longer held under its token, and that job is unchanged.
+        """
+
+    # ack, ack_many, nack, nack_many: thin wrappers over finish_many, kept while the worker's
+    # completer calls them.
+
     def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> str:
         """Mark the job ``succeeded`` with ``result_json`` and return the new state.
 
@@ -270,11 +292,14 @@ class Store(Protocol):
     def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
         """Internal to ``reap``: the expired leases a reaper pass will handle."""
 
-    def reap(self, decide: Any, limit: int = 500, now: datetime | None = None) -> tuple[int, int]:
+    def reap(
+        self, decide: Any = None, limit: int = 500, now: datetime | None = None
+    ) -> tuple[int, int]:
         """Return expired leases to the claimable set, or dead-letter them when attempts are spent.
 
         Args:
-            decide: ``callable(ExpiredLease) -> ReapDecision``.
+            decide: ``callable(ExpiredLease) -> ReapDecision``; default
+                ``store.finishing.charge_expired`` (``retries.decide``, the type's backoff).
             limit: most jobs handled in one pass.
             now: stands in for the database clock (tests only).
 
@@ -282,12 +307,13 @@ class Store(Protocol):
             ``(retried, dead)`` counts.
         """
 
-    def hand_back(self, worker_id: str, decide: Any) -> Any:
+    def hand_back(self, worker_id: str, decide: Any = None) -> Any:
         """Return the leases of a worker process that died: see ``jobqueue/store/deaths.py``.
 
         Args:
             worker_id: the dead process's worker id (no live process may hold it).
-            decide: ``callable(ExpiredLease) -> ReapDecision`` for a job charged for the death.
+            decide: ``callable(ExpiredLease) -> ReapDecision`` for a job charged for the death;
+                default ``store.finishing.charge_expired``.
 
         Returns:
             A :class:`~jobqueue.store.deaths.HandBack` of counts.

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from ..errors import DuplicateJob, LeaseLost
 from ..fairness import Candidate, serve_order
+from ..retries import Outcome
 from ..states import CLAIMABLE, LIVE, JobState
 from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
@@ -34,6 +35,7 @@ from .base import (
     ReapDecision,
     WorkerRegistry,
 )
+from .finishing import ack_outcome, charge_expired, finished, nack_outcome, target_fields
 from .generic_breakers import GenericDependencyStore
 from .generic_cron import GenericCronStore
 from .generic_deaths import GenericDeathStore
@@ -286,25 +288,34 @@ class GenericStore(
                 raise LeaseLost(job_id)
             return fields["state"]
 
-    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> str:
-        return self._finish(
-            job_id,
-            lease_token,
-            None,
-            state=JobState.SUCCEEDED,
-            result=json.loads(result_json),
-            finished_at=timezone.now(),
-        )
-
-    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> dict[int, str]:
-        acked: dict[int, str] = {}
+    def finish_many(self, outcomes: Sequence[Outcome]) -> dict[int, str]:
+        recorded: dict[int, str] = {}
+        now = timezone.now()
         with transaction.atomic(using=self.alias):
-            for job_id, token, result_json in sorted(acks):
+            for o in sorted(outcomes, key=lambda o: o.job_id):
+                entry = None if o.error is None else {**o.error, "at": now.isoformat()}
+                fields = target_fields(
+                    o.state,
+                    now,
+                    dead_reason=o.dead_reason,
+                    retry_at=o.retry_at,
+                    delay_s=o.delay_s,
+                    result_json=o.result_json,
+                )
                 try:
-                    acked[job_id] = self.ack(job_id, token, result_json)
+                    recorded[o.job_id] = self._finish(o.job_id, o.lease_token, entry, **fields)
                 except LeaseLost:
                     continue
-        return acked
+        return recorded
+
+    # ack, ack_many, nack and nack_many: the worker's completer still calls them (until it
+    # records with finish_many itself); each is finish_many of what it was given.
+
+    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> str:
+        return finished(self.finish_many([ack_outcome(job_id, lease_token, result_json)]), job_id)
+
+    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> dict[int, str]:
+        return self.finish_many([ack_outcome(*a) for a in acks])
 
     def nack(
         self,
@@ -316,43 +327,18 @@ class GenericStore(
         retry_at: datetime | None = None,
         delay_s: float = 0.0,
     ) -> str:
-        now = timezone.now()
-        entry = {**error, "at": now.isoformat()}
-        if dead_reason is not None:
-            return self._finish(
-                job_id,
-                lease_token,
-                entry,
-                state=JobState.DEAD,
-                dead_reason=dead_reason,
-                finished_at=now,
-            )
-        return self._finish(
-            job_id,
-            lease_token,
-            entry,
-            state=JobState.SCHEDULED,
-            run_at=retry_at or now + timedelta(seconds=delay_s),
-            finished_at=None,
-            dead_reason="",
+        nack = Nack(
+            id=job_id,
+            lease_token=lease_token,
+            error=error,
+            dead_reason=dead_reason,
+            retry_at=retry_at,
+            delay_s=delay_s,
         )
+        return finished(self.finish_many([nack_outcome(nack)]), job_id)
 
     def nack_many(self, nacks: Sequence[Nack]) -> dict[int, str]:
-        recorded: dict[int, str] = {}
-        with transaction.atomic(using=self.alias):
-            for n in sorted(nacks, key=lambda n: n.id):
-                try:
-                    recorded[n.id] = self.nack(
-                        n.id,
-                        n.lease_token,
-                        n.error,
-                        dead_reason=n.dead_reason,
-                        retry_at=n.retry_at,
-                        delay_s=n.delay_s,
-                    )
-                except LeaseLost:
-                    continue
-        return recorded
+        return self.finish_many([nack_outcome(n) for n in nacks])
 
     def release(
         self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE
@@ -402,10 +388,11 @@ class GenericStore(
 
     def reap(
         self,
-        decide: Callable[[ExpiredLease], ReapDecision],
+        decide: Callable[[ExpiredLease], ReapDecision] | None = None,
         limit: int = 500,
         now: datetime | None = None,
     ) -> tuple[int, int]:
+        decide = decide or charge_expired
         now = _now(now)
         retried = dead = 0
         with transaction.atomic(using=self.alias):
@@ -427,17 +414,8 @@ class GenericStore(
                     "message": f"lease expired at {row['lease_until'].isoformat()} without an ack "
                     "(worker crashed or stalled)",
                 }
-                if decision.dead:
-                    fields = {
-                        "state": JobState.DEAD,
-                        "dead_reason": "attempts_exhausted",
-                        "finished_at": now,
-                    }
-                else:
-                    fields = {
-                        "state": JobState.SCHEDULED,
-                        "run_at": now + timedelta(seconds=decision.delay_s),
-                    }
+                target = JobState.DEAD if decision.dead else JobState.SCHEDULED
+                fields = target_fields(target, now, delay_s=decision.delay_s)
                 state = self._finish(lease.id, lease.lease_token, entry, **fields)
                 retried += state == JobState.SCHEDULED
                 dead += state == JobState.DEAD

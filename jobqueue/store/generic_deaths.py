@@ -6,7 +6,6 @@ A mixin of :class:`~jobqueue.store.generic.GenericStore`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -15,17 +14,25 @@ from django.utils import timezone
 from ..states import JobState
 from .base import ExpiredLease, ReapDecision
 from .deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
+from .finishing import charge_expired, target_fields
 
 
 class GenericDeathStore:
-    """hand_back on the ORM; the host class provides ``alias``, ``_jobs`` and ``_finish``."""
+    """hand_back on the ORM; the host class provides ``alias``, ``_jobs`` and ``_finish``.
+
+    The retry-or-dead columns of a charged job come from ``finishing.target_fields``, as the
+    reaper's and ``finish_many``'s do.
+    """
 
     alias: str
     _jobs: Any
     _finish: Any
 
-    def hand_back(self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision]) -> HandBack:
+    def hand_back(
+        self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
+    ) -> HandBack:
         """Return a dead worker process's leases: see ``jobqueue/store/deaths.py``."""
+        decide = decide or charge_expired
         now = timezone.now()
         with transaction.atomic(using=self.alias):
             rows = (
@@ -62,16 +69,7 @@ class GenericDeathStore:
                     }
                 else:
                     decision = decide(lease)
-                    if decision.dead:
-                        fields = {
-                            "state": JobState.DEAD,
-                            "dead_reason": "attempts_exhausted",
-                            "finished_at": now,
-                        }
-                    else:
-                        fields = {
-                            "state": JobState.SCHEDULED,
-                            "run_at": now + timedelta(seconds=decision.delay_s),
-                        }
+                    target = JobState.DEAD if decision.dead else JobState.SCHEDULED
+                    fields = target_fields(target, now, delay_s=decision.delay_s)
                 states.append(self._finish(lease.id, lease.lease_token, entry, **fields))
         return HandBack.count(states, company=company)

@@ -19,6 +19,7 @@ from typing import Any
 from django.db import connections, transaction
 
 from ..errors import DuplicateJob, LeaseLost
+from ..retries import Outcome
 from . import bounded
 from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
@@ -32,6 +33,7 @@ from .base import (
     WorkerRegistry,
 )
 from .chunks import plan_chunks
+from .finishing import ack_outcome, charge_expired, finished, nack_outcome
 from .plan import ClaimPlan
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
@@ -262,25 +264,33 @@ class PostgresStore(
                 for job_id, until, cancel in cursor.fetchall()
             }
 
+    def finish_many(self, outcomes: Sequence[Outcome]) -> dict[int, str]:
+        if not outcomes:
+            return {}
+        # Rows in id order, as every multi-row write here: two batches never wait on each other
+        # in opposite orders.
+        ordered = sorted(outcomes, key=lambda o: o.job_id)
+        params = {
+            "ids": [o.job_id for o in ordered],
+            "tokens": [o.lease_token for o in ordered],
+            "states": [str(o.state) for o in ordered],
+            "results": [o.result_json for o in ordered],
+            "errors": [None if o.error is None else json.dumps(o.error) for o in ordered],
+            "dead_reasons": [o.dead_reason for o in ordered],
+            "retry_ats": [o.retry_at for o in ordered],
+            "delays": [o.delay_s for o in ordered],
+        }
+        with self._execute("finish_many", params) as cursor:
+            return {job_id: state for job_id, state in cursor.fetchall()}
+
+    # ack, ack_many, nack and nack_many: the worker's completer still calls them (until it
+    # records with finish_many itself); each is finish_many of what it was given.
+
     def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> str:
-        params = {"id": job_id, "lease_token": lease_token, "result": result_json}
-        with self._execute("ack", params) as cursor:
-            row = cursor.fetchone()
-        if row is None:
-            raise LeaseLost(job_id)
-        return row[0]
+        return finished(self.finish_many([ack_outcome(job_id, lease_token, result_json)]), job_id)
 
     def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> dict[int, str]:
-        if not acks:
-            return {}
-        ordered = sorted(acks)
-        params = {
-            "ids": [a[0] for a in ordered],
-            "tokens": [a[1] for a in ordered],
-            "results": [a[2] for a in ordered],
-        }
-        with self._execute("ack_many", params) as cursor:
-            return {job_id: state for job_id, state in cursor.fetchall()}
+        return self.finish_many([ack_outcome(*a) for a in acks])
 
     def nack(
         self,
@@ -292,33 +302,18 @@ class PostgresStore(
         retry_at: datetime | None = None,
         delay_s: float = 0.0,
     ) -> str:
-        params = {
-            "id": job_id,
-            "lease_token": lease_token,
-            "error": json.dumps(error),
-            "dead_reason": dead_reason,
-            "retry_at": retry_at,
-            "delay_s": delay_s,
-        }
-        with self._execute("nack", params) as cursor:
-            row = cursor.fetchone()
-        if row is None:
-            raise LeaseLost(job_id)
-        return row[0]
+        nack = Nack(
+            id=job_id,
+            lease_token=lease_token,
+            error=error,
+            dead_reason=dead_reason,
+            retry_at=retry_at,
+            delay_s=delay_s,
+        )
+        return finished(self.finish_many([nack_outcome(nack)]), job_id)
 
     def nack_many(self, nacks: Sequence[Nack]) -> dict[int, str]:
-        if not nacks:
-            return {}
-        params = {
-            "ids": [n.id for n in nacks],
-            "tokens": [n.lease_token for n in nacks],
-            "errors": [json.dumps(n.error) for n in nacks],
-            "dead_reasons": [n.dead_reason for n in nacks],
-            "retry_ats": [n.retry_at for n in nacks],
-            "delays": [n.delay_s for n in nacks],
-        }
-        with self._execute("nack_many", params) as cursor:
-            return {job_id: state for job_id, state in cursor.fetchall()}
+        return self.finish_many([nack_outcome(n) for n in nacks])
 
     def release(
         self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE
@@ -350,10 +345,11 @@ class PostgresStore(
 
     def reap(
         self,
-        decide: Callable[[ExpiredLease], ReapDecision],
+        decide: Callable[[ExpiredLease], ReapDecision] | None = None,
         limit: int = 500,
         now: datetime | None = None,
     ) -> tuple[int, int]:
+        decide = decide or charge_expired
         with bounded.own_transaction(self.alias):
             expired = self.expired_leases(limit, now)
             if not expired:

@@ -12,6 +12,7 @@ from django.db import transaction
 
 from .base import ExpiredLease, ReapDecision
 from .deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
+from .finishing import charge_expired
 
 
 class PostgresDeathStore:
@@ -20,8 +21,11 @@ class PostgresDeathStore:
     alias: str
     _execute: Any
 
-    def hand_back(self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision]) -> HandBack:
+    def hand_back(
+        self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
+    ) -> HandBack:
         """Return a dead worker process's leases: see ``jobqueue/store/deaths.py``."""
+        decide = decide or charge_expired
         with transaction.atomic(using=self.alias):
             with self._execute("dead_worker_leases", {"worker_id": worker_id}) as cursor:
                 leases = [

@@ -19,8 +19,8 @@ from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
 
-from ..errors import PermanentError
 from ..jobtypes import JobContext
+from ..retries import dead_reason
 from .results import read_job, to_task_result, worker_ids
 
 __all__ = ["run_task"]
@@ -76,8 +76,8 @@ def run_task(context: JobContext, backend: BaseTaskBackend, using: str) -> Any:
         else:
             value = task.call(*result.args, **result.kwargs)
     except BaseException as exc:
-        # The executor's rule: a permanent error or the last attempt is dead, else it retries.
-        final = isinstance(exc, PermanentError) or context.attempt >= context.max_attempts
+        # The executor's rule (retries.decide): is this attempt the job's last?
+        final = dead_reason(context.attempt, context.max_attempts, exc) is not None
         path = f"{type(exc).__module__}.{type(exc).__qualname__}"
         result.errors.append(
             TaskError(exception_class_path=path, traceback="".join(format_exception(exc)))

@@ -1,0 +1,142 @@
+"""Internal: outcomes as the stores record them (``finish_many``), shared by both stores.
+
+* :func:`ack_outcome` and :func:`nack_outcome` turn the arguments of the old ``ack`` and
+  ``nack`` into :class:`~jobqueue.retries.Outcome` values, so those methods are thin wrappers
+  over ``finish_many`` (the worker's completer still calls them).
+* :func:`charge_expired` is the reaper's and the hand-back's retry-or-dead decision for a lease
+  that ran out: :func:`jobqueue.retries.decide` with no exception and the type's backoff.
+* :func:`target_fields` is the ORM store's one mapping of a target state to the columns it sets
+  (``finish_many``, the reaper, the hand-back); ``finish_many.sql`` is its PostgreSQL twin.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..backoff import policy_for
+from ..errors import LeaseLost
+from ..policies import Backoff
+from ..retries import Outcome, decide
+from ..states import DeadReason, JobState
+from .base import ExpiredLease, Nack, ReapDecision
+
+__all__ = ["ack_outcome", "charge_expired", "finished", "nack_outcome", "target_fields"]
+
+
+def ack_outcome(job_id: int, lease_token: uuid.UUID, result_json: str) -> Outcome:
+    """Return the outcome ``ack(job_id, lease_token, result_json)`` records: succeeded."""
+    return Outcome(
+        job_id=job_id, lease_token=lease_token, state=JobState.SUCCEEDED, result_json=result_json
+    )
+
+
+def nack_outcome(nack: Nack) -> Outcome:
+    """Return the outcome a :class:`~jobqueue.store.base.Nack` records.
+
+    Dead when it has a ``dead_reason``, else scheduled at ``retry_at`` or after ``delay_s``.
+    """
+    if nack.dead_reason is not None:
+        return Outcome(
+            job_id=nack.id,
+            lease_token=nack.lease_token,
+            state=JobState.DEAD,
+            error=nack.error,
+            dead_reason=nack.dead_reason,
+        )
+    return Outcome(
+        job_id=nack.id,
+        lease_token=nack.lease_token,
+        state=JobState.SCHEDULED,
+        error=nack.error,
+        retry_at=nack.retry_at,
+        delay_s=nack.delay_s,
+    )
+
+
+def finished(states: dict[int, str], job_id: int) -> str:
+    """Return the state ``finish_many`` recorded for ``job_id``.
+
+    Raises:
+        LeaseLost: it recorded none: the job is no longer leased under the token given.
+    """
+    try:
+        return states[job_id]
+    except KeyError:
+        raise LeaseLost(job_id) from None
+
+
+def charge_expired(lease: ExpiredLease, backoff: Backoff | None = None) -> ReapDecision:
+    """Return the decision for a lease that ran out (or whose process died running it alone).
+
+    The run counts as an attempt: :func:`jobqueue.retries.decide` with no exception, so the job
+    is dead (``attempts_exhausted``) when its attempts are spent, else retried after the
+    backoff. This is the default ``decide`` of ``Store.reap`` and ``Store.hand_back``.
+
+    Args:
+        lease: the expired lease (its attempts include the run that ended).
+        backoff: the policy to use; default the job type's (``jobqueue.backoff.policy_for``).
+
+    Returns:
+        A :class:`~jobqueue.store.base.ReapDecision`: dead, or the retry delay in seconds.
+    """
+    outcome = decide(
+        lease.id,
+        lease.lease_token,
+        attempt=lease.attempts,
+        max_attempts=lease.max_attempts,
+        error=None,
+        backoff=backoff or policy_for(lease.job_type),
+    )
+    return ReapDecision(
+        id=lease.id,
+        lease_token=lease.lease_token,
+        dead=outcome.state == JobState.DEAD,
+        delay_s=outcome.delay_s,
+    )
+
+
+def target_fields(
+    state: str,
+    now: datetime,
+    *,
+    dead_reason: str | None = None,
+    retry_at: datetime | None = None,
+    delay_s: float = 0.0,
+    result_json: str | None = None,
+) -> dict[str, Any]:
+    """Return the columns the ORM store sets to move a held job to ``state`` at ``now``.
+
+    Args:
+        state: ``succeeded``, ``scheduled`` or ``dead``.
+        now: the store's clock.
+        dead_reason: why it is dead (dead only; default ``attempts_exhausted``).
+        retry_at: when it retries, exact (scheduled only); wins over ``delay_s``.
+        delay_s: seconds from ``now`` to the retry (scheduled only).
+        result_json: its result as JSON (succeeded only).
+
+    Returns:
+        Field values for ``QuerySet.update``; a cancel requested while it ran overrides them
+        (``GenericStore._finish``).
+    """
+    if state == JobState.SUCCEEDED:
+        return {
+            "state": JobState.SUCCEEDED,
+            "result": json.loads(result_json or "null"),
+            "finished_at": now,
+            "dead_reason": "",
+        }
+    if state == JobState.DEAD:
+        return {
+            "state": JobState.DEAD,
+            "dead_reason": dead_reason or DeadReason.ATTEMPTS_EXHAUSTED,
+            "finished_at": now,
+        }
+    return {
+        "state": JobState.SCHEDULED,
+        "run_at": retry_at or now + timedelta(seconds=delay_s),
+        "finished_at": None,
+        "dead_reason": "",
+    }
