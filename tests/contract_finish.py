@@ -195,6 +195,24 @@ class FinishContract:
         assert row["state"] == JobState.SCHEDULED
         assert later <= row["run_at"] <= later + timedelta(seconds=1)
 
+    def test_reap_records_a_lease_expired_entry_naming_the_lease_end(self, store):
+        job_id = self.make().id
+        [claimed] = store.claim(["q"], "w1", 1, 1.0)
+        later = self.now() + timedelta(minutes=1)
+        assert store.reap(now=later) == (1, 0)
+        [entry] = self.row(job_id)["errors"]
+        assert {k: entry[k] for k in ("kind", "attempt", "worker", "type")} == {
+            "kind": "lease_expired",
+            "attempt": 1,
+            "worker": "w1",
+            "type": "LeaseExpired",
+        }
+        assert entry["message"] == (
+            f"lease expired at {claimed.lease_until.isoformat()} without an ack "
+            "(worker crashed or stalled)"
+        )
+        assert datetime.fromisoformat(entry["at"]) == later
+
     def test_hand_back_without_a_decision_uses_the_retry_rule(self, store):
         spent = self.make(max_attempts=1).id
         store.claim(["q"], "dead-a", 1, 30.0)

@@ -112,13 +112,19 @@ class HeldLease:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExpiredLease:
-    """A leased job whose lease ran out, as the reaper sees it."""
+    """A leased job whose lease ran out, as the reaper sees it.
+
+    ``leased_by`` and ``lease_until`` (who held it, and when its lease ran out) are read by the
+    reaper and the hand-back for the error entry they record; ``lease_info`` leaves them unset.
+    """
 
     id: int
     lease_token: uuid.UUID
     job_type: str
     attempts: int
     max_attempts: int
+    leased_by: str = ""
+    lease_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

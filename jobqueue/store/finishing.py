@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,7 +24,17 @@ from ..retries import Outcome, decide
 from ..states import DeadReason, JobState
 from .base import ExpiredLease, Nack, ReapDecision
 
-__all__ = ["ack_outcome", "charge_expired", "finished", "nack_outcome", "target_fields"]
+__all__ = [
+    "ack_outcome",
+    "charge_expired",
+    "charged_outcome",
+    "died_entry",
+    "expired_entry",
+    "finished",
+    "lease_of",
+    "nack_outcome",
+    "target_fields",
+]
 
 
 def ack_outcome(job_id: int, lease_token: uuid.UUID, result_json: str) -> Outcome:
@@ -95,6 +106,80 @@ def charge_expired(lease: ExpiredLease, backoff: Backoff | None = None) -> ReapD
         lease_token=lease.lease_token,
         dead=outcome.state == JobState.DEAD,
         delay_s=outcome.delay_s,
+    )
+
+
+#: The columns of a lease as :func:`lease_of` reads them (expired_leases.sql and
+#: dead_worker_leases.sql select the same).
+LEASE_COLUMNS = (
+    "id",
+    "lease_token",
+    "type",
+    "attempts",
+    "max_attempts",
+    "leased_by",
+    "lease_until",
+)
+
+
+def lease_of(row: Sequence[Any]) -> ExpiredLease:
+    """Return the :class:`~jobqueue.store.base.ExpiredLease` of a row of :data:`LEASE_COLUMNS`."""
+    job_id, token, job_type, attempts, max_attempts, leased_by, lease_until = row
+    return ExpiredLease(
+        id=job_id,
+        lease_token=token,
+        job_type=job_type,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        leased_by=leased_by or "",
+        lease_until=lease_until,
+    )
+
+
+def expired_entry(lease: ExpiredLease) -> dict[str, Any]:
+    """Return the error entry of a lease the reaper found run out (the store adds ``at``)."""
+    until = lease.lease_until.isoformat() if lease.lease_until is not None else "?"
+    return {
+        "kind": "lease_expired",
+        "attempt": lease.attempts,
+        "worker": lease.leased_by,
+        "type": "LeaseExpired",
+        "message": f"lease expired at {until} without an ack (worker crashed or stalled)",
+    }
+
+
+def died_entry(lease: ExpiredLease, *, charged: bool, message: str) -> dict[str, Any]:
+    """Return the error entry of a job whose worker process died (``store/deaths.py``)."""
+    return {
+        "kind": "process_died",
+        "attempt": lease.attempts,
+        "worker": lease.leased_by,
+        "type": "ProcessDied",
+        "charged": charged,
+        "message": message,
+    }
+
+
+def charged_outcome(lease: ExpiredLease, decision: ReapDecision, entry: dict[str, Any]) -> Outcome:
+    """Return the outcome ``finish_many`` records for a lease charged as ``decision`` says.
+
+    Dead (``attempts_exhausted``: a lease that ran out has no exception to read), or scheduled
+    after ``decision.delay_s``; ``entry`` says why the run ended.
+    """
+    if decision.dead:
+        return Outcome(
+            job_id=lease.id,
+            lease_token=lease.lease_token,
+            state=JobState.DEAD,
+            error=entry,
+            dead_reason=DeadReason.ATTEMPTS_EXHAUSTED,
+        )
+    return Outcome(
+        job_id=lease.id,
+        lease_token=lease.lease_token,
+        state=JobState.SCHEDULED,
+        error=entry,
+        delay_s=decision.delay_s,
     )
 
 

@@ -35,7 +35,17 @@ from .base import (
     ReapDecision,
     WorkerRegistry,
 )
-from .finishing import ack_outcome, charge_expired, finished, nack_outcome, target_fields
+from .finishing import (
+    LEASE_COLUMNS,
+    ack_outcome,
+    charge_expired,
+    charged_outcome,
+    expired_entry,
+    finished,
+    lease_of,
+    nack_outcome,
+    target_fields,
+)
 from .generic_breakers import GenericDependencyStore
 from .generic_cron import GenericCronStore
 from .generic_deaths import GenericDeathStore
@@ -247,10 +257,16 @@ class GenericStore(
         job_id: int,
         lease_token: uuid.UUID,
         entry: dict[str, Any] | None,
+        *,
+        at: datetime | None = None,
         **fields: Any,
     ) -> str:
-        """Apply ``fields`` to a held job, or end it cancelled if a cancel was requested."""
-        now = timezone.now()
+        """Apply ``fields`` to a held job, or end it cancelled if a cancel was requested.
+
+        This is the ORM twin of the cancel-requested ``CASE`` of finish_many.sql (and of the
+        give-backs: release.sql, hand_back.sql, defer_many.sql). ``at`` stands for the clock.
+        """
+        now = at or timezone.now()
         with transaction.atomic(using=self.alias):
             row = (
                 self._held(job_id, lease_token)
@@ -288,9 +304,11 @@ class GenericStore(
                 raise LeaseLost(job_id)
             return fields["state"]
 
-    def finish_many(self, outcomes: Sequence[Outcome]) -> dict[int, str]:
+    def finish_many(
+        self, outcomes: Sequence[Outcome], now: datetime | None = None
+    ) -> dict[int, str]:
         recorded: dict[int, str] = {}
-        now = timezone.now()
+        now = _now(now)
         with transaction.atomic(using=self.alias):
             for o in sorted(outcomes, key=lambda o: o.job_id):
                 entry = None if o.error is None else {**o.error, "at": now.isoformat()}
@@ -303,7 +321,9 @@ class GenericStore(
                     result_json=o.result_json,
                 )
                 try:
-                    recorded[o.job_id] = self._finish(o.job_id, o.lease_token, entry, **fields)
+                    recorded[o.job_id] = self._finish(
+                        o.job_id, o.lease_token, entry, at=now, **fields
+                    )
                 except LeaseLost:
                     continue
         return recorded
@@ -379,12 +399,7 @@ class GenericStore(
 
     def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
         rows = self._jobs.filter(state=JobState.LEASED, lease_until__lt=_now(now)).order_by("id")
-        return [
-            ExpiredLease(id=r[0], lease_token=r[1], job_type=r[2], attempts=r[3], max_attempts=r[4])
-            for r in rows.values_list("id", "lease_token", "type", "attempts", "max_attempts")[
-                :limit
-            ]
-        ]
+        return [lease_of(r) for r in rows.values_list(*LEASE_COLUMNS)[:limit]]
 
     def reap(
         self,
@@ -394,29 +409,8 @@ class GenericStore(
     ) -> tuple[int, int]:
         decide = decide or charge_expired
         now = _now(now)
-        retried = dead = 0
         with transaction.atomic(using=self.alias):
-            for lease in self.expired_leases(limit, now):
-                decision = decide(lease)
-                row = (
-                    self._held(lease.id, lease.lease_token)
-                    .values("leased_by", "lease_until")
-                    .first()
-                )
-                if row is None:
-                    continue
-                entry = {
-                    "kind": "lease_expired",
-                    "attempt": lease.attempts,
-                    "at": now.isoformat(),
-                    "worker": row["leased_by"],
-                    "type": "LeaseExpired",
-                    "message": f"lease expired at {row['lease_until'].isoformat()} without an ack "
-                    "(worker crashed or stalled)",
-                }
-                target = JobState.DEAD if decision.dead else JobState.SCHEDULED
-                fields = target_fields(target, now, delay_s=decision.delay_s)
-                state = self._finish(lease.id, lease.lease_token, entry, **fields)
-                retried += state == JobState.SCHEDULED
-                dead += state == JobState.DEAD
-        return retried, dead
+            expired = self.expired_leases(limit, now)
+            outcomes = [charged_outcome(x, decide(x), expired_entry(x)) for x in expired]
+            states = list(self.finish_many(outcomes, now=now).values())
+        return states.count(JobState.SCHEDULED), states.count(JobState.DEAD)

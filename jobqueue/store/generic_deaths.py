@@ -14,19 +14,19 @@ from django.utils import timezone
 from ..states import JobState
 from .base import ExpiredLease, ReapDecision
 from .deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
-from .finishing import charge_expired, target_fields
+from .finishing import LEASE_COLUMNS, charge_expired, charged_outcome, died_entry, lease_of
 
 
 class GenericDeathStore:
-    """hand_back on the ORM; the host class provides ``alias``, ``_jobs`` and ``_finish``.
+    """hand_back on the ORM; the host provides ``alias``, ``_jobs``, ``_finish``, ``finish_many``.
 
-    The retry-or-dead columns of a charged job come from ``finishing.target_fields``, as the
-    reaper's and ``finish_many``'s do.
+    A charged job is recorded by ``finish_many``, as the reaper's are.
     """
 
     alias: str
     _jobs: Any
     _finish: Any
+    finish_many: Any
 
     def hand_back(
         self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
@@ -39,37 +39,28 @@ class GenericDeathStore:
                 self._jobs.select_for_update()
                 .filter(state=JobState.LEASED, leased_by=worker_id)
                 .order_by("id")
-                .values_list("id", "lease_token", "type", "attempts", "max_attempts")
+                .values_list(*LEASE_COLUMNS)
             )
-            leases = [
-                ExpiredLease(
-                    id=r[0], lease_token=r[1], job_type=r[2], attempts=r[3], max_attempts=r[4]
-                )
-                for r in rows
-            ]
-            company = len(leases) > 1
+            leases = [lease_of(r) for r in rows]
+            if len(leases) == 1:
+                # Alone, its job is charged as an expired lease is: an outcome like any other.
+                [lease] = leases
+                entry = died_entry(lease, charged=True, message=ALONE_MESSAGE)
+                recorded = self.finish_many([charged_outcome(lease, decide(lease), entry)], now)
+                return HandBack.count(list(recorded.values()), company=False)
+            message = COMPANY_MESSAGE.format(n=len(leases))
             states = []
             for lease in leases:
                 entry = {
-                    "kind": "process_died",
-                    "attempt": lease.attempts,
+                    **died_entry(lease, charged=False, message=message),
                     "at": now.isoformat(),
-                    "worker": worker_id,
-                    "type": "ProcessDied",
-                    "charged": not company,
-                    "message": COMPANY_MESSAGE.format(n=len(leases)) if company else ALONE_MESSAGE,
                 }
-                if company:
-                    fields = {
-                        "state": JobState.READY,
-                        "run_at": now,
-                        "attempts": max(lease.attempts - 1, 0),
-                        "suspect": True,
-                        "finished_at": None,
-                    }
-                else:
-                    decision = decide(lease)
-                    target = JobState.DEAD if decision.dead else JobState.SCHEDULED
-                    fields = target_fields(target, now, delay_s=decision.delay_s)
-                states.append(self._finish(lease.id, lease.lease_token, entry, **fields))
-        return HandBack.count(states, company=company)
+                fields = {
+                    "state": JobState.READY,
+                    "run_at": now,
+                    "attempts": max(lease.attempts - 1, 0),
+                    "suspect": True,
+                    "finished_at": None,
+                }
+                states.append(self._finish(lease.id, lease.lease_token, entry, at=now, **fields))
+        return HandBack.count(states, company=True)

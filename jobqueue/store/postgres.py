@@ -33,7 +33,15 @@ from .base import (
     WorkerRegistry,
 )
 from .chunks import plan_chunks
-from .finishing import ack_outcome, charge_expired, finished, nack_outcome
+from .finishing import (
+    ack_outcome,
+    charge_expired,
+    charged_outcome,
+    expired_entry,
+    finished,
+    lease_of,
+    nack_outcome,
+)
 from .plan import ClaimPlan
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
@@ -264,7 +272,9 @@ class PostgresStore(
                 for job_id, until, cancel in cursor.fetchall()
             }
 
-    def finish_many(self, outcomes: Sequence[Outcome]) -> dict[int, str]:
+    def finish_many(
+        self, outcomes: Sequence[Outcome], now: datetime | None = None
+    ) -> dict[int, str]:
         if not outcomes:
             return {}
         # Rows in id order, as every multi-row write here: two batches never wait on each other
@@ -279,6 +289,7 @@ class PostgresStore(
             "dead_reasons": [o.dead_reason for o in ordered],
             "retry_ats": [o.retry_at for o in ordered],
             "delays": [o.delay_s for o in ordered],
+            "now": now,
         }
         with self._execute("finish_many", params) as cursor:
             return {job_id: state for job_id, state in cursor.fetchall()}
@@ -336,12 +347,7 @@ class PostgresStore(
 
     def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
         with self._execute("expired_leases", {"limit": limit, "now": now}) as cursor:
-            return [
-                ExpiredLease(
-                    id=r[0], lease_token=r[1], job_type=r[2], attempts=r[3], max_attempts=r[4]
-                )
-                for r in cursor.fetchall()
-            ]
+            return [lease_of(r) for r in cursor.fetchall()]
 
     def reap(
         self,
@@ -355,14 +361,6 @@ class PostgresStore(
             if not expired:
                 return 0, 0
             bounded.checkpoint("reaper", self.alias)
-            decisions = [decide(lease) for lease in expired]
-            params = {
-                "ids": [d.id for d in decisions],
-                "tokens": [d.lease_token for d in decisions],
-                "dead": [d.dead for d in decisions],
-                "delays": [d.delay_s for d in decisions],
-                "now": now,
-            }
-            with self._execute("reap", params) as cursor:
-                states = [r[0] for r in cursor.fetchall()]
+            outcomes = [charged_outcome(x, decide(x), expired_entry(x)) for x in expired]
+            states = list(self.finish_many(outcomes, now=now).values())
         return states.count("scheduled"), states.count("dead")

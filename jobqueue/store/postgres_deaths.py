@@ -12,7 +12,7 @@ from django.db import transaction
 
 from .base import ExpiredLease, ReapDecision
 from .deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
-from .finishing import charge_expired
+from .finishing import charge_expired, charged_outcome, died_entry, lease_of
 
 
 class PostgresDeathStore:
@@ -20,6 +20,7 @@ class PostgresDeathStore:
 
     alias: str
     _execute: Any
+    finish_many: Any
 
     def hand_back(
         self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
@@ -28,32 +29,20 @@ class PostgresDeathStore:
         decide = decide or charge_expired
         with transaction.atomic(using=self.alias):
             with self._execute("dead_worker_leases", {"worker_id": worker_id}) as cursor:
-                leases = [
-                    ExpiredLease(
-                        id=r[0], lease_token=r[1], job_type=r[2], attempts=r[3], max_attempts=r[4]
-                    )
-                    for r in cursor.fetchall()
-                ]
+                leases = [lease_of(r) for r in cursor.fetchall()]
             if not leases:
                 return HandBack()
-            company = len(leases) > 1
-            if company:
-                decisions = [
-                    ReapDecision(id=x.id, lease_token=x.lease_token, dead=False, delay_s=0.0)
-                    for x in leases
-                ]
-                message = COMPANY_MESSAGE.format(n=len(leases))
-            else:
-                decisions = [decide(leases[0])]
-                message = ALONE_MESSAGE
+            if len(leases) == 1:
+                # Alone, its job is charged as an expired lease is: an outcome like any other.
+                [lease] = leases
+                entry = died_entry(lease, charged=True, message=ALONE_MESSAGE)
+                recorded = self.finish_many([charged_outcome(lease, decide(lease), entry)])
+                return HandBack.count(list(recorded.values()), company=False)
             params = {
-                "ids": [d.id for d in decisions],
-                "tokens": [d.lease_token for d in decisions],
-                "dead": [d.dead for d in decisions],
-                "delays": [d.delay_s for d in decisions],
-                "company": company,
-                "message": message,
+                "ids": [x.id for x in leases],
+                "tokens": [x.lease_token for x in leases],
+                "message": COMPANY_MESSAGE.format(n=len(leases)),
             }
             with self._execute("hand_back", params) as cursor:
                 states = [r[0] for r in cursor.fetchall()]
-        return HandBack.count(states, company=company)
+        return HandBack.count(states, company=True)
