@@ -224,7 +224,9 @@ class Store(Protocol):
             ``{job_id: HeldLease}`` for the leases still held; a missing id was lost.
         """
 
-    def finish_many(self, outcomes: Sequence[Outcome]) -> dict[int, str]:
+    def finish_many(
+        self, outcomes: Sequence[Outcome], now: datetime | None = None
+    ) -> dict[int, str]:
         """Record each outcome of ``outcomes`` (any mix of target states), together.
 
         Each row is fenced on its own ``(job_id, lease_token, state = 'leased')`` and moves to
@@ -232,7 +234,8 @@ class Store(Protocol):
         appended; ``run_at`` is ``retry_at``, else now + ``delay_s``) or ``dead`` (its error
         appended, with ``dead_reason``). A job whose cancel was requested while it ran ends
         ``cancelled`` instead (an ack's result is kept, and a ``cancelled`` entry says the
-        handler completed). On PostgreSQL this is one statement (``finish_many.sql``).
+        handler completed). On PostgreSQL this is one statement (``finish_many.sql``). ``now``
+        stands in for the database clock (tests, and the reaper's own ``now``).
 
         Returns:
             ``{job_id: recorded state}`` for the jobs recorded; a missing id's lease was no
