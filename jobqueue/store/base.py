@@ -246,19 +246,10 @@ class Store(Protocol):
     # completer calls them.
 
     def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> str:
-        """Mark the job ``succeeded`` with ``result_json`` and return the new state.
-
-        A job whose cancel was requested while it ran ends ``cancelled`` instead (the result is
-        kept). Raises LeaseLost.
-        """
+        """:meth:`finish_many` of one success; return the new state. Raises LeaseLost."""
 
     def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> dict[int, str]:
-        """Ack each ``(job_id, lease_token, result_json)``, in one statement.
-
-        Returns:
-            ``{job_id: new state}`` for the jobs acked; a missing id's lease was lost and that
-            job is unchanged.
-        """
+        """:meth:`finish_many` of a success per ``(job_id, lease_token, result_json)``."""
 
     def nack(
         self,
@@ -270,21 +261,14 @@ class Store(Protocol):
         retry_at: datetime | None = None,
         delay_s: float = 0.0,
     ) -> str:
-        """Append ``error`` to the history; dead-letter (``dead_reason``) or schedule a retry.
+        """:meth:`finish_many` of one failure: dead with ``dead_reason``, else scheduled.
 
         Returns:
             The job's new state. Raises LeaseLost.
         """
 
     def nack_many(self, nacks: Sequence[Nack]) -> dict[int, str]:
-        """Record each failed attempt of ``nacks`` exactly as :meth:`nack` would, together.
-
-        Each row is fenced on its own ``(id, lease_token, state = 'leased')``.
-
-        Returns:
-            ``{job_id: new state}`` for the jobs recorded; a missing id's lease was lost and
-            that job is unchanged.
-        """
+        """:meth:`finish_many` of each failed attempt of ``nacks``, as :meth:`nack` would."""
 
     def release(
         self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE
