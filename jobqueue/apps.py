@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+from types import ModuleType
+
 from django.apps import AppConfig
+
+from .stopping import hold_stops_during_start_up
 
 
 class JobQueueConfig(AppConfig):
@@ -12,6 +17,12 @@ class JobQueueConfig(AppConfig):
     label = "jobqueue"
     verbose_name = "Job queue"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def __init__(self, app_name: str, app_module: ModuleType | None) -> None:
+        super().__init__(app_name, app_module)
+        # The earliest moment jobqueue's code runs in `manage.py runworkers`: Django is only
+        # starting to build the app registry, and a SIGTERM now must not kill the process.
+        hold_stops_during_start_up(sys.argv)
 
     def ready(self) -> None:
         """Register the system checks and import the discovered modules of installed apps.

@@ -11,6 +11,9 @@
 * ``jobqueue.E004`` — a job type named in the settings cannot be resolved.
 * ``jobqueue.E005`` — an entry of ``JOBQUEUE["CRON"]`` is invalid.
 * ``jobqueue.W003`` — a cron entry's handler cannot take the ``fire_time`` keyword argument.
+* ``jobqueue.E006`` — a ``TASKS`` entry names ``JobQueueBackend`` but ``"jobqueue"`` is not in
+  ``INSTALLED_APPS``. Reported by the backend's own ``check()`` (``jobqueue/tasks/backend.py``):
+  without the app, nothing here is registered.
 """
 
 from __future__ import annotations

@@ -134,10 +134,11 @@ def enqueue_or_get(
     tenant_id: str = "",
     ordering_key: str | None = None,
     using: str | None = None,
-) -> tuple[int, bool]:
-    """Internal: :func:`enqueue`, returning ``(job_id, created)``.
+) -> tuple[int, bool, datetime]:
+    """Internal: :func:`enqueue`, returning ``(job_id, created, created_at)``.
 
-    ``created`` is False when a live job held ``dedupe_key`` and its id was returned. Sends
+    ``created`` is False when a live job held ``dedupe_key`` and its id was returned;
+    ``created_at`` is the returned job's, as stored (the database's clock). Sends
     ``job_enqueued`` for a new row only.
     """
     using = arguments.alias(using)
@@ -155,10 +156,10 @@ def enqueue_or_get(
         ordering_key=ordering_key,
     )
     with _writing(using):
-        job_id, created = get_store(using).enqueue_or_get(new_job)
+        job_id, created, created_at = get_store(using).enqueue_stamped(new_job)
     if created:
         _send_enqueued(new_job, job_id, using)
-    return job_id, created
+    return job_id, created, created_at
 
 
 def enqueue_many(

@@ -27,6 +27,7 @@ __all__ = [
     "LeaseLost",
     "PermanentError",
     "QueueUnavailable",
+    "ResultNotJSON",
     "RetryAfter",
     "UnknownJobType",
 ]
@@ -71,8 +72,11 @@ class DuplicateJob(JobQueueError):
         )
 
 
-class InvalidPayload(JobQueueError, ValueError):
-    """The payload cannot be stored as JSON."""
+class InvalidPayload(JobQueueError, ValueError, TypeError):
+    """The payload cannot be stored as JSON.
+
+    A ``TypeError`` too: ``django.tasks`` code catches that for an argument JSON cannot hold.
+    """
 
     def __init__(self, path: str, problem: str) -> None:
         self.path = path
@@ -92,10 +96,13 @@ class InvalidJobOption(JobQueueError, ValueError):
 class UnknownJobType(JobQueueError, LookupError):
     """No handler is registered for this job type."""
 
-    def __init__(self, job_type: str) -> None:
+    def __init__(self, job_type: str, reason: str = "") -> None:
         self.job_type = job_type
+        self.reason = reason
         super().__init__(
-            f"no handler registered for job type {job_type!r} "
+            f"no handler registered for job type {job_type!r}: {reason}"
+            if reason
+            else f"no handler registered for job type {job_type!r} "
             "(is its module imported, or named jobs.py in an installed app?)"
         )
 
@@ -127,6 +134,14 @@ class CronConfigurationError(JobQueueConfigurationError):
 
 class PermanentError(Exception):
     """Raised by a handler: this job can never succeed, dead-letter it now without retrying."""
+
+
+class ResultNotJSON(PermanentError, TypeError):
+    """A ``django.tasks`` task returned a value JSON cannot hold: the attempt fails, for good.
+
+    A ``TypeError``, as in Django's immediate backend; permanent, since running the task again
+    would return the same kind of value.
+    """
 
 
 class RetryAfter(Exception):

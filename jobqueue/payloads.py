@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import InvalidPayload
@@ -138,6 +139,73 @@ def to_json(value: Any, *, root: str = "payload", max_bytes: int | None = None) 
                 root, f"{size} bytes of JSON is over the limit of {max_bytes} (MAX_PAYLOAD_BYTES)"
             )
     return text
+
+
+def normalize(value: Any, path: str) -> Any:
+    """Return ``value`` as ``django.utils.json.normalize_json`` makes it, with JSON's keys.
+
+    The values Django's task backends accept as task arguments are accepted, and become what
+    they hand the task: a mapping a dict, UTF-8 ``bytes`` text, any other sequence (a tuple) a
+    list. Keys become the strings JSON stores (``1`` -> ``"1"``, ``None`` -> ``"null"``), so the
+    result is what a database round trip returns. :func:`to_json` still checks what the
+    database cannot hold (NUL, NaN, a lone surrogate).
+
+    Args:
+        value: the value to normalise.
+        path: its name in error messages (``"args"``, ``"kwargs"``).
+
+    Returns:
+        The normalised value.
+
+    Raises:
+        InvalidPayload: naming the path: a value Django refuses (a TypeError there), ``bytes``
+            that are not UTF-8 (a ValueError there), two keys that become one JSON key, or
+            nesting deeper than ``MAX_DEPTH`` (a cycle too).
+    """
+    return _normalize(value, path, 0)
+
+
+def _normalize(value: Any, path: str, depth: int) -> Any:
+    # The order of Django's normalize_json: mappings, bytes, scalars, then other sequences.
+    if depth > MAX_DEPTH:
+        raise InvalidPayload(path, f"nested deeper than {MAX_DEPTH} lists or dicts (or a cycle)")
+    if isinstance(value, Mapping):
+        normalized: dict[str, Any] = {}
+        for key, item in value.items():
+            where = f"{path}[{key!r}]"
+            json_key = _json_key(_normalize(key, where, depth + 1), where)
+            if json_key in normalized:
+                raise InvalidPayload(where, f"two keys are the same JSON key {json_key!r}")
+            normalized[json_key] = _normalize(item, where, depth + 1)
+        return normalized
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidPayload(
+                path, "bytes that are not UTF-8 text (decode them, or send them as base64)"
+            ) from None
+    if value is None or isinstance(value, str | int | float):
+        return value
+    if isinstance(value, Sequence):
+        return [_normalize(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
+    raise InvalidPayload(
+        path,
+        f"{_describe(value)} is not JSON (convert it first, e.g. a model to its pk, a datetime "
+        "to isoformat(), a Decimal to str)",
+    )
+
+
+def _json_key(key: Any, path: str) -> str:
+    """Return the string JSON makes of a normalised mapping key (as ``json.dumps`` does)."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, int | float):  # bool is an int: "true", "false"
+        try:
+            return json.dumps(key)
+        except ValueError:  # an int past Python's int-to-text limit
+            raise InvalidPayload(path, "an integer key too long to write as text") from None
+    raise InvalidPayload(path, f"key of type {_describe(key)} is not a JSON object key")
 
 
 def sanitize_text(text: str) -> str:

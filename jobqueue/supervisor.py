@@ -271,6 +271,9 @@ class Supervisor:
         """Start the workers and supervise them until they are stopped. Returns 0."""
         for signum in SUPERVISED.handled:
             signal.signal(signum, self._on_signal)
+        # `runworkers` holds SIGTERM from the start of Django's set-up (stopping.py): a stop sent
+        # since then is handled now, as a drain of children that have claimed nothing.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SUPERVISED.handled)
         for slot in self.slots:
             self._spawn(slot)
         while True:

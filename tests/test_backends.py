@@ -6,7 +6,9 @@ processes are in ``test_process_backends.py``.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 import pytest
 
@@ -33,6 +35,7 @@ from jobqueue.backends import (
     JobQueueTask,
     to_task_result_status,
 )
+from jobqueue.errors import InvalidPayload
 from jobqueue.executor import execute
 from jobqueue.jobs import JobContext
 from jobqueue.models import Job
@@ -480,3 +483,144 @@ def test_a_permanent_error_fails_the_task_at_once():
     result.refresh()
     assert result.status == TaskResultStatus.FAILED and result.attempts == 1
     assert [e.exception_class_path for e in result.errors] == ["jobqueue.errors.PermanentError"]
+
+
+# -- Django's API to the letter (issue 20) -------------------------------------------------
+
+
+def _db_sleep():
+    """Let the clocks move on inside the current transaction (PostgreSQL's now() does not)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(0.002)")
+
+
+def test_the_result_enqueue_returns_is_the_stored_result():
+    result = tasks.add.enqueue(2, b=3)
+    assert result == default_task_backend.get_result(result.id)
+    later = tasks.add.using(run_after=timezone.now() + timedelta(hours=1), priority=7).enqueue(1, 1)
+    assert later == default_task_backend.get_result(later.id)
+
+
+def test_the_result_enqueued_late_in_an_atomic_block_is_the_stored_result():
+    with transaction.atomic():
+        _db_sleep()  # the job's enqueue time is the transaction's, not the moment of enqueue
+        result = tasks.add.enqueue(2, b=3)
+        _db_sleep()
+        assert result == default_task_backend.get_result(result.id)
+    assert result == default_task_backend.get_result(result.id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_result_enqueued_outside_a_transaction_is_the_stored_result():
+    result = tasks.add.enqueue(2, b=3)
+    assert result == default_task_backend.get_result(result.id)
+    Job.objects.filter(id=int(result.id)).delete()
+
+
+def test_refresh_changes_only_what_the_worker_changed():
+    result = tasks.add.enqueue(2, b=3)
+    as_enqueued = replace(result)
+    result.refresh()
+    assert result == as_enqueued  # nothing ran: nothing changed
+    run_one()
+    result.refresh()
+    assert (result.id, result.task, result.args, result.kwargs, result.backend) == (
+        as_enqueued.id,
+        as_enqueued.task,
+        as_enqueued.args,
+        as_enqueued.kwargs,
+        as_enqueued.backend,
+    )
+    assert result.enqueued_at == as_enqueued.enqueued_at
+    assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 5)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [datetime(2026, 1, 1), {1, 2}, object(), {"nested": [Decimal("1.5")]}],
+    ids=["datetime", "set", "object", "nested-decimal"],
+)
+def test_a_non_json_argument_is_a_type_error_as_in_django(bad):
+    with pytest.raises(TypeError):
+        tasks.echo.using(backend="immediate").enqueue(bad)  # Django's own backend
+    with pytest.raises(TypeError) as raised:
+        tasks.echo.enqueue(1, x=bad)
+    assert isinstance(raised.value, InvalidPayload)  # and still ours
+    assert "kwargs['x']" in str(raised.value)  # it names the argument
+    assert not Job.objects.exists()
+
+
+def test_arguments_are_normalised_stored_and_handed_over_as_django_does():
+    args = (b"caf\xc3\xa9", (1, 2), [b"x", {"k": (3,)}], range(2))
+    kwargs = {"raw": b"ok", "pair": (4, 5), "nested": {"t": (b"y",)}}
+    reference = tasks.echo.using(backend="immediate").enqueue(*args, **kwargs)
+    assert reference.status == TaskResultStatus.SUCCESSFUL
+    result = tasks.echo.enqueue(*args, **kwargs)
+    assert (result.args, result.kwargs) == (reference.args, reference.kwargs)
+    job = Job.objects.get(id=int(result.id))
+    assert (job.payload["args"], job.payload["kwargs"]) == (reference.args, reference.kwargs)
+    assert run_one().status == "succeeded"
+    result.refresh()
+    assert result.return_value == reference.return_value
+
+
+def test_bytes_that_are_not_utf_8_are_refused_as_in_django():
+    with pytest.raises(ValueError) as reference:
+        tasks.echo.using(backend="immediate").enqueue(b"\xff")
+    with pytest.raises(ValueError) as raised:
+        tasks.echo.enqueue(b"\xff")
+    assert type(reference.value) is ValueError
+    assert "args[0]" in str(raised.value) and "UTF-8" in str(raised.value)
+    assert not Job.objects.exists()
+
+
+def test_a_return_value_normalised_as_django_does_is_stored():
+    reference = tasks.give_back.using(backend="immediate").enqueue("bytes and a tuple")
+    result = tasks.give_back.enqueue("bytes and a tuple")
+    assert run_one().status == "succeeded"
+    result.refresh()
+    assert result.return_value == reference.return_value == [1, "café", {"k": [2]}]
+
+
+@pytest.mark.parametrize("kind", ["a set", "an object", "nan"])
+def test_a_return_value_that_is_not_json_fails_the_task_with_a_type_error(kind):
+    if kind != "nan":  # Django's immediate backend keeps a NaN; no database column can
+        reference = tasks.give_back.using(backend="immediate").enqueue(kind)
+        assert reference.status == TaskResultStatus.FAILED
+        assert reference.errors[0].exception_class is TypeError
+    result = tasks.give_back.enqueue(kind)  # max_attempts 8: a retry would change nothing
+    with Recorder(task_finished) as recorder:
+        outcome = run_one()
+    assert (outcome.status, outcome.dead_reason) == ("dead", "permanent_error")
+    assert [s["status"] for s in recorder.seen] == [TaskResultStatus.FAILED]
+    result.refresh()
+    assert (result.status, result.attempts) == (TaskResultStatus.FAILED, 1)
+    [error] = result.errors
+    assert issubclass(error.exception_class, TypeError)
+    [entry] = Job.objects.get(id=int(result.id)).errors
+    assert "return value" in entry["message"] and "not JSON" in entry["message"]
+    with pytest.raises(ValueError, match="failed"):
+        _ = result.return_value
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("tests.testapp.tasks.renamed_since", 'does not define a "renamed_since"'),
+        ("tests.testapp.no_such_module.send", "No module named 'tests.testapp.no_such_module'"),
+    ],
+    ids=["attribute-gone", "module-gone"],
+)
+def test_a_task_that_cannot_be_imported_shows_the_import_error(path, says):
+    job = make_job(
+        type=path,
+        max_attempts=1,
+        payload={"args": [], "kwargs": {}, "backend": "default", "run_after": None},
+    )
+    outcome = run_one()
+    assert (outcome.status, outcome.dead_reason) == ("dead", "unknown_type")
+    [entry] = Job.objects.get(id=job.id).errors
+    assert says in entry["message"]  # the worker's log line is "dead (...): type: message"
+    assert "ImportError" in entry["traceback"] or "ModuleNotFoundError" in entry["traceback"]
+    assert says in entry["traceback"] and "import_string" in entry["traceback"]

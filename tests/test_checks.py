@@ -5,6 +5,8 @@ good one. Also job discovery (``DISCOVER_MODULES``), which ``ready()`` reads.
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 
 import pytest
@@ -19,6 +21,7 @@ import jobqueue
 from jobqueue import checks
 from jobqueue.conf import build_settings
 from jobqueue.errors import JobQueueConfigurationError
+from tests.conftest import ROOT
 
 BACKEND = "jobqueue.backends.JobQueueBackend"
 
@@ -198,3 +201,49 @@ def test_an_invalid_setting_does_not_stop_the_app_loading():
         with pytest.raises(JobQueueConfigurationError):
             build_settings({"DISCOVER_MODULES": "jobs"})
         apps.get_app_config("jobqueue").ready()
+
+
+# -- E006: TASKS names the backend but the app is not installed ---------------------------
+
+SETTINGS_WITHOUT_THE_APP = """
+INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "shop"]
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+SECRET_KEY = "e006"
+USE_TZ = True
+TASKS = {"default": {"BACKEND": "jobqueue.backends.JobQueueBackend"}}
+"""
+
+
+def test_the_backend_without_the_app_in_installed_apps_is_e006(tmp_path):
+    pytest.importorskip("django.tasks")
+    # A project of its own (a settings module that never installs jobqueue): no jobqueue check
+    # is registered there, as in a real one, so the backend itself must say it.
+    (tmp_path / "no_app_settings.py").write_text(SETTINGS_WITHOUT_THE_APP)
+    # The project's own app declares a task where Django's set-up imports it (its models): Django
+    # checks task backends only once something has imported django.tasks.
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "__init__.py").write_text("")
+    (tmp_path / "shop" / "models.py").write_text(
+        "from django.tasks import task\n\n\n@task\ndef send_receipt(order_id):\n    pass\n"
+    )
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "no_app_settings"
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "jobqueue.E006" in done.stderr
+    assert "TASKS['default']" in done.stderr
+    assert 'HINT: Add "jobqueue" to INSTALLED_APPS' in done.stderr
+
+
+def test_the_backend_with_the_app_installed_is_not_e006():
+    pytest.importorskip("django.tasks")
+    from django.tasks import task_backends
+
+    assert task_backends["default"].check() == []

@@ -7,12 +7,15 @@ writes a Worker row. These run on SQLite too: parsing fails before any database 
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from jobqueue.models import Worker
-from tests.conftest import requires_postgres
+import jobqueue
+from jobqueue.models import Job, Worker
+from tests.conftest import requires_postgres, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -99,3 +102,39 @@ def test_longest_worker_id_is_accepted(workers):
     result = workers.run("--worker-id", "w" * 200, "--queues", "cmd-empty", "--burst", timeout=60)
     assert result.returncode == 0, result.stderr
     assert f"worker {'w' * 200} stopped" in result.stderr
+
+
+# -- SIGTERM at any moment of start-up exits 0 (issue 20) ----------------------------------
+
+
+@requires_postgres()
+@pytest.mark.parametrize(
+    ("flags", "moment"),
+    [
+        ((), "setup"),
+        ((), "registered"),
+        (("--processes", "2"), "setup"),
+        (("--processes", "2"), "children started"),
+    ],
+    ids=["alone-during-django-setup", "alone-running", "supervisor-setup", "supervisor-running"],
+)
+def test_sigterm_at_any_moment_of_start_up_exits_0(workers, tmp_path, monkeypatch, flags, moment):
+    job_id = jobqueue.enqueue("startup-stop", "tests.testapp.jobs.noop", {})
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    if moment == "setup":
+        monkeypatch.setenv("JOBQUEUE_TEST_PAUSE_DIR", str(pause))  # subprocesses inherit it
+    proc = workers.start("--queues", "startup-stop", "-v", "2", *flags)
+    if moment == "setup":
+        # Halfway through Django's set-up (tests/testapp/startup_pause.py): no handler of the
+        # worker is installed yet. The signal arrives there; then the start-up goes on.
+        wait_for(lambda: (pause / "paused").exists() or proc.poll() is not None, timeout=120)
+        proc.send_signal(signal.SIGTERM)
+        (pause / "go").touch()
+    else:
+        workers.wait_for_log(proc, "concurrency" if moment == "registered" else "started worker")
+        proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 0, workers.log(proc)
+    job = Job.objects.get(id=job_id)
+    # Nothing lost: never claimed, or done; never charged for the stop.
+    assert (job.state, job.attempts) in {("ready", 0), ("succeeded", 1)}, workers.log(proc)

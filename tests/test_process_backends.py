@@ -187,3 +187,32 @@ def test_retries_context_attempts_failures_signals_and_logs(workers, tmp_path, m
     after = output[output.index(line) :]
     assert "Traceback (most recent call last)" in after
     assert "ValueError: card declined" in after
+
+
+def test_a_task_that_cannot_be_imported_shows_the_import_error_in_the_workers_log(workers):
+    from jobqueue.models import Job
+    from tests.factories import make_job
+
+    job = make_job(
+        type="tests.testapp.no_such_module.send",
+        max_attempts=1,
+        payload={"args": [], "kwargs": {}, "backend": "default", "run_after": None},
+    )
+    proc = workers.run("--burst", "--queues", "default", settings=FAST_WORKER_SETTINGS)
+    assert proc.returncode == 0, proc.stderr
+    job.refresh_from_db()
+    assert (job.state, job.dead_reason) == ("dead", "unknown_type")
+    dead_lines = [line for line in proc.stderr.splitlines() if f"job {job.id}" in line]
+    assert any(
+        "dead (unknown_type)" in line and "No module named 'tests.testapp.no_such_module'" in line
+        for line in dead_lines
+    ), proc.stderr
+    assert "ModuleNotFoundError" in job.errors[0]["traceback"]
+    assert Job.objects.filter(state="dead").count() == 1
+
+
+def test_a_return_value_that_is_not_json_fails_the_task_on_a_worker(workers):
+    result = tasks.give_back.enqueue("a set")
+    run_until_finished(workers, [result], "--queues", "default")
+    assert (result.status, result.attempts) == (TaskResultStatus.FAILED, 1)
+    assert issubclass(result.errors[0].exception_class, TypeError)

@@ -176,6 +176,15 @@ class Store(Protocol):
             its id was returned instead.
         """
 
+    def enqueue_stamped(self, job: NewJob) -> tuple[int, bool, datetime]:
+        """Like :meth:`enqueue_or_get`, and return the row's ``created_at`` too.
+
+        Returns:
+            ``(job_id, created, created_at)``: ``created_at`` is the returned job's, as stored
+            (PostgreSQL: the inserting transaction's clock), so a caller can describe the job
+            exactly as a later read of the row will.
+        """
+
     def enqueue_many(
         self, jobs: Sequence[NewJob], chunk_bytes: int = ENQUEUE_MANY_CHUNK_BYTES
     ) -> list[tuple[int, bool]]:

@@ -82,6 +82,10 @@ class GenericStore(
         return self.enqueue_or_get(job)[0]
 
     def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
+        job_id, created, _ = self.enqueue_stamped(job)
+        return job_id, created
+
+    def enqueue_stamped(self, job: NewJob) -> tuple[int, bool, datetime]:
         from ..models import Job
 
         now = timezone.now()
@@ -90,11 +94,11 @@ class GenericStore(
             if job.dedupe_key is not None:
                 existing = (
                     self._jobs.filter(queue=job.queue, dedupe_key=job.dedupe_key, state__in=LIVE)
-                    .values_list("id", flat=True)
+                    .values_list("id", "created_at")
                     .first()
                 )
                 if existing is not None:
-                    return existing, False
+                    return existing[0], False, existing[1]
             try:
                 with transaction.atomic(using=self.alias):
                     row = Job(
@@ -112,7 +116,7 @@ class GenericStore(
                         created_at=now,
                     )
                     row.save(using=self.alias, force_insert=True)
-                    return row.id, True
+                    return row.id, True, now
             except IntegrityError:
                 if job.dedupe_key is None:
                     raise

@@ -103,6 +103,10 @@ class PostgresStore(
         return self.enqueue_or_get(job)[0]
 
     def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
+        job_id, created, _ = self.enqueue_stamped(job)
+        return job_id, created
+
+    def enqueue_stamped(self, job: NewJob) -> tuple[int, bool, datetime]:
         params = {
             "queue": job.queue,
             "type": job.type,
@@ -122,11 +126,11 @@ class PostgresStore(
             with self._execute("enqueue", params, callers=True) as cursor:
                 row = cursor.fetchone()
             if row is not None:
-                return row[0], True
+                return row[0], True, row[1]
             with self._execute("find_live_dedupe", params, callers=True) as cursor:
                 row = cursor.fetchone()
             if row is not None:
-                return row[0], False
+                return row[0], False, row[1]
         raise DuplicateJob(job.queue, job.dedupe_key or "")
 
     def enqueue_many(

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
+from django.core import checks
 from django.tasks import Task, TaskResult, task_backends
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskResultStatus
 from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 from django.tasks.signals import task_enqueued
-from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .. import client
 from ..errors import UnknownJobType
 from ..jobtypes import JobContext, JobType, register
+from ..payloads import normalize
 from ..policies import Backoff
 from ..validation import validate_queue_name
 from .options import (
@@ -99,12 +101,15 @@ class JobQueueBackend(BaseTaskBackend):
         Raises:
             InvalidTask: see :meth:`validate_task`.
             InvalidTaskBackend: the ``TASKS`` entry is invalid.
-            jobqueue.errors.InvalidPayload: an argument is not JSON (the message names it).
+            jobqueue.errors.InvalidPayload: an argument is not JSON (the message names it); a
+                ``TypeError`` (and a ``ValueError``), as Django's backends raise.
             jobqueue.errors.QueueUnavailable: the queue's database cannot be reached.
         """
         self._raise_config_error()
         self.validate_task(task)
-        args, kwargs = list(args), dict(kwargs)
+        # As Django's TaskResult does, so the task gets what Django's own backends would hand
+        # it; with keys as JSON stores them, so this result equals what get_result reads.
+        args, kwargs = normalize(list(args), "args"), normalize(dict(kwargs), "kwargs")
         payload = {
             "args": args,
             "kwargs": kwargs,
@@ -112,7 +117,7 @@ class JobQueueBackend(BaseTaskBackend):
             "run_after": task.run_after.isoformat() if task.run_after else None,
         }
         timeout_s = task_option(task, "timeout_s") or self.config.timeout_s
-        job_id, created = client.enqueue_or_get(
+        job_id, created, enqueued_at = client.enqueue_or_get(
             task.queue_name,
             task.module_path,
             payload,
@@ -130,7 +135,7 @@ class JobQueueBackend(BaseTaskBackend):
             task=task,
             id=str(job_id),
             status=TaskResultStatus.READY,
-            enqueued_at=timezone.now(),
+            enqueued_at=enqueued_at,  # the row's: the database clock, as get_result reads it
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
@@ -155,8 +160,21 @@ class JobQueueBackend(BaseTaskBackend):
         return read_result(result_id, self, self.using)
 
     def check(self, **kwargs: Any) -> list[Any]:
-        """Return no messages: ``jobqueue.checks`` reports this entry (jobqueue.E002)."""
-        return []
+        """Report this entry when the ``jobqueue`` app is not installed (jobqueue.E006).
+
+        Django runs this check whatever the installed apps are; jobqueue's own checks
+        (``jobqueue.checks``, E002 for this entry's options) are registered by the app.
+        """
+        if apps.is_installed("jobqueue"):
+            return []
+        return [
+            checks.Error(
+                f"TASKS[{self.alias!r}] uses JobQueueBackend, but the jobqueue app is not in "
+                "INSTALLED_APPS: its tables are never created, so every enqueue fails.",
+                hint='Add "jobqueue" to INSTALLED_APPS and run `manage.py migrate`.',
+                id="jobqueue.E006",
+            )
+        ]
 
 
 # -- the job type of a task ----------------------------------------------------------------
@@ -208,12 +226,18 @@ def task_job_type(type_name: str) -> JobType:
     its module's import registered nothing, so the executor asks here.
 
     Raises:
-        UnknownJobType: nothing importable at that path is a task.
+        UnknownJobType: nothing importable at that path is a task; when the import failed,
+            the message says why and the ``ImportError`` is its ``__cause__``.
     """
     try:
         found = import_string(type_name)
-    except ImportError:
-        raise UnknownJobType(type_name) from None
+    except ImportError as exc:
+        # Chained, so the job's history keeps the import error's own traceback.
+        raise UnknownJobType(
+            type_name, f"importing it failed: {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(found, Task):
-        raise UnknownJobType(type_name)
+        raise UnknownJobType(
+            type_name, f"it is a {type(found).__name__}, neither a @job nor a django.tasks task"
+        )
     return _register_task(type_name, found, None)

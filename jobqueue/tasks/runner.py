@@ -19,7 +19,9 @@ from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
 
+from ..errors import InvalidPayload, ResultNotJSON
 from ..jobtypes import JobContext
+from ..payloads import to_json
 from ..retries import dead_reason
 from .results import read_job, to_task_result, worker_ids
 
@@ -41,6 +43,22 @@ def _send(signal: Any, sender: type, task_result: TaskResult) -> None:
             )
 
 
+def _storable(value: Any) -> Any:
+    """Return a task's return value as Django's backends store it (``normalize_json``).
+
+    Raises:
+        ResultNotJSON: Django's normalisation refuses it (as the immediate backend does, with a
+            ``TypeError``), or the database cannot hold it (NaN, a NUL character).
+    """
+    try:
+        normalized = normalize_json(value)
+        to_json(normalized, root="return_value")
+    except (TypeError, ValueError) as exc:  # InvalidPayload is both
+        why = f"{exc.path}: {exc.problem}" if isinstance(exc, InvalidPayload) else str(exc)
+        raise ResultNotJSON(f"the task's return value is not JSON: {why}") from exc
+    return normalized
+
+
 def run_task(context: JobContext, backend: BaseTaskBackend, using: str) -> Any:
     """Internal: run the task of the job ``context.job_id`` and send Django's task signals.
 
@@ -55,9 +73,12 @@ def run_task(context: JobContext, backend: BaseTaskBackend, using: str) -> Any:
         using: alias of the queue's database.
 
     Returns:
-        The task's return value.
+        The task's return value, normalised as Django's backends do (``bytes`` to text, tuples
+        to lists).
 
     Raises:
+        ResultNotJSON: the task returned a value JSON cannot hold; the task fails (a
+            ``TypeError``, as in Django's immediate backend), without retries.
         BaseException: whatever the task raised; the executor decides retry or dead as for any
             job. ``jobqueue.models.Job.DoesNotExist``: the job row is gone.
     """
@@ -75,6 +96,8 @@ def run_task(context: JobContext, backend: BaseTaskBackend, using: str) -> Any:
             value = task.call(TaskContext(task_result=result), *result.args, **result.kwargs)
         else:
             value = task.call(*result.args, **result.kwargs)
+        if not context.should_stop:
+            value = _storable(value)
     except BaseException as exc:
         # The executor's rule (retries.decide): is this attempt the job's last?
         final = dead_reason(context.attempt, context.max_attempts, exc) is not None
@@ -92,10 +115,7 @@ def run_task(context: JobContext, backend: BaseTaskBackend, using: str) -> Any:
     if context.should_stop:
         # Timed out, lease lost or cancel requested: the worker records another outcome.
         return value
-    try:
-        object.__setattr__(result, "_return_value", normalize_json(value))
-    except (TypeError, ValueError):
-        pass  # the executor stores no result and logs why; the task still succeeded
+    object.__setattr__(result, "_return_value", value)
     object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
     object.__setattr__(result, "finished_at", timezone.now())
     _send(task_finished, sender, result)

@@ -2,6 +2,10 @@
 
 from django.db import models
 
+from tests.testapp.startup_pause import pause_if_asked
+
+pause_if_asked()
+
 
 class Run(models.Model):
     """One run of a job's handler (written at its start)."""

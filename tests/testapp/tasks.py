@@ -82,6 +82,24 @@ if task is not None:
     def charge(order_id):
         return order_id
 
+    @task
+    def echo(*args, **kwargs):
+        """Return what it was given, as it was given (tuples stay tuples until normalised)."""
+        return {"args": args, "kwargs": kwargs}
+
+    #: What ``give_back`` returns, by name: JSON after Django's normalisation, or not.
+    RETURNS = {
+        "bytes and a tuple": lambda: (1, b"caf\xc3\xa9", {"k": (2,)}),
+        "a set": lambda: {1, 2},
+        "an object": lambda: object(),
+        "nan": lambda: float("nan"),
+    }
+
+    @task
+    def give_back(kind):
+        """Return the value ``RETURNS`` names."""
+        return RETURNS[kind]()
+
     @task(backend="immediate")
     def declared_elsewhere(x):
         """A task of another backend; tests move it onto jobqueue with .using()."""

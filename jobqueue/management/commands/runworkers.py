@@ -200,9 +200,10 @@ class Command(BaseCommand):
             code = worker.exit_code
             assert code is not None  # run_worker returns only once run() has set it
             if code == EXIT_RECYCLE and sys.argv[1:2] == ["runworkers"]:
-                # Run from the command line (not call_command): recycle in place. From here on
-                # a stop signal ends the process at once; it holds no lease any more.
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                # Run from the command line (not call_command): recycle in place. It holds no
+                # lease any more: Ctrl-C ends it at once, and a SIGTERM is held across the exec
+                # for the new worker to handle as a stop (exit 0).
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 if not worker.stop_requested:
                     reexec(sys.orig_argv)

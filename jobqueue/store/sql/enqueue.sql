@@ -1,6 +1,7 @@
 -- enqueue: insert one job in the caller's transaction; a live job holding the same dedupe key wins.
 -- With an ordering key, a transaction-scoped advisory lock on the key is taken before the id is
 -- drawn, so two transactions enqueueing the same key commit in id order (enqueue order).
+-- Returns the row's created_at too: the transaction's clock, which the tasks backend reports as enqueued_at.
 -- ON CONFLICT infers the partial unique index jobqueue_job_live_dedupe_key and waits for an uncommitted competitor.
 INSERT INTO jobqueue_job (
     queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts, timeout_s,
@@ -17,4 +18,4 @@ WHERE %(ordering_key)s::text IS NULL
 ON CONFLICT (queue, dedupe_key)
     WHERE dedupe_key IS NOT NULL AND state IN ('leased', 'ready', 'scheduled')
     DO NOTHING
-RETURNING id
+RETURNING id, created_at
