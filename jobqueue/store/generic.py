@@ -382,22 +382,32 @@ class GenericStore(
     def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
         row = (
             self._held(job_id, lease_token)
-            .values_list("id", "lease_token", "type", "attempts", "max_attempts")
+            .values_list("id", "lease_token", "type", "attempts", "max_attempts", named=True)
             .first()
         )
         if row is None:
             raise LeaseLost(job_id)
         return ExpiredLease(
-            id=row[0], lease_token=row[1], job_type=row[2], attempts=row[3], max_attempts=row[4]
+            id=row.id,
+            lease_token=row.lease_token,
+            job_type=row.type,
+            attempts=row.attempts,
+            max_attempts=row.max_attempts,
         )
 
     def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
         rows = self._jobs.filter(state=JobState.LEASED, lease_until__lt=_now(now)).order_by("id")
         return [
-            ExpiredLease(id=r[0], lease_token=r[1], job_type=r[2], attempts=r[3], max_attempts=r[4])
-            for r in rows.values_list("id", "lease_token", "type", "attempts", "max_attempts")[
-                :limit
-            ]
+            ExpiredLease(
+                id=r.id,
+                lease_token=r.lease_token,
+                job_type=r.type,
+                attempts=r.attempts,
+                max_attempts=r.max_attempts,
+            )
+            for r in rows.values_list(
+                "id", "lease_token", "type", "attempts", "max_attempts", named=True
+            )[:limit]
         ]
 
     def reap(

@@ -32,11 +32,15 @@ class GenericDeathStore:
                 self._jobs.select_for_update()
                 .filter(state=JobState.LEASED, leased_by=worker_id)
                 .order_by("id")
-                .values_list("id", "lease_token", "type", "attempts", "max_attempts")
+                .values_list("id", "lease_token", "type", "attempts", "max_attempts", named=True)
             )
             leases = [
                 ExpiredLease(
-                    id=r[0], lease_token=r[1], job_type=r[2], attempts=r[3], max_attempts=r[4]
+                    id=r.id,
+                    lease_token=r.lease_token,
+                    job_type=r.type,
+                    attempts=r.attempts,
+                    max_attempts=r.max_attempts,
                 )
                 for r in rows
             ]

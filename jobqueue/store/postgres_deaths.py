@@ -12,6 +12,7 @@ from django.db import transaction
 
 from .base import ExpiredLease, ReapDecision
 from .deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
+from .rows import fetchall
 
 
 class PostgresDeathStore:
@@ -26,9 +27,13 @@ class PostgresDeathStore:
             with self._execute("dead_worker_leases", {"worker_id": worker_id}) as cursor:
                 leases = [
                     ExpiredLease(
-                        id=r[0], lease_token=r[1], job_type=r[2], attempts=r[3], max_attempts=r[4]
+                        id=r.id,
+                        lease_token=r.lease_token,
+                        job_type=r.type,
+                        attempts=r.attempts,
+                        max_attempts=r.max_attempts,
                     )
-                    for r in cursor.fetchall()
+                    for r in fetchall(cursor)
                 ]
             if not leases:
                 return HandBack()
@@ -51,5 +56,5 @@ class PostgresDeathStore:
                 "message": message,
             }
             with self._execute("hand_back", params) as cursor:
-                states = [r[0] for r in cursor.fetchall()]
+                states = [r.state for r in fetchall(cursor)]
         return HandBack.count(states, company=company)
