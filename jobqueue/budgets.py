@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from django.db import DatabaseError
 
 from .conf import get_settings
-from .store import ClaimedJob
+from .store import ClaimedJob, Store
 
 if TYPE_CHECKING:
     from .executor import Outcome
@@ -66,7 +66,7 @@ class RetryBudgetKeeper:
         clock: monotonic clock for the credit flush interval (a stand-in in tests).
     """
 
-    def __init__(self, store, clock=time.monotonic) -> None:
+    def __init__(self, store: Store, clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.clock = clock
         self.pending: Counter[str] = Counter()

@@ -20,7 +20,7 @@ from .history import error_entry
 from .outage import writing as _writing
 from .payloads import to_json
 from .states import DeadReason
-from .store import ClaimedJob, get_store
+from .store import ClaimedJob, Store, get_store
 from .store.plan import ClaimPlan, TenantCaps
 
 __all__ = ["ack", "claim", "heartbeat", "nack"]
@@ -173,7 +173,7 @@ def nack(
 
 
 def _nack(
-    store: Any,
+    store: Store,
     job_id: int,
     lease_token: uuid.UUID,
     error: BaseException | str,

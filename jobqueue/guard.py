@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .breakers import BreakerGate
 from .budgets import RetryBudgetKeeper
-from .store import ClaimedJob
+from .store import ClaimedJob, Store
 
 if TYPE_CHECKING:
     from .executor import Outcome
@@ -36,7 +36,7 @@ class DependencyGuard:
         rng: random source for spreading held-back jobs (seed it in tests).
     """
 
-    def __init__(self, store, lease_s: float, rng: random.Random | None = None) -> None:
+    def __init__(self, store: Store, lease_s: float, rng: random.Random | None = None) -> None:
         self.breakers = BreakerGate(store, lease_s, rng)
         self.budget = RetryBudgetKeeper(store)
         # Lease tokens of runs already observed but not yet recorded: a run whose recording

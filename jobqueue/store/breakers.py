@@ -1,9 +1,10 @@
 """Internal: the store's circuit-breaker and retry-budget operations: interface and value objects.
 
-Every store implements :class:`DependencyStore` beside :class:`~jobqueue.store.base.Store` (see
-the ``StoreContract`` breaker and budget tests). Each state change of a breaker is one statement
-that reads and writes the row under its lock, so workers in different processes never lose each
-other's counts or both win the probe. Times come from the database clock; ``now`` is for tests.
+:class:`DependencyStore` is one part of the composite :class:`~jobqueue.store.protocol.Store`
+(see the ``StoreContract`` breaker and budget tests). Each state change of a breaker is one
+statement that reads and writes the row under its lock, so workers in different processes never
+lose each other's counts or both win the probe. Times come from the database clock; ``now`` is
+for tests.
 """
 
 from __future__ import annotations

@@ -66,9 +66,6 @@ class GenericStore(
     def _held(self, job_id: int, lease_token: uuid.UUID):
         return self._jobs.filter(id=job_id, lease_token=lease_token, state=JobState.LEASED)
 
-    def enqueue(self, job: NewJob) -> int:
-        return self.enqueue_or_get(job)[0]
-
     def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
         from ..models import Job
 
@@ -387,24 +384,12 @@ class GenericStore(
         )
         if row is None:
             raise LeaseLost(job_id)
-        return ExpiredLease(
-            id=row.id,
-            lease_token=row.lease_token,
-            job_type=row.type,
-            attempts=row.attempts,
-            max_attempts=row.max_attempts,
-        )
+        return ExpiredLease.of(row)
 
     def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
         rows = self._jobs.filter(state=JobState.LEASED, lease_until__lt=_now(now)).order_by("id")
         return [
-            ExpiredLease(
-                id=r.id,
-                lease_token=r.lease_token,
-                job_type=r.type,
-                attempts=r.attempts,
-                max_attempts=r.max_attempts,
-            )
+            ExpiredLease.of(r)
             for r in rows.values_list(
                 "id", "lease_token", "type", "attempts", "max_attempts", named=True
             )[:limit]

@@ -34,16 +34,7 @@ class GenericDeathStore:
                 .order_by("id")
                 .values_list("id", "lease_token", "type", "attempts", "max_attempts", named=True)
             )
-            leases = [
-                ExpiredLease(
-                    id=r.id,
-                    lease_token=r.lease_token,
-                    job_type=r.type,
-                    attempts=r.attempts,
-                    max_attempts=r.max_attempts,
-                )
-                for r in rows
-            ]
+            leases = [ExpiredLease.of(r) for r in rows]
             company = len(leases) > 1
             states = []
             for lease in leases:

@@ -90,9 +90,6 @@ class PostgresStore(
             return cursor
         return bounded.execute(self.alias, sql(name), params)
 
-    def enqueue(self, job: NewJob) -> int:
-        return self.enqueue_or_get(job)[0]
-
     def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
         params = {
             "queue": job.queue,
@@ -337,26 +334,11 @@ class PostgresStore(
             row = fetchone(cursor)
         if row is None:
             raise LeaseLost(job_id)
-        return ExpiredLease(
-            id=row.id,
-            lease_token=row.lease_token,
-            job_type=row.type,
-            attempts=row.attempts,
-            max_attempts=row.max_attempts,
-        )
+        return ExpiredLease.of(row)
 
     def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
         with self._execute("expired_leases", {"limit": limit, "now": now}) as cursor:
-            return [
-                ExpiredLease(
-                    id=r.id,
-                    lease_token=r.lease_token,
-                    job_type=r.type,
-                    attempts=r.attempts,
-                    max_attempts=r.max_attempts,
-                )
-                for r in fetchall(cursor)
-            ]
+            return [ExpiredLease.of(r) for r in fetchall(cursor)]
 
     def reap(
         self,

@@ -25,16 +25,7 @@ class PostgresDeathStore:
         """Return a dead worker process's leases: see ``jobqueue/store/deaths.py``."""
         with transaction.atomic(using=self.alias):
             with self._execute("dead_worker_leases", {"worker_id": worker_id}) as cursor:
-                leases = [
-                    ExpiredLease(
-                        id=r.id,
-                        lease_token=r.lease_token,
-                        job_type=r.type,
-                        attempts=r.attempts,
-                        max_attempts=r.max_attempts,
-                    )
-                    for r in fetchall(cursor)
-                ]
+                leases = [ExpiredLease.of(r) for r in fetchall(cursor)]
             if not leases:
                 return HandBack()
             company = len(leases) > 1

@@ -27,9 +27,6 @@ class PostgresOperatorStore:
         with self._execute("job_exists", {"id": job_id}) as cursor:
             return cursor.fetchone() is not None
 
-    def cancel(self, job_id: int) -> bool:
-        return self.cancel_or_request(job_id) is not None
-
     def cancel_or_request(self, job_id: int) -> str | None:
         with self._execute("cancel", {"id": job_id}) as cursor:
             row = fetchone(cursor)
