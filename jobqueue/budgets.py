@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from django.db import DatabaseError
 
 from .conf import get_settings
-from .store import ClaimedJob, Store
+from .store import ClaimedJob, Store, get_store
 
 if TYPE_CHECKING:
     from .executor import Outcome
@@ -56,6 +56,19 @@ def debt_delays(count: int, tokens_left: float, floor_per_second: float) -> list
         left = tokens_left + count - 1 - i
         delays.append(-left / floor_per_second if left < 0 else 0.0)
     return delays
+
+
+def reset_budgets(queues: Collection[str], *, using: str | None = None) -> int:
+    """Delete the retry budgets of ``queues``: each starts full again at its next retry.
+
+    Args:
+        queues: queue names.
+        using: database alias (None: ``default``).
+
+    Returns:
+        How many buckets were deleted.
+    """
+    return get_store(using).delete_retry_budgets(queues)
 
 
 class RetryBudgetKeeper:

@@ -4,7 +4,9 @@
 in ``get_store``). These tests check what mypy does not: that both stores take the *same*
 parameters for every member (names, kinds, defaults, annotations), that neither store grows a
 public method outside the seam (a method added to one store only, or one only tests call), and
-that every store attribute jobqueue's own code reads is a member of the seam. No database.
+that every store attribute jobqueue's own code reads is a member of the seam, and that queue
+state is written nowhere else (no ORM writes outside ``store/``; no admin deletes by itself).
+No database.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ import inspect
 from pathlib import Path
 
 import pytest
+from django.contrib import admin
+from django.contrib.auth.models import User
+from django.test import RequestFactory
 
 import jobqueue
+from jobqueue import models
 from jobqueue.store import Store
 from jobqueue.store.generic import GenericStore
 from jobqueue.store.postgres import PostgresStore
@@ -99,3 +105,75 @@ def test_store_carries_its_alias():
     assert "alias" in Store.__annotations__
     for store_class in STORES:
         assert store_class("default").alias == "default"
+
+
+#: Queue state: the store writes these rows, nothing else does.
+QUEUE_MODELS = {
+    models.Job,
+    models.DeadLetter,
+    models.Worker,
+    models.CronEntry,
+    models.CronFire,
+    models.LeaderLease,
+    models.DependencyBreaker,
+    models.RetryBudget,
+}
+ORM_WRITES = {
+    "update",
+    "delete",
+    "save",
+    "create",
+    "bulk_create",
+    "bulk_update",
+    "update_or_create",
+    "get_or_create",
+}
+
+
+def _chain_names(node: ast.expr) -> set[str]:
+    """Return the attribute names and called names along ``a.b(...).c``."""
+    names: set[str] = set()
+    while True:
+        if isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+            node = node.value
+        else:
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            return names
+
+
+def test_no_orm_write_of_queue_state_outside_the_store():
+    root = Path(jobqueue.__file__).parent
+    queue_names = {m.__name__ for m in QUEUE_MODELS}
+    found = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("store/", "migrations/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            chain = _chain_names(node.func.value)
+            if node.func.attr in ORM_WRITES and "objects" in chain and chain & queue_names:
+                found.append(f"{rel}:{node.lineno}")
+            if node.func.attr == "cursor":  # raw SQL belongs to the store
+                found.append(f"{rel}:{node.lineno}")
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "model_admin",
+    [a for m, a in admin.site._registry.items() if m in QUEUE_MODELS],
+    ids=lambda a: type(a).__name__,
+)
+def test_an_admin_of_queue_state_deletes_through_the_store_or_not_at_all(model_admin):
+    request = RequestFactory().get("/")
+    request.user = User(username="root", is_active=True, is_superuser=True)
+    if not model_admin.has_delete_permission(request):
+        return
+    cls = type(model_admin)
+    assert cls.delete_model is not admin.ModelAdmin.delete_model
+    assert cls.delete_queryset is not admin.ModelAdmin.delete_queryset

@@ -162,6 +162,21 @@ def set_enabled(
     return cron_store(using).set_cron_entries_enabled(entry_ids, enabled)
 
 
+def delete_entries(entry_ids: Collection[int], *, using: str | None = None) -> list[str]:
+    """Delete entries and their fire records (the jobs they enqueued stay).
+
+    An entry declared in ``JOBQUEUE["CRON"]`` comes back at the next worker start.
+
+    Args:
+        entry_ids: the entries' ids.
+        using: database alias.
+
+    Returns:
+        The names of the entries deleted.
+    """
+    return cron_store(using).delete_cron_entries(entry_ids)
+
+
 def schedule(
     name: str,
     cron_expr: str,

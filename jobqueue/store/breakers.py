@@ -10,7 +10,7 @@ for tests.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -162,3 +162,6 @@ class DependencyStore(Protocol):
         self, counts: Mapping[str, int], budget: RetryBudgetSettings, now: datetime | None = None
     ) -> None:
         """Add ``ratio`` tokens per success (and the floor refill) to each queue's bucket."""
+
+    def delete_retry_budgets(self, queues: Collection[str]) -> int:
+        """Delete the buckets of ``queues`` (each starts full again); return how many."""

@@ -179,3 +179,6 @@ class CronStore(Protocol):
 
     def disable_cron_entries(self, source: str, keep: Collection[str]) -> list[str]:
         """Disable the enabled entries of ``source`` not named in ``keep``; return their names."""
+
+    def delete_cron_entries(self, entry_ids: Collection[int]) -> list[str]:
+        """Delete the entries ``entry_ids`` with their fire records; return their names."""

@@ -6,7 +6,7 @@ A mixin of :class:`~jobqueue.store.postgres.PostgresStore`; the contract is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -167,3 +167,9 @@ class PostgresDependencyStore:
             "now": now,
         }
         self._execute("credit_retry_tokens", params).close()
+
+    def delete_retry_budgets(self, queues: Collection[str]) -> int:
+        if not queues:
+            return 0
+        with self._execute("delete_retry_budgets", {"queues": sorted(queues)}) as cursor:
+            return cursor.rowcount
