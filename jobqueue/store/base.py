@@ -1,4 +1,6 @@
-"""Internal: the store interface every backend implements, and its value objects.
+"""Internal: the job lifecycle's part of the store seam (:class:`JobStore`) and its value objects.
+
+The whole seam is :class:`~jobqueue.store.protocol.Store`, of which :class:`JobStore` is a part.
 
 A store owns all writes that move a job through its lifecycle. Every write after the claim is a
 compare-and-set on ``(id, lease_token, state = 'leased')``: when it matches nothing it raises
