@@ -35,7 +35,7 @@ from .conf import get_settings
 from .outage import writing
 from .retries import Outcome
 from .states import DeadReason, JobState
-from .store import ClaimedJob, get_store
+from .store import ClaimedJob, Store, get_store
 from .store.breakers import PROBE_FAILED, PROBE_NEUTRAL, PROBE_OK, BreakerOutcomes, Deferral
 
 __all__ = ["BreakerGate", "close_breaker", "dependency_of", "open_breaker", "verdict"]
@@ -83,7 +83,7 @@ class BreakerGate:
         rng: random source for spreading deferred jobs (seed it in tests).
     """
 
-    def __init__(self, store, lease_s: float, rng: random.Random | None = None) -> None:
+    def __init__(self, store: Store, lease_s: float, rng: random.Random | None = None) -> None:
         self.store = store
         self.lease_s = lease_s
         self.rng = rng or random.Random()
@@ -125,9 +125,10 @@ class BreakerGate:
             if view is None or view.state == "closed":
                 continue
             waiting = list(jobs)
-            if (view.state == "open" and view.open_until <= view.now) or (
-                view.state == "half_open" and view.probe_until <= view.now
-            ):
+            # An open breaker has an ``open_until``, a half-open one a ``probe_until`` (the
+            # statements that set the state set them); the None checks are for the type only.
+            lapse = view.open_until if view.state == "open" else view.probe_until
+            if view.state in ("open", "half_open") and lapse is not None and lapse <= view.now:
                 first = waiting[0]
                 probe_s = first.timeout_s + self.lease_s
                 if self.store.claim_probe(name, first.id, probe_s, now=now) is not None:

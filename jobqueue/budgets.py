@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from datetime import datetime
 
@@ -30,7 +30,7 @@ from django.db import DatabaseError
 from .conf import get_settings
 from .retries import Outcome
 from .states import JobState
-from .store import ClaimedJob
+from .store import ClaimedJob, Store, get_store
 
 __all__ = ["CREDIT_FLUSH_INTERVAL_S", "RetryBudgetKeeper", "debt_delays"]
 
@@ -56,6 +56,19 @@ def debt_delays(count: int, tokens_left: float, floor_per_second: float) -> list
     return delays
 
 
+def reset_budgets(queues: Collection[str], *, using: str | None = None) -> int:
+    """Delete the retry budgets of ``queues``: each starts full again at its next retry.
+
+    Args:
+        queues: queue names.
+        using: database alias (None: ``default``).
+
+    Returns:
+        How many buckets were deleted.
+    """
+    return get_store(using).delete_retry_budgets(queues)
+
+
 class RetryBudgetKeeper:
     """The worker's side of the retry budgets.
 
@@ -64,7 +77,7 @@ class RetryBudgetKeeper:
         clock: monotonic clock for the credit flush interval (a stand-in in tests).
     """
 
-    def __init__(self, store, clock=time.monotonic) -> None:
+    def __init__(self, store: Store, clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.clock = clock
         self.pending: Counter[str] = Counter()

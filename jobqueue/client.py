@@ -21,7 +21,7 @@ from .newjobs import new_job as build_job
 from .newjobs import new_jobs as build_jobs
 from .outage import writing as _writing
 from .states import LIVE, RETRYABLE, JobState
-from .store import NewJob, get_store
+from .store import NewJob, Store, get_store
 from .store.base import ENQUEUE_MANY_CHUNK_BYTES
 
 __all__ = [
@@ -330,7 +330,7 @@ def retry_many(job_ids: Iterable[int], *, using: str | None = None) -> BulkRetry
         return _retry_many(get_store(using), ids, impossible)
 
 
-def _retry_many(store: Any, ids: list[int], impossible: list[Any]) -> BulkRetry:
+def _retry_many(store: Store, ids: list[int], impossible: list[Any]) -> BulkRetry:
     from .models import Job  # models load with the app registry; see _send_enqueued
 
     retried: set[int] = set()

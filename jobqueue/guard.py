@@ -15,7 +15,7 @@ from typing import Protocol
 from .breakers import BreakerGate
 from .budgets import RetryBudgetKeeper
 from .retries import Outcome
-from .store import ClaimedJob
+from .store import ClaimedJob, Store
 
 
 class Run(Protocol):
@@ -34,7 +34,7 @@ class DependencyGuard:
         rng: random source for spreading held-back jobs (seed it in tests).
     """
 
-    def __init__(self, store, lease_s: float, rng: random.Random | None = None) -> None:
+    def __init__(self, store: Store, lease_s: float, rng: random.Random | None = None) -> None:
         self.breakers = BreakerGate(store, lease_s, rng)
         self.budget = RetryBudgetKeeper(store)
         # Lease tokens of runs already observed but not yet recorded: a run whose recording

@@ -24,7 +24,7 @@ from collections.abc import Collection, Sequence
 from django.db import DatabaseError
 
 from .errors import LeaseLost
-from .store import ClaimedJob
+from .store import ClaimedJob, Store
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -88,7 +88,7 @@ class SoloGate:
         return [solo], [job for job in claimed if job is not solo]
 
 
-def give_back(store, jobs: Sequence[ClaimedJob]) -> None:
+def give_back(store: Store, jobs: Sequence[ClaimedJob]) -> None:
     """Release ``jobs`` unstarted (their attempt not counted); a failure leaves the lease to expire.
 
     Args:

@@ -72,3 +72,22 @@ def test_without_the_operate_permission_there_are_no_actions(two_breakers):
     assert "open_selected" not in page and "close_selected" not in page
     confirm(viewer, BREAKERS, "close_selected", [partner])
     assert breaker("partner").state == "open"
+
+
+def test_deleting_retry_budgets_refills_them(admin_client):
+    """Pins what held before deletes went through the store (``budgets.reset_budgets``)."""
+    emails = RetryBudget.objects.create(queue="emails", tokens=-12.0)
+    sms = RetryBudget.objects.create(queue="sms", tokens=-3.0)
+    RetryBudget.objects.create(queue="kept", tokens=-1.0)
+    url = reverse("admin:jobqueue_retrybudget_delete", args=[emails.pk])
+
+    assert admin_client.post(url, {"post": "yes"}).status_code == 302
+    assert sorted(RetryBudget.objects.values_list("queue", flat=True)) == ["kept", "sms"]
+    changelist = reverse("admin:jobqueue_retrybudget_changelist")
+    response = confirm(admin_client, changelist, "delete_selected", [sms.pk])
+    assert response.status_code == 302
+    assert list(RetryBudget.objects.values_list("queue", flat=True)) == ["kept"]
+    # A deleted bucket starts full: the next retry of its queue spends from capacity.
+    budget = get_settings().retry_budget
+    left = get_store().take_retry_tokens({"emails": 1}, budget)
+    assert left == {"emails": budget.capacity - 1}

@@ -273,3 +273,40 @@ def test_actions_act_on_the_database_of_their_queryset(rf):
     assert (record.job_id, record.manual, record.fired_by) == (job.id, True, "admin:ops")
     assert not CronEntry.objects.using("default").exists()
     assert not Job.objects.using("default").exists()
+
+
+def test_deleting_an_entry_deletes_its_fire_records_and_keeps_its_jobs(admin_client):
+    """Pins what held before deletes went through the store (``cron.delete_entries``)."""
+    entry = cron.schedule("gone", "0 3 * * *", "q", NOOP)
+    kept = cron.schedule("kept", "0 4 * * *", "q", NOOP)
+    job_id = cron.run_now(entry, fired_by="t")
+    url = reverse("admin:jobqueue_cronentry_delete", args=[entry.pk])
+
+    response = admin_client.post(url, {"post": "yes"})
+    assert response.status_code == 302
+    assert list(CronEntry.objects.values_list("name", flat=True)) == ["kept"]
+    assert not CronFire.objects.exists()
+    assert Job.objects.filter(id=job_id).exists()
+
+    response = admin_client.post(
+        reverse(CHANGELIST),
+        {"action": "delete_selected", "_selected_action": [kept.pk], "post": "yes"},
+    )
+    assert response.status_code == 302
+    assert not CronEntry.objects.exists()
+
+
+@pytest.mark.django_db(databases=["default", "sqlite"])
+def test_delete_acts_on_the_database_of_the_entry_and_of_the_queryset(rf):
+    here = cron.schedule("here", "0 3 * * *", "q", NOOP)
+    first = cron.schedule("first", "0 3 * * *", "q", NOOP, using="sqlite")
+    second = cron.schedule("second", "0 3 * * *", "q", NOOP, using="sqlite")
+    request = rf.post("/")
+    request.user = User(username="ops")
+    model_admin = CronEntryAdmin(CronEntry, admin.site)
+
+    model_admin.delete_model(request, CronEntry.objects.using("sqlite").get(pk=first.pk))
+    assert list(CronEntry.objects.using("sqlite").values_list("name", flat=True)) == ["second"]
+    model_admin.delete_queryset(request, CronEntry.objects.using("sqlite").filter(pk=second.pk))
+    assert not CronEntry.objects.using("sqlite").exists()
+    assert list(CronEntry.objects.values_list("pk", flat=True)) == [here.pk]

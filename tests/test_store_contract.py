@@ -44,6 +44,11 @@ def new_job(**overrides: Any) -> NewJob:
 reap_decision = decide_retry_in
 
 
+def enqueue(store: Any, job: NewJob) -> int:
+    """Insert ``job`` and return its id, or the id of the live job holding its dedupe key."""
+    return store.enqueue_or_get(job)[0]
+
+
 class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntryContract):
     """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path).
 
@@ -83,14 +88,15 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
 
     def test_enqueue_claim_ack_succeeds_with_result(self, store):
         before = self.now()
-        job_id = store.enqueue(
+        job_id = enqueue(
+            store,
             new_job(
                 payload_json='{"a":[1,2],"s":"x"}',
                 priority=3,
                 tenant_id="t1",
                 max_attempts=4,
                 timeout_s=12.5,
-            )
+            ),
         )
         row = self.row(job_id)
         assert row["state"] == JobState.READY
@@ -210,7 +216,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
 
     def test_future_run_at_is_not_claimable_until_due(self, store):
         run_at = self.now() + timedelta(minutes=5)
-        job_id = store.enqueue(new_job(run_at=run_at))
+        job_id = enqueue(store, new_job(run_at=run_at))
         row = self.row(job_id)
         assert row["state"] == JobState.SCHEDULED
         assert row["run_at"] == run_at
@@ -222,14 +228,14 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
 
     def test_delay_sets_run_at_from_the_store_clock(self, store):
         before = self.now()
-        job_id = store.enqueue(new_job(delay_s=90.0))
+        job_id = enqueue(store, new_job(delay_s=90.0))
         after = self.now()
         row = self.row(job_id)
         assert row["state"] == JobState.SCHEDULED
         assert before + timedelta(seconds=90) <= row["run_at"] <= after + timedelta(seconds=90)
 
     def test_past_run_at_is_ready_and_claimable_at_once(self, store):
-        job_id = store.enqueue(new_job(run_at=self.now() - timedelta(days=3)))
+        job_id = enqueue(store, new_job(run_at=self.now() - timedelta(days=3)))
         assert self.row(job_id)["state"] == JobState.READY
         assert [j.id for j in store.claim(["q"], "w1", 1, 30.0)] == [job_id]
 
@@ -505,7 +511,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
     @pytest.mark.parametrize("state", [JobState.READY, JobState.SCHEDULED, JobState.DEAD])
     def test_cancel_moves_a_cancellable_job_to_cancelled(self, store, state):
         job = self.make(state)
-        assert store.cancel(job.id) is True
+        assert store.cancel_or_request(job.id) == JobState.CANCELLED
         row = self.row(job.id)
         assert row["state"] == JobState.CANCELLED
         assert row["finished_at"] is not None
@@ -518,8 +524,8 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         cancelled and is never claimed again. The heartbeat keeps the lease and reports it."""
         self.make()
         [job] = store.claim(["q"], "w1", 1, 30.0)
-        assert store.cancel(job.id) is True
-        assert store.cancel(job.id) is False  # already requested: a no-op
+        assert store.cancel_or_request(job.id) == JobState.LEASED  # requested
+        assert store.cancel_or_request(job.id) is None  # already requested: a no-op
         row = self.row(job.id)
         assert (row["state"], row["lease_token"]) == (JobState.LEASED, job.lease_token)
         assert row["cancel_requested_at"] is not None and row["finished_at"] is None
@@ -568,20 +574,20 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
 
     def test_cancel_of_a_cancelled_job_is_a_no_op(self, store):
         job_id = self.make(JobState.DEAD).id
-        assert store.cancel(job_id) is True
+        assert store.cancel_or_request(job_id) == JobState.CANCELLED
         snapshot = self.row(job_id)
-        assert store.cancel(job_id) is False
+        assert store.cancel_or_request(job_id) is None
         assert self.row(job_id) == snapshot
 
     def test_cancel_of_a_succeeded_job_is_refused(self, store):
         job_id = self.make(JobState.SUCCEEDED).id
         snapshot = self.row(job_id)
-        assert store.cancel(job_id) is False
+        assert store.cancel_or_request(job_id) is None
         assert self.row(job_id) == snapshot
 
     def test_cancel_of_an_unknown_job_raises(self, store):
         with pytest.raises(JobNotFound) as excinfo:
-            store.cancel(987654321)
+            store.cancel_or_request(987654321)
         assert excinfo.value.job_id == 987654321
 
     # -- operator retry ----------------------------------------------------------------------
@@ -624,7 +630,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
 
     def test_retry_refused_while_a_live_job_holds_the_dedupe_key(self, store):
         dead = self.make(JobState.DEAD, dedupe_key="order:42").id
-        live = store.enqueue(new_job(dedupe_key="order:42"))
+        live = enqueue(store, new_job(dedupe_key="order:42"))
         assert live != dead
         snapshot = self.row(dead)
         with pytest.raises(DuplicateJob) as excinfo:
@@ -670,7 +676,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         held = self.make(JobState.DEAD, dedupe_key="order:1").id
         free = self.make(JobState.DEAD, dedupe_key="order:2").id
         plain = self.make(JobState.DEAD).id
-        live = store.enqueue(new_job(dedupe_key="order:1"))
+        live = enqueue(store, new_job(dedupe_key="order:1"))
         snapshot = self.row(held)
         assert store.retry_many([held, free, plain]) == {free, plain}
         assert self.row(held) == snapshot
@@ -762,33 +768,33 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
     # -- dedupe ------------------------------------------------------------------------------
 
     def test_dedupe_returns_the_live_job_and_writes_nothing(self, store):
-        first = store.enqueue(new_job(dedupe_key="k", payload_json='{"v":1}'))
-        assert store.enqueue(new_job(dedupe_key="k", payload_json='{"v":2}')) == first
+        first = enqueue(store, new_job(dedupe_key="k", payload_json='{"v":1}'))
+        assert enqueue(store, new_job(dedupe_key="k", payload_json='{"v":2}')) == first
         assert self.count() == 1
         assert self.row(first)["payload"] == {"v": 1}
         [claimed] = store.claim(["q"], "w1", 1, 30.0)
-        assert store.enqueue(new_job(dedupe_key="k")) == first  # leased is live too
+        assert enqueue(store, new_job(dedupe_key="k")) == first  # leased is live too
         assert self.count() == 1
         store.nack(first, claimed.lease_token, {"message": "x"}, dead_reason=None, delay_s=60)
-        assert store.enqueue(new_job(dedupe_key="k")) == first  # scheduled is live too
+        assert enqueue(store, new_job(dedupe_key="k")) == first  # scheduled is live too
         assert self.count() == 1
 
     def test_dedupe_key_is_free_again_once_the_job_finished(self, store):
-        first = store.enqueue(new_job(dedupe_key="k"))
+        first = enqueue(store, new_job(dedupe_key="k"))
         [claimed] = store.claim(["q"], "w1", 1, 30.0)
         store.ack(first, claimed.lease_token, "null")
-        second = store.enqueue(new_job(dedupe_key="k"))
+        second = enqueue(store, new_job(dedupe_key="k"))
         assert second != first
         assert self.count() == 2
         assert self.row(second)["state"] == JobState.READY
-        assert store.enqueue(new_job(dedupe_key="k")) == second
+        assert enqueue(store, new_job(dedupe_key="k")) == second
 
     def test_dedupe_key_is_per_queue(self, store):
-        on_q = store.enqueue(new_job(dedupe_key="k"))
-        on_other = store.enqueue(new_job(queue="other", dedupe_key="k"))
+        on_q = enqueue(store, new_job(dedupe_key="k"))
+        on_other = enqueue(store, new_job(queue="other", dedupe_key="k"))
         assert on_other != on_q
         assert self.count() == 2
-        assert store.enqueue(new_job(queue="other", dedupe_key="k")) == on_other
+        assert enqueue(store, new_job(queue="other", dedupe_key="k")) == on_other
 
     def test_enqueue_or_get_says_whether_a_row_was_inserted(self, store):
         first, created = store.enqueue_or_get(new_job(dedupe_key="k"))
@@ -799,7 +805,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         assert self.count() == 2
 
     def test_enqueue_without_dedupe_key_always_inserts(self, store):
-        ids = {store.enqueue(new_job()) for _ in range(3)}
+        ids = {enqueue(store, new_job()) for _ in range(3)}
         assert len(ids) == 3
         assert self.count() == 3
 
@@ -833,7 +839,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         assert store.enqueue_many([]) == []
 
     def test_enqueue_many_honours_dedupe_keys_live_and_within_the_batch(self, store):
-        live = store.enqueue(new_job(dedupe_key="held", payload_json='{"v":"live"}'))
+        live = enqueue(store, new_job(dedupe_key="held", payload_json='{"v":"live"}'))
         results = store.enqueue_many(
             [
                 new_job(dedupe_key="a", payload_json='{"v":1}'),
@@ -857,7 +863,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         self, store, chunk_bytes
     ):
         # One job per statement (1 byte) or a few: the same answer as one statement.
-        live = store.enqueue(new_job(dedupe_key="held"))
+        live = enqueue(store, new_job(dedupe_key="held"))
         jobs = [
             new_job(dedupe_key="z", payload_json='{"v":0}'),
             new_job(payload_json='{"v":1}', ordering_key="o"),
@@ -889,7 +895,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
 
         with pytest.raises(Rollback):
             with transaction.atomic(using=self.alias):
-                store.enqueue(new_job())
+                enqueue(store, new_job())
                 raise Rollback
         assert self.count() == 0
 
@@ -967,7 +973,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         record = CronFire.objects.using(self.alias).get()
         assert (record.entry_id, record.fire_time, record.job_id) == (entry.id, t, fired.job_id)
         assert (record.fired_by, record.manual) == ("A", False)
-        enqueued = store.enqueue(self.fire(entry, t).job)
+        enqueued = enqueue(store, self.fire(entry, t).job)
         differing = {"id", "created_at", "run_at"}
         fired_row = {k: v for k, v in self.row(fired.job_id).items() if k not in differing}
         enqueued_row = {k: v for k, v in self.row(enqueued).items() if k not in differing}

@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
-from .. import breakers
+from .. import breakers, budgets
 from ..conf import get_settings
 from ..models import DependencyBreaker, RetryBudget
 from .guards import InputGuardMixin
@@ -150,3 +150,12 @@ class RetryBudgetAdmin(InputGuardMixin, admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
         """Refuse: workers keep the buckets (deleting one refills it)."""
         return False
+
+    def delete_model(self, request: HttpRequest, obj: RetryBudget) -> None:
+        """Delete through the store, on the bucket's database: it starts full again."""
+        budgets.reset_budgets([obj.queue], using=obj._state.db)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RetryBudget]) -> None:
+        """Delete the selected buckets through the store, on the queryset's database."""
+        queues = list(queryset.values_list("queue", flat=True))
+        budgets.reset_budgets(queues, using=queryset.db)

@@ -264,6 +264,14 @@ class CronEntryAdmin(InputGuardMixin, admin.ModelAdmin):
             setattr(obj, f.attname, getattr(saved, f.attname))
         obj._state.adding, obj._state.db = False, using
 
+    def delete_model(self, request: HttpRequest, obj: CronEntry) -> None:
+        """Delete through the store, on the entry's database; its fire records go with it."""
+        cron.delete_entries([obj.pk], using=obj._state.db)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[CronEntry]) -> None:
+        """Delete the selected entries through the store, on the queryset's database."""
+        cron.delete_entries(list(queryset.values_list("pk", flat=True)), using=queryset.db)
+
     # -- actions ---------------------------------------------------------------------------
 
     @admin.action(description="Enable selected cron entries", permissions=["change"])

@@ -44,6 +44,7 @@ __all__ = [
     "build_job",
     "check_handler",
     "cron_store",
+    "delete_entries",
     "edit_entry",
     "fire",
     "plan",
@@ -65,6 +66,7 @@ _LAZY = {
         (
             "check_handler",
             "cron_store",
+            "delete_entries",
             "edit_entry",
             "reconcile_settings",
             "save_entry",

@@ -15,8 +15,7 @@ from .. import arguments
 from ..conf import get_settings
 from ..errors import InvalidJobOption
 from ..jobtypes import JobType, registered
-from ..store import get_store
-from ..store.cron import CronStore
+from ..store import Store, get_store
 from ..store.cron_entries import ENTRY_FIELDS
 from .spec import DEFAULT_CRON_MISSED_CAP, FIRE_TIME_KEY, accepts_fire_time
 from .spec import validate_entry as validate_fields
@@ -27,8 +26,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jobqueue.cron")
 
 
-def cron_store(using: str | None = None) -> CronStore:
-    """Return the store of ``using`` (None: ``default``), as its cron interface."""
+def cron_store(using: str | None = None) -> Store:
+    """Return the store of ``using`` (None: ``default``): ``get_store``, kept for the cron API."""
     return get_store(using)
 
 
@@ -161,6 +160,21 @@ def set_enabled(
         The names of the entries changed.
     """
     return cron_store(using).set_cron_entries_enabled(entry_ids, enabled)
+
+
+def delete_entries(entry_ids: Collection[int], *, using: str | None = None) -> list[str]:
+    """Delete entries and their fire records (the jobs they enqueued stay).
+
+    An entry declared in ``JOBQUEUE["CRON"]`` comes back at the next worker start.
+
+    Args:
+        entry_ids: the entries' ids.
+        using: database alias.
+
+    Returns:
+        The names of the entries deleted.
+    """
+    return cron_store(using).delete_cron_entries(entry_ids)
 
 
 def schedule(

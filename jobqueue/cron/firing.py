@@ -17,9 +17,9 @@ from django.db import IntegrityError, transaction
 from ..conf import get_settings
 from ..options import EnqueueOptions, job_type_of
 from ..payloads import to_json
-from ..store import NewJob
+from ..store import NewJob, Store
 from ..store.bounded import own_transaction
-from ..store.cron import Advance, CronStore, DueEntry, Fire, Fired, Leadership
+from ..store.cron import Advance, DueEntry, Fire, Fired, Leadership
 from .entries import cron_store
 from .spec import FIRE_TIME_KEY
 
@@ -76,7 +76,7 @@ class FireOutcome:
 
 
 def fire(
-    store: CronStore,
+    store: Store,
     entry: DueEntry,
     fire_time: datetime | None,
     *,

@@ -6,22 +6,19 @@ store (SKIP LOCKED claims, database clock); anything else gets the ORM store.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.db import connections
 
-from .base import ClaimedJob, ExpiredLease, Nack, NewJob, ReapDecision, Store
-
-if TYPE_CHECKING:
-    # Both stores implement Store plus the cron, breaker and worker-row interfaces beside it.
-    from .generic import GenericStore
-    from .postgres import PostgresStore
+from .base import ClaimedJob, ExpiredLease, Nack, NewJob, ReapDecision
+from .protocol import Store
 
 __all__ = ["ClaimedJob", "ExpiredLease", "Nack", "NewJob", "ReapDecision", "Store", "get_store"]
 
 
-def get_store(using: str | None = None) -> PostgresStore | GenericStore:
+def get_store(using: str | None = None) -> Store:
     """Return the store for database alias ``using`` (default ``"default"``).
+
+    Typed as the whole seam, :class:`~jobqueue.store.protocol.Store`: mypy checks here that
+    both stores implement every member of it.
 
     Raises:
         django.utils.connection.ConnectionDoesNotExist: the alias is not in DATABASES.

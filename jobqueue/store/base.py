@@ -1,4 +1,6 @@
-"""Internal: the store interface every backend implements, and its value objects.
+"""Internal: the job lifecycle's part of the store seam (:class:`JobStore`) and its value objects.
+
+The whole seam is :class:`~jobqueue.store.protocol.Store`, of which :class:`JobStore` is a part.
 
 A store owns all writes that move a job through its lifecycle. Every write after the claim is a
 compare-and-set on ``(id, lease_token, state = 'leased')``: when it matches nothing it raises
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -19,6 +21,7 @@ from django.utils import timezone
 
 from ..retries import Outcome
 from .bounded import own_transaction
+from .deaths import HandBack
 from .plan import ClaimPlan
 
 
@@ -126,6 +129,25 @@ class ExpiredLease:
     leased_by: str = ""
     lease_until: datetime | None = None
 
+    @classmethod
+    def of(cls, row: Any) -> ExpiredLease:
+        """Return the lease in ``row``, read by name (a store's row or a named values_list).
+
+        Args:
+            row: has ``id``, ``lease_token``, ``type``, ``attempts`` and ``max_attempts``; and
+                ``leased_by`` and ``lease_until`` when the caller selected them (the reaper and
+                the hand-back write them into the job's history; ``lease_info`` does not).
+        """
+        return cls(
+            id=row.id,
+            lease_token=row.lease_token,
+            job_type=row.type,
+            attempts=row.attempts,
+            max_attempts=row.max_attempts,
+            leased_by=getattr(row, "leased_by", None) or "",
+            lease_until=getattr(row, "lease_until", None),
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReapDecision:
@@ -155,21 +177,21 @@ MAX_STATEMENT_BYTES = 1024 * 1024 * 1024 - 64 * 1024
 NOTIFY_CHANNEL = "jobqueue_ready"
 
 
-class Store(Protocol):
-    """The queue operations a backend provides (see tests/test_store_contract.py)."""
+class JobStore(Protocol):
+    """The job lifecycle a store provides: enqueue, claim, heartbeat, outcomes, recovery.
+
+    One part of the composite :class:`~jobqueue.store.protocol.Store` (which callers type
+    against); tests/test_store_contract.py checks both stores against the whole.
+    """
 
     alias: str
 
-    def enqueue(self, job: NewJob) -> int:
-        """Insert ``job`` in the caller's transaction and return its id.
+    def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
+        """Insert ``job`` in the caller's transaction and return its id, and whether it is new.
 
         A live job (ready, scheduled, leased) with the same queue and dedupe key wins: its id is
         returned and nothing is written. A competitor's uncommitted insert is waited on, never
         trusted.
-        """
-
-    def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
-        """Like :meth:`enqueue`, and say whether a row was inserted.
 
         Returns:
             ``(job_id, created)``: ``created`` is False when a live job held the dedupe key and
@@ -191,7 +213,7 @@ class Store(Protocol):
         """Insert ``jobs`` in the caller's transaction, each exactly as :meth:`enqueue_or_get`.
 
         Several jobs with one (queue, dedupe key) become one job (the first of them); a live
-        job holding a key wins as in :meth:`enqueue`. All or nothing. Ids follow input order.
+        job holding a key wins as in :meth:`enqueue_or_get`. All or nothing. Ids follow input order.
         Jobs with dedupe keys take them in (queue, key) byte order, so two batches sharing keys
         never deadlock. On PostgreSQL this is one statement per :data:`ENQUEUE_MANY_CHUNK` jobs
         or ``chunk_bytes`` bytes of them (a job alone may be larger), plus one that draws the
@@ -291,11 +313,11 @@ class Store(Protocol):
     def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
         """Return the held job's attempt counters (for a caller that has only id and token)."""
 
-    def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
-        """Internal to ``reap``: the expired leases a reaper pass will handle."""
-
     def reap(
-        self, decide: Any = None, limit: int = 500, now: datetime | None = None
+        self,
+        decide: Callable[[ExpiredLease], ReapDecision] | None = None,
+        limit: int = 500,
+        now: datetime | None = None,
     ) -> tuple[int, int]:
         """Return expired leases to the claimable set, or dead-letter them when attempts are spent.
 
@@ -309,7 +331,9 @@ class Store(Protocol):
             ``(retried, dead)`` counts.
         """
 
-    def hand_back(self, worker_id: str, decide: Any = None) -> Any:
+    def hand_back(
+        self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
+    ) -> HandBack:
         """Return the leases of a worker process that died: see ``jobqueue/store/deaths.py``.
 
         Args:
@@ -320,70 +344,6 @@ class Store(Protocol):
         Returns:
             A :class:`~jobqueue.store.deaths.HandBack` of counts.
         """
-
-    def cancel(self, job_id: int) -> bool:
-        """Cancel a ready, scheduled, leased or dead job. Returns False if it already finished.
-
-        Raises JobNotFound.
-        """
-
-    def cancel_or_request(self, job_id: int) -> str | None:
-        """Like :meth:`cancel`, and say what happened.
-
-        Returns:
-            ``"cancelled"`` (cancelled now), ``"leased"`` (running: its cancel was requested), or
-            None (already finished, or a cancel already requested). Raises JobNotFound.
-        """
-
-    def retry(self, job_id: int) -> bool:
-        """Send a dead or cancelled job back to ``ready`` with a fresh attempt budget.
-
-        Returns False when the job is in another state. Raises JobNotFound, DuplicateJob.
-        """
-
-    def retry_many(self, job_ids: Sequence[int]) -> set[int]:
-        """Retry each dead or cancelled job of ``job_ids`` exactly as :meth:`retry` would.
-
-        A row in another state, a missing id, and a row whose dedupe key a live job holds are
-        left alone. When several of ``job_ids`` share one (queue, dedupe key), only the lowest
-        id is retried. Never raises DuplicateJob.
-
-        Returns:
-            The ids retried.
-        """
-
-    def run_now(self, job_id: int) -> bool:
-        """Make a ``scheduled`` job ``ready`` now (``run_at = now()``); attempts and history kept.
-
-        Returns False when the job is in another state. Raises JobNotFound.
-        """
-
-    def prune(
-        self,
-        states: Sequence[str],
-        older_than_s: float,
-        limit: int,
-        now: datetime | None = None,
-    ) -> int:
-        """Delete up to ``limit`` jobs in ``states`` that finished more than ``older_than_s`` ago.
-
-        Args:
-            states: finished states only (``succeeded``, ``cancelled``, ``dead``); other states
-                never match.
-            older_than_s: seconds before now (database clock) a job must have finished.
-            limit: most rows deleted by this call (one bounded statement).
-            now: stands in for the database clock (tests only).
-
-        Rows another pruner is deleting are skipped, not waited on.
-
-        Returns:
-            How many jobs were deleted.
-        """
-
-    def count_prunable(
-        self, states: Sequence[str], older_than_s: float, now: datetime | None = None
-    ) -> int:
-        """Return how many jobs :meth:`prune` would delete with no limit (for a dry run)."""
 
 
 class WorkerRegistry:

@@ -1,15 +1,16 @@
 """Internal: the store's circuit-breaker and retry-budget operations: interface and value objects.
 
-Every store implements :class:`DependencyStore` beside :class:`~jobqueue.store.base.Store` (see
-the ``StoreContract`` breaker and budget tests). Each state change of a breaker is one statement
-that reads and writes the row under its lock, so workers in different processes never lose each
-other's counts or both win the probe. Times come from the database clock; ``now`` is for tests.
+:class:`DependencyStore` is one part of the composite :class:`~jobqueue.store.protocol.Store`
+(see the ``StoreContract`` breaker and budget tests). Each state change of a breaker is one
+statement that reads and writes the row under its lock, so workers in different processes never
+lose each other's counts or both win the probe. Times come from the database clock; ``now`` is
+for tests.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -161,3 +162,6 @@ class DependencyStore(Protocol):
         self, counts: Mapping[str, int], budget: RetryBudgetSettings, now: datetime | None = None
     ) -> None:
         """Add ``ratio`` tokens per success (and the floor refill) to each queue's bucket."""
+
+    def delete_retry_budgets(self, queues: Collection[str]) -> int:
+        """Delete the buckets of ``queues`` (each starts full again); return how many."""

@@ -1,6 +1,6 @@
 """Internal: the store's cron and leader-lease operations: their interface and value objects.
 
-Every store implements :class:`CronStore` beside :class:`~jobqueue.store.base.Store` (see the
+:class:`CronStore` is one part of the composite :class:`~jobqueue.store.protocol.Store` (see the
 ``StoreContract`` cron tests). Exactly once per (cron entry, fire time) rests on one rule:
 :meth:`CronStore.fire_cron` inserts the fire record and the job in one transaction, under a
 unique constraint on (entry, fire time), and a conflict there means "already fired". The leader
@@ -179,3 +179,6 @@ class CronStore(Protocol):
 
     def disable_cron_entries(self, source: str, keep: Collection[str]) -> list[str]:
         """Disable the enabled entries of ``source`` not named in ``keep``; return their names."""
+
+    def delete_cron_entries(self, entry_ids: Collection[int]) -> list[str]:
+        """Delete the entries ``entry_ids`` with their fire records; return their names."""

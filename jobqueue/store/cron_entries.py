@@ -199,3 +199,17 @@ class CronEntryWrites:
                 entry.save(using=self.alias, update_fields=["enabled", "next_fire_at"])
                 done.append(entry.name)
         return done
+
+    def delete_cron_entries(self, entry_ids: Collection[int]) -> list[str]:
+        """Delete the entries ``entry_ids``; their fire records go with them (the jobs stay).
+
+        Returns:
+            The names of the entries deleted, by name.
+        """
+        from ..models import CronEntry  # the app registry, as above
+
+        with transaction.atomic(using=self.alias):
+            rows = CronEntry.objects.using(self.alias).filter(pk__in=list(entry_ids))
+            names = sorted(rows.values_list("name", flat=True))
+            rows.delete()
+        return names

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -122,18 +121,9 @@ LEASE_COLUMNS = (
 )
 
 
-def lease_of(row: Sequence[Any]) -> ExpiredLease:
-    """Return the :class:`~jobqueue.store.base.ExpiredLease` of a row of :data:`LEASE_COLUMNS`."""
-    job_id, token, job_type, attempts, max_attempts, leased_by, lease_until = row
-    return ExpiredLease(
-        id=job_id,
-        lease_token=token,
-        job_type=job_type,
-        attempts=attempts,
-        max_attempts=max_attempts,
-        leased_by=leased_by or "",
-        lease_until=lease_until,
-    )
+def lease_of(row: Any) -> ExpiredLease:
+    """Return the ``ExpiredLease`` of a named row of :data:`LEASE_COLUMNS`."""
+    return ExpiredLease.of(row)
 
 
 def expired_entry(lease: ExpiredLease) -> dict[str, Any]:

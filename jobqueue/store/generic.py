@@ -78,9 +78,6 @@ class GenericStore(
     def _held(self, job_id: int, lease_token: uuid.UUID):
         return self._jobs.filter(id=job_id, lease_token=lease_token, state=JobState.LEASED)
 
-    def enqueue(self, job: NewJob) -> int:
-        return self.enqueue_or_get(job)[0]
-
     def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
         job_id, created, _ = self.enqueue_stamped(job)
         return job_id, created
@@ -392,18 +389,16 @@ class GenericStore(
     def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
         row = (
             self._held(job_id, lease_token)
-            .values_list("id", "lease_token", "type", "attempts", "max_attempts")
+            .values_list("id", "lease_token", "type", "attempts", "max_attempts", named=True)
             .first()
         )
         if row is None:
             raise LeaseLost(job_id)
-        return ExpiredLease(
-            id=row[0], lease_token=row[1], job_type=row[2], attempts=row[3], max_attempts=row[4]
-        )
+        return ExpiredLease.of(row)
 
     def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
         rows = self._jobs.filter(state=JobState.LEASED, lease_until__lt=_now(now)).order_by("id")
-        return [lease_of(r) for r in rows.values_list(*LEASE_COLUMNS)[:limit]]
+        return [lease_of(r) for r in rows.values_list(*LEASE_COLUMNS, named=True)[:limit]]
 
     def reap(
         self,

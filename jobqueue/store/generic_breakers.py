@@ -7,7 +7,7 @@ is this process's clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -226,6 +226,11 @@ class GenericDependencyStore:
                 row.tokens = min(budget.capacity, refilled + budget.ratio * counts[queue])
                 row.updated_at = max(row.updated_at, now)
                 row.save(using=self.alias)
+
+    def delete_retry_budgets(self, queues: Collection[str]) -> int:
+        with transaction.atomic(using=self.alias):
+            deleted, _ = self._budgets.filter(queue__in=list(queues)).delete()
+        return deleted
 
 
 def _apply(row, o: BreakerOutcomes, breaker: Breaker, now: datetime) -> None:

@@ -18,7 +18,7 @@ from .cron_entries import CronEntryWrites
 
 
 class GenericCronStore(CronEntryWrites):
-    """Cron operations through the ORM; the host class provides ``alias`` and ``enqueue``."""
+    """Cron operations through the ORM; the host class provides ``alias`` and ``enqueue_or_get``."""
 
     alias: str
 
@@ -135,7 +135,7 @@ class GenericCronStore(CronEntryWrites):
                     )
             except IntegrityError:
                 return Fired(leading=True, job_id=None)
-            job_id = self.enqueue(fire.job)  # type: ignore[attr-defined]
+            job_id, _ = self.enqueue_or_get(fire.job)  # type: ignore[attr-defined]
             CronFire.objects.using(self.alias).filter(pk=record.pk).update(job_id=job_id)
         return Fired(leading=True, job_id=job_id)
 

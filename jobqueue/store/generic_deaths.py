@@ -39,7 +39,7 @@ class GenericDeathStore:
                 self._jobs.select_for_update()
                 .filter(state=JobState.LEASED, leased_by=worker_id)
                 .order_by("id")
-                .values_list(*LEASE_COLUMNS)
+                .values_list(*LEASE_COLUMNS, named=True)
             )
             leases = [lease_of(r) for r in rows]
             if len(leases) == 1:

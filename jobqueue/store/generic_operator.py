@@ -26,9 +26,6 @@ class GenericOperatorStore:
     alias: str
     _jobs: Any
 
-    def cancel(self, job_id: int) -> bool:
-        return self.cancel_or_request(job_id) is not None
-
     def cancel_or_request(self, job_id: int) -> str | None:
         now = timezone.now()
         with transaction.atomic(using=self.alias):

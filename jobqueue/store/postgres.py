@@ -47,6 +47,7 @@ from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
 from .postgres_operator import PostgresOperatorStore
+from .rows import fetchall, fetchone
 
 
 @functools.cache
@@ -99,9 +100,6 @@ class PostgresStore(
             return cursor
         return bounded.execute(self.alias, sql(name), params)
 
-    def enqueue(self, job: NewJob) -> int:
-        return self.enqueue_or_get(job)[0]
-
     def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
         job_id, created, _ = self.enqueue_stamped(job)
         return job_id, created
@@ -124,13 +122,13 @@ class PostgresStore(
         # look-up; then the key is free, so insert again. Twice is already rare.
         for _ in range(5):
             with self._execute("enqueue", params, callers=True) as cursor:
-                row = cursor.fetchone()
+                row = fetchone(cursor)
             if row is not None:
-                return row[0], True, row[1]
+                return row.id, True, row.created_at
             with self._execute("find_live_dedupe", params, callers=True) as cursor:
-                row = cursor.fetchone()
+                row = fetchone(cursor)
             if row is not None:
-                return row[0], False, row[1]
+                return row.id, False, row.created_at
         raise DuplicateJob(job.queue, job.dedupe_key or "")
 
     def enqueue_many(
@@ -171,7 +169,7 @@ class PostgresStore(
         keys = sorted({k for i in unique if (k := jobs[i].ordering_key) is not None})
         params = {"n": len(unique), "ordering_keys": keys}
         with self._execute("reserve_ids", params, callers=True) as cursor:
-            ids = [row[0] for row in cursor.fetchall()]
+            ids = [row.id for row in fetchall(cursor)]
         return dict(zip(unique, ids, strict=True))
 
     def _insert_chunk(
@@ -184,10 +182,11 @@ class PostgresStore(
         batch = [jobs[i] for i in chunk]
         params = {"jobs": _jobs_json(batch, [reserved.get(i) for i in chunk])}
         with self._execute("enqueue_many", params, callers=True) as cursor:
-            rows = cursor.fetchall()
+            rows = fetchall(cursor)
         del params
-        for ordinal, job_id, created in rows:
-            index = chunk[ordinal - 1]
+        for row in rows:
+            index = chunk[row.ord - 1]
+            job_id, created = row.job_id, row.created
             # None: the key's holder committed after this statement's snapshot; the
             # single-row path waits for it and reads it (or inserts, if it is gone).
             results[index] = (
@@ -230,31 +229,31 @@ class PostgresStore(
                     cursor.fetchone()
                 bounded.checkpoint("claim", self.alias)
                 with self._execute("claim", params) as cursor:
-                    rows = cursor.fetchall()
+                    rows = fetchall(cursor)
         else:
             with self._execute("claim", params) as cursor:
-                rows = cursor.fetchall()
+                rows = fetchall(cursor)
         # UPDATE ... RETURNING gives rows in no particular order; hand them out in the order
         # the picked CTE served them.
         if plan.strict:
-            rows.sort(key=lambda r: (r[11], r[12]))
+            rows.sort(key=lambda r: (r.pos, r.nth_of_queue))
         else:
-            rows.sort(key=lambda r: (r[13], r[11]))
+            rows.sort(key=lambda r: (r.tag, r.pos))
         return [
             ClaimedJob(
-                id=r[0],
-                job_type=r[1],
-                payload=_json(r[2]),
-                attempt=r[3],
-                max_attempts=r[4],
-                timeout_s=r[5],
-                lease_token=r[6],
-                lease_until=r[7],
-                queue=r[8],
-                priority=r[9],
-                tenant_id=r[10],
-                tag=r[13],
-                suspect=r[14],
+                id=r.id,
+                job_type=r.type,
+                payload=_json(r.payload),
+                attempt=r.attempts,
+                max_attempts=r.max_attempts,
+                timeout_s=r.timeout_s,
+                lease_token=r.lease_token,
+                lease_until=r.lease_until,
+                queue=r.queue,
+                priority=r.priority,
+                tenant_id=r.tenant_id,
+                tag=r.tag,
+                suspect=r.suspect,
             )
             for r in rows
         ]
@@ -272,8 +271,8 @@ class PostgresStore(
         }
         with self._execute("heartbeat", params) as cursor:
             return {
-                job_id: HeldLease(lease_until=until, cancel_requested=cancel)
-                for job_id, until, cancel in cursor.fetchall()
+                r.id: HeldLease(lease_until=r.lease_until, cancel_requested=r.cancel_requested)
+                for r in fetchall(cursor)
             }
 
     def finish_many(
@@ -296,7 +295,7 @@ class PostgresStore(
             "now": now,
         }
         with self._execute("finish_many", params) as cursor:
-            return {job_id: state for job_id, state in cursor.fetchall()}
+            return {r.id: r.state for r in fetchall(cursor)}
 
     # ack, ack_many, nack and nack_many: the worker's completer still calls them (until it
     # records with finish_many itself); each is finish_many of what it was given.
@@ -335,23 +334,21 @@ class PostgresStore(
     ) -> str:
         params = {"id": job_id, "lease_token": lease_token, "message": message}
         with self._execute("release", params) as cursor:
-            row = cursor.fetchone()
+            row = fetchone(cursor)
         if row is None:
             raise LeaseLost(job_id)
-        return row[0]
+        return row.state
 
     def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
         with self._execute("lease_info", {"id": job_id, "lease_token": lease_token}) as cursor:
-            row = cursor.fetchone()
+            row = fetchone(cursor)
         if row is None:
             raise LeaseLost(job_id)
-        return ExpiredLease(
-            id=row[0], lease_token=row[1], job_type=row[2], attempts=row[3], max_attempts=row[4]
-        )
+        return ExpiredLease.of(row)
 
     def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
         with self._execute("expired_leases", {"limit": limit, "now": now}) as cursor:
-            return [lease_of(r) for r in cursor.fetchall()]
+            return [lease_of(r) for r in fetchall(cursor)]
 
     def reap(
         self,

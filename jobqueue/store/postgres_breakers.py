@@ -6,12 +6,13 @@ A mixin of :class:`~jobqueue.store.postgres.PostgresStore`; the contract is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from ..policies import Breaker, RetryBudgetSettings
 from .breakers import BreakerOutcomes, BreakerView, Deferral
+from .rows import fetchall, fetchone
 
 
 class PostgresDependencyStore:
@@ -26,15 +27,15 @@ class PostgresDependencyStore:
             return {}
         with self._execute("breaker_states", {"names": sorted(names), "now": now}) as cursor:
             return {
-                r[0]: BreakerView(
-                    name=r[0],
-                    state=r[1],
-                    open_until=r[2],
-                    probe_until=r[3],
-                    cooldown_s=r[4],
-                    now=r[5],
+                r.name: BreakerView(
+                    name=r.name,
+                    state=r.state,
+                    open_until=r.open_until,
+                    probe_until=r.probe_until,
+                    cooldown_s=r.cooldown_s,
+                    now=r.now,
                 )
-                for r in cursor.fetchall()
+                for r in fetchall(cursor)
             }
 
     def claim_probe(
@@ -42,8 +43,8 @@ class PostgresDependencyStore:
     ) -> datetime | None:
         params = {"name": name, "job_id": job_id, "probe_s": probe_s, "now": now}
         with self._execute("claim_probe", params) as cursor:
-            row = cursor.fetchone()
-        return row[0] if row else None
+            row = fetchone(cursor)
+        return row.probe_until if row else None
 
     def record_breaker_outcomes(
         self, batch: Sequence[BreakerOutcomes], breaker: Breaker, now: datetime | None = None
@@ -65,7 +66,7 @@ class PostgresDependencyStore:
             "now": now,
         }
         with self._execute("record_breaker_outcomes", params) as cursor:
-            states = dict(cursor.fetchall())
+            states = {r.name: r.state for r in fetchall(cursor)}
         missing = [o.name for o in ordered if o.name not in states]
         if missing:
             # First outcomes of these dependencies: create their rows, then count again.
@@ -82,7 +83,7 @@ class PostgresDependencyStore:
                 }
             )
             with self._execute("record_breaker_outcomes", params) as cursor:
-                states.update(cursor.fetchall())
+                states.update((r.name, r.state) for r in fetchall(cursor))
         return states
 
     def open_breaker(
@@ -101,7 +102,7 @@ class PostgresDependencyStore:
             "now": now,
         }
         with self._execute("open_breaker", params) as cursor:
-            return cursor.fetchone()[0]
+            return fetchone(cursor).open_until
 
     def close_breaker(self, name: str, reason: str, breaker: Breaker) -> bool:
         params = {
@@ -133,7 +134,7 @@ class PostgresDependencyStore:
             "now": now,
         }
         with self._execute("defer_many", params) as cursor:
-            return dict(cursor.fetchall())
+            return {r.id: r.state for r in fetchall(cursor)}
 
     def take_retry_tokens(
         self, counts: Mapping[str, int], budget: RetryBudgetSettings, now: datetime | None = None
@@ -149,7 +150,7 @@ class PostgresDependencyStore:
             "now": now,
         }
         with self._execute("take_retry_tokens", params) as cursor:
-            return dict(cursor.fetchall())
+            return {r.queue: r.tokens for r in fetchall(cursor)}
 
     def credit_retry_tokens(
         self, counts: Mapping[str, int], budget: RetryBudgetSettings, now: datetime | None = None
@@ -166,3 +167,9 @@ class PostgresDependencyStore:
             "now": now,
         }
         self._execute("credit_retry_tokens", params).close()
+
+    def delete_retry_budgets(self, queues: Collection[str]) -> int:
+        if not queues:
+            return 0
+        with self._execute("delete_retry_budgets", {"queues": sorted(queues)}) as cursor:
+            return cursor.rowcount

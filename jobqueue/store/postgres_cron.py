@@ -11,6 +11,7 @@ from typing import Any
 
 from .cron import Advance, DueEntry, Fire, Fired, Leadership
 from .cron_entries import CronEntryWrites
+from .rows import fetchall, fetchone
 
 
 def _json(value: Any) -> Any:
@@ -30,7 +31,7 @@ class PostgresCronStore(CronEntryWrites):
 
     def db_now(self) -> datetime:
         with self._execute("db_now", {}) as cursor:
-            return cursor.fetchone()[0]
+            return fetchone(cursor).now
 
     def elect_leader(
         self,
@@ -42,10 +43,16 @@ class PostgresCronStore(CronEntryWrites):
     ) -> Leadership | None:
         params = {"name": name, "holder": holder, "token": token, "lease_s": lease_s, "now": now}
         with self._execute("elect_leader", params) as cursor:
-            row = cursor.fetchone()
+            row = fetchone(cursor)
         if row is None:
             return None
-        return Leadership(name=name, holder=holder, token=row[0], expires_at=row[1], now=row[2])
+        return Leadership(
+            name=name,
+            holder=holder,
+            token=row.fencing_token,
+            expires_at=row.expires_at,
+            now=row.renewed_at,
+        )
 
     def resign_leader(self, name: str, holder: str, token: int) -> bool:
         params = {"name": name, "holder": holder, "token": token}
@@ -54,21 +61,21 @@ class PostgresCronStore(CronEntryWrites):
 
     def due_cron_entries(self, until: datetime, limit: int = 100) -> list[DueEntry]:
         with self._execute("due_cron_entries", {"until": until, "limit": limit}) as cursor:
-            rows = cursor.fetchall()
+            rows = fetchall(cursor)
         return [
             DueEntry(
-                id=r[0],
-                name=r[1],
-                cron_expr=r[2],
-                timezone=r[3],
-                queue=r[4],
-                job_type=r[5],
-                payload=_json(r[6]),
-                priority=r[7],
-                missed=r[8],
-                missed_cap=r[9],
-                next_fire_at=r[10],
-                last_fired_at=r[11],
+                id=r.id,
+                name=r.name,
+                cron_expr=r.cron_expr,
+                timezone=r.timezone,
+                queue=r.queue,
+                job_type=r.job_type,
+                payload=_json(r.payload),
+                priority=r.priority,
+                missed=r.missed,
+                missed_cap=r.missed_cap,
+                next_fire_at=r.next_fire_at,
+                last_fired_at=r.last_fired_at,
             )
             for r in rows
         ]
@@ -94,8 +101,8 @@ class PostgresCronStore(CronEntryWrites):
             "dedupe_key": job.dedupe_key,
         }
         with self._execute("fire_cron", params) as cursor:
-            leading, job_id = cursor.fetchone()
-        return Fired(leading=bool(leading), job_id=job_id)
+            row = fetchone(cursor)
+        return Fired(leading=bool(row.leading), job_id=row.job_id)
 
     def advance_cron(self, advance: Advance) -> bool:
         params = {

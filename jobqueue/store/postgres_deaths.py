@@ -13,6 +13,7 @@ from django.db import transaction
 from .base import ExpiredLease, ReapDecision
 from .deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
 from .finishing import charge_expired, charged_outcome, died_entry, lease_of
+from .rows import fetchall
 
 
 class PostgresDeathStore:
@@ -29,7 +30,7 @@ class PostgresDeathStore:
         decide = decide or charge_expired
         with transaction.atomic(using=self.alias):
             with self._execute("dead_worker_leases", {"worker_id": worker_id}) as cursor:
-                leases = [lease_of(r) for r in cursor.fetchall()]
+                leases = [lease_of(r) for r in fetchall(cursor)]
             if not leases:
                 return HandBack()
             if len(leases) == 1:
@@ -44,5 +45,5 @@ class PostgresDeathStore:
                 "message": COMPANY_MESSAGE.format(n=len(leases)),
             }
             with self._execute("hand_back", params) as cursor:
-                states = [r[0] for r in cursor.fetchall()]
+                states = [r.state for r in fetchall(cursor)]
         return HandBack.count(states, company=True)

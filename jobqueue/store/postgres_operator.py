@@ -14,6 +14,7 @@ from django.db import IntegrityError
 from ..errors import DuplicateJob, JobNotFound
 from ..states import LIVE
 from . import bounded
+from .rows import fetchall, fetchone
 
 
 class PostgresOperatorStore:
@@ -26,14 +27,11 @@ class PostgresOperatorStore:
         with self._execute("job_exists", {"id": job_id}) as cursor:
             return cursor.fetchone() is not None
 
-    def cancel(self, job_id: int) -> bool:
-        return self.cancel_or_request(job_id) is not None
-
     def cancel_or_request(self, job_id: int) -> str | None:
         with self._execute("cancel", {"id": job_id}) as cursor:
-            row = cursor.fetchone()
+            row = fetchone(cursor)
         if row is not None:
-            return row[0]
+            return row.state
         if not self._exists(job_id):
             raise JobNotFound(job_id)
         return None
@@ -71,7 +69,7 @@ class PostgresOperatorStore:
             # update aborts only this statement; then each row goes through retry() on its own.
             with bounded.own_transaction(self.alias):
                 with self._execute("retry_many", {"ids": ids}) as cursor:
-                    return {row[0] for row in cursor.fetchall()}
+                    return {row.id for row in fetchall(cursor)}
         except IntegrityError:
             retried: set[int] = set()
             for job_id in ids:
@@ -114,4 +112,4 @@ class PostgresOperatorStore:
     ) -> int:
         params = {"states": list(states), "older_than_s": older_than_s, "now": now}
         with self._execute("count_prunable", params) as cursor:
-            return cursor.fetchone()[0]
+            return fetchone(cursor).prunable

@@ -53,7 +53,7 @@ inserted AS (
         DO NOTHING
     RETURNING id
 )
-SELECT i.ord, coalesce(ins.id, live.id), ins.id IS NOT NULL
+SELECT i.ord, coalesce(ins.id, live.id) AS job_id, ins.id IS NOT NULL AS created
 FROM input AS i
 LEFT JOIN inserted AS ins ON ins.id = i.id
 LEFT JOIN LATERAL (

@@ -28,4 +28,5 @@ job AS (
     ) AS t
     RETURNING id
 )
-SELECT %(token)s::bigint IS NULL OR EXISTS (SELECT 1 FROM leader), (SELECT id FROM job)
+SELECT %(token)s::bigint IS NULL OR EXISTS (SELECT 1 FROM leader) AS leading,
+       (SELECT id FROM job) AS job_id

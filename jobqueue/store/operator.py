@@ -1,0 +1,73 @@
+"""Internal: the operator's part of the store seam: cancel, retry, run now, prune.
+
+One part of the composite :class:`~jobqueue.store.protocol.Store`. The PostgreSQL store keeps
+it in ``postgres_operator.py``, the generic store in ``generic_operator.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+
+class OperatorStore(Protocol):
+    """What an operator (the client's ``cancel``, ``retry``, ``run_now``, the pruner) writes."""
+
+    def cancel_or_request(self, job_id: int) -> str | None:
+        """Cancel a ready, scheduled or dead job now; ask a leased (running) one to stop.
+
+        Returns:
+            ``"cancelled"`` (cancelled now), ``"leased"`` (running: its cancel was requested), or
+            None (already finished, or a cancel already requested). Raises JobNotFound.
+        """
+
+    def retry(self, job_id: int) -> bool:
+        """Send a dead or cancelled job back to ``ready`` with a fresh attempt budget.
+
+        Returns False when the job is in another state. Raises JobNotFound, DuplicateJob.
+        """
+
+    def retry_many(self, job_ids: Sequence[int]) -> set[int]:
+        """Retry each dead or cancelled job of ``job_ids`` exactly as :meth:`retry` would.
+
+        A row in another state, a missing id, and a row whose dedupe key a live job holds are
+        left alone. When several of ``job_ids`` share one (queue, dedupe key), only the lowest
+        id is retried. Never raises DuplicateJob.
+
+        Returns:
+            The ids retried.
+        """
+
+    def run_now(self, job_id: int) -> bool:
+        """Make a ``scheduled`` job ``ready`` now (``run_at = now()``); attempts and history kept.
+
+        Returns False when the job is in another state. Raises JobNotFound.
+        """
+
+    def prune(
+        self,
+        states: Sequence[str],
+        older_than_s: float,
+        limit: int,
+        now: datetime | None = None,
+    ) -> int:
+        """Delete up to ``limit`` jobs in ``states`` that finished more than ``older_than_s`` ago.
+
+        Args:
+            states: finished states only (``succeeded``, ``cancelled``, ``dead``); other states
+                never match.
+            older_than_s: seconds before now (database clock) a job must have finished.
+            limit: most rows deleted by this call (one bounded statement).
+            now: stands in for the database clock (tests only).
+
+        Rows another pruner is deleting are skipped, not waited on.
+
+        Returns:
+            How many jobs were deleted.
+        """
+
+    def count_prunable(
+        self, states: Sequence[str], older_than_s: float, now: datetime | None = None
+    ) -> int:
+        """Return how many jobs :meth:`prune` would delete with no limit (for a dry run)."""
