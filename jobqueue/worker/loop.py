@@ -279,8 +279,9 @@ class Worker:
 
         Claims as many jobs as free slots allow (none while outcomes wait to be recorded),
         starts them on handler threads, waits until every run has an outcome (or passed its
-        ``timeout_s``), records the outcomes, then runs the maintenance services that are due
-        (heartbeat, reaper, pruning of dead workers' rows). No signal handler is installed, no
+        ``timeout_s``), records the outcomes, and runs the maintenance services that are due
+        (heartbeat, reaper, pruning of dead workers' rows) while it waits and once at the end,
+        so a long run keeps its lease. No signal handler is installed, no
         thread of ours but the handler threads is started, and the worker's row is not
         registered (:meth:`run` does that). A database error is logged and backed off from,
         as in :meth:`run`; the outcomes it left are recorded by the next call.
@@ -298,6 +299,8 @@ class Worker:
             ended += self.completer.record_ready()
             if not self._runs or self.completer.unflushed:
                 break
+            # A long run keeps its lease: the heartbeat is due here too, not on a thread.
+            self._maintenance.run_due()
             self._wait(self.poll_interval_s)
         self._maintenance.run_due()
         return ended

@@ -101,8 +101,14 @@ class ServiceRunner:
         self._outage = OutageLog(name)
         #: Seconds between ticks: the shortest interval.
         self.tick_s = min(s.interval_s for s in self.services)
+        self._first_at_once = first_at_once
+        self._next: list[float] = []
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Set every service's first run: now, or one interval from now."""
         now = time.monotonic()
-        self._next = [now if first_at_once else now + s.interval_s for s in self.services]
+        self._next = [now if self._first_at_once else now + s.interval_s for s in self.services]
 
     def run_due(self) -> None:
         """Run the services whose time has come (and that are ready), in order.
@@ -138,6 +144,8 @@ class ServiceRunner:
 
     def loop(self) -> None:
         """Run due services every tick until ``stop`` is set; then their ``stop()`` hooks."""
+        # Counted from when the thread starts, not from when the runner was built.
+        self._schedule()
         try:
             while not self._stop.is_set():
                 self.run_due()
