@@ -25,13 +25,14 @@ from __future__ import annotations
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError
 
 from . import arguments
 from .conf import get_settings
+from .jobtypes import JobType
 from .outage import writing
 from .retries import Outcome
 from .states import DeadReason, JobState
@@ -58,6 +59,17 @@ def dependency_of(job_type: str) -> str | None:
         except Exception:  # noqa: BLE001 - the run itself reports an unknown or broken type
             return None
     return found.dependency
+
+
+def _dependency(job: ClaimedJob, job_types: Mapping[int, JobType | None] | None) -> str | None:
+    """Return the dependency of ``job``.
+
+    From its type already resolved (None: it could not be), else by :func:`dependency_of`.
+    """
+    if job_types is not None and job.id in job_types:
+        found = job_types[job.id]
+        return None if found is None else found.dependency
+    return dependency_of(job.job_type)
 
 
 def verdict(outcome: Outcome) -> str:
@@ -92,16 +104,24 @@ class BreakerGate:
         # Dependencies whose opening this worker logged, so the log says it once per opening.
         self._reported_open: set[str] = set()
 
-    def admit(self, claimed: Sequence[ClaimedJob], now: datetime | None = None) -> list[ClaimedJob]:
+    def admit(
+        self,
+        claimed: Sequence[ClaimedJob],
+        now: datetime | None = None,
+        *,
+        job_types: Mapping[int, JobType | None] | None = None,
+    ) -> list[ClaimedJob]:
         """Return the jobs of ``claimed`` to run; put back those whose breaker holds them.
 
         One read for all the dependencies in the batch; a probe claim per breaker whose
         cool-down is over; one write for every job put back. A database error lets every job
-        run (the breaker fails open: it must never stop work by itself).
+        run (the breaker fails open: it must never stop work by itself). ``job_types`` (job id
+        -> its type, resolved once per run by the worker; None if it could not be) spares
+        resolving them here.
         """
         by_dependency: dict[str, list[ClaimedJob]] = defaultdict(list)
         for job in claimed:
-            name = dependency_of(job.job_type)
+            name = _dependency(job, job_types)
             if name is not None:
                 by_dependency[name].append(job)
         if not by_dependency:
@@ -163,18 +183,23 @@ class BreakerGate:
         return {d.id for d in deferrals}
 
     def observe(
-        self, runs: Iterable[tuple[ClaimedJob, Outcome]], now: datetime | None = None
+        self,
+        runs: Iterable[tuple[ClaimedJob, Outcome]],
+        now: datetime | None = None,
+        *,
+        job_types: Mapping[int, JobType | None] | None = None,
     ) -> None:
         """Report a batch of finished runs to their dependencies' breakers (one statement).
 
         Then open the breakers a ``RetryAfter(dependency=...)`` named. Database errors are
         logged, never raised: the outcomes themselves are recorded by the worker either way.
+        ``job_types`` as in :meth:`admit`.
         """
         counts: dict[str, dict[str, int]] = defaultdict(lambda: {"ok": 0, "failed": 0})
         probes: dict[str, tuple[int, str]] = {}
         opens: dict[str, float] = {}
         for claimed, outcome in runs:
-            name = dependency_of(claimed.job_type)
+            name = _dependency(claimed, job_types)
             if outcome.opens_dependency:
                 opens[outcome.opens_dependency] = max(
                     opens.get(outcome.opens_dependency, 0.0), outcome.opens_for_s

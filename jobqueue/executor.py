@@ -125,13 +125,21 @@ def _send_started(claimed: ClaimedJob, context: JobContext) -> None:
             _clear_frames(response)
 
 
-def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None = None) -> Outcome:
+def execute(
+    claimed: ClaimedJob,
+    context: JobContext,
+    rng: random.Random | None = None,
+    *,
+    job_type: JobType | None = None,
+) -> Outcome:
     """Run the handler of ``claimed`` with its payload and return the outcome.
 
     Args:
         claimed: the job, as the claim returned it.
         context: passed to handlers registered with ``takes_context=True``.
         rng: random source for backoff jitter (seed it in tests).
+        job_type: the handler, if the caller resolved it already (the worker does, once per
+            run); None resolves it here (:func:`resolve_handler`).
 
     Returns:
         The :class:`Outcome`. Never raises for a handler's exception; ``KeyboardInterrupt`` and
@@ -140,7 +148,8 @@ def execute(claimed: ClaimedJob, context: JobContext, rng: random.Random | None 
     """
     started = time.monotonic()
     try:
-        job_type = resolve_handler(claimed.job_type)
+        if job_type is None:
+            job_type = resolve_handler(claimed.job_type)
         _send_started(claimed, context)
         args = (context,) if job_type.takes_context else ()
         if inspect.iscoroutinefunction(job_type.func):

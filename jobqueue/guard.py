@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from .breakers import BreakerGate
 from .budgets import RetryBudgetKeeper
+from .jobtypes import JobType
 from .retries import Outcome
 from .store import ClaimedJob, Store
 
@@ -41,12 +42,25 @@ class DependencyGuard:
         # failed comes back in the next pass and must not be counted twice.
         self._seen: set[uuid.UUID] = set()
 
-    def admit(self, claimed: Sequence[ClaimedJob]) -> list[ClaimedJob]:
-        """Return the claimed jobs to run now (see :meth:`BreakerGate.admit`)."""
-        return self.breakers.admit(claimed)
+    def admit(
+        self,
+        claimed: Sequence[ClaimedJob],
+        job_types: Mapping[int, JobType | None] | None = None,
+    ) -> list[ClaimedJob]:
+        """Return the claimed jobs to run now (see :meth:`BreakerGate.admit`).
 
-    def observe(self, runs: Sequence[Run]) -> None:
-        """Count the runs not seen yet, and set the retry budget's later delays on them."""
+        ``job_types`` (job id -> its resolved type, None if it could not be) spares resolving
+        the types again; a job missing from it is resolved by its name.
+        """
+        return self.breakers.admit(claimed, job_types=job_types)
+
+    def observe(
+        self, runs: Sequence[Run], job_types: Mapping[int, JobType | None] | None = None
+    ) -> None:
+        """Count the runs not seen yet, and set the retry budget's later delays on them.
+
+        ``job_types`` as in :meth:`admit`.
+        """
         fresh = [
             r for r in runs if r.outcome is not None and r.claimed.lease_token not in self._seen
         ]
@@ -54,7 +68,7 @@ class DependencyGuard:
         if not fresh:
             return
         pairs = [(r.claimed, r.outcome) for r in fresh]
-        self.breakers.observe(pairs)  # type: ignore[arg-type]
+        self.breakers.observe(pairs, job_types=job_types)  # type: ignore[arg-type]
         delayed = self.budget.apply(pairs)  # type: ignore[arg-type]
         for run in fresh:
             if run.claimed.id in delayed:

@@ -1,0 +1,33 @@
+"""Internal: one worker process, in parts that each do one job.
+
+* ``loop.py``: :class:`Worker`: registers, claims, starts jobs, waits, stops; :meth:`Worker.run`
+  for a process, :meth:`Worker.run_once` for tests and embedding;
+* ``starting.py``: jobs onto handler threads (each type resolved once per run); timeouts;
+* ``completer.py``: outcomes taken, batched, written (one method writes them), signalled;
+* ``services.py``: the :class:`Service` protocol and the runner of services on a thread;
+  ``heartbeat.py``, ``reaper.py``, ``rows.py``: the worker's own services;
+* ``wakeups.py``: the claim loop's bell (outcomes, notifications, stops) and its timers;
+* ``runs.py``: the runs a worker holds; ``stops.py``: stop flags and signals;
+  ``shutdown.py``: leases given back at exit; ``outage.py``: backing off a database that is down.
+
+``from jobqueue.worker import Worker, default_worker_id`` is the import the command, tests and
+benchmarks use.
+"""
+
+from .completer import OUTCOME_BATCH_WINDOW_S
+from .loop import Worker, default_worker_id
+from .outage import MAX_RECONNECT_DELAY_S
+from .rows import WORKER_PRUNE_INTERVAL_S, WORKER_ROW_RETENTION_S
+from .services import Service
+from .wakeups import MAX_WAKE_TIMERS
+
+__all__ = [
+    "MAX_RECONNECT_DELAY_S",
+    "MAX_WAKE_TIMERS",
+    "OUTCOME_BATCH_WINDOW_S",
+    "WORKER_PRUNE_INTERVAL_S",
+    "WORKER_ROW_RETENTION_S",
+    "Service",
+    "Worker",
+    "default_worker_id",
+]

@@ -1,0 +1,282 @@
+"""Internal: the completer: takes the outcomes of a worker's runs, batches them, records them.
+
+Handler threads :meth:`~Completer.deliver` outcomes; the claim loop's thread records them (on its
+own connection, so handler threads never pay for a connection of ours). Every outcome that is in
+when the loop records goes in as few statements as the store allows, each row still fenced by its
+lease token: :meth:`Completer._write` is the one place outcomes reach the store. While the worker
+has free slots (so holding an outcome delays no claim), an outcome waits up to
+:data:`OUTCOME_BATCH_WINDOW_S` for others to join it; it does not wait when every slot is taken,
+when no other job is running, or when the worker is stopping.
+
+A run the store did not record had lost its lease (another worker or the reaper took the job):
+its outcome is discarded, and said so.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+
+from django.db import DatabaseError
+
+from ..executor import Outcome, send_outcome_signal
+from ..guard import DependencyGuard
+from ..store import Nack
+from .runs import Run, Runs
+from .wakeups import WakeUps
+
+logger = logging.getLogger("jobqueue.worker")
+
+#: Longest an outcome waits for others to be recorded in the same statement, seconds.
+OUTCOME_BATCH_WINDOW_S = 0.02
+
+
+class Completer:
+    """Record the outcomes of a worker's runs, in batches (like River's jobcompleter).
+
+    Args:
+        store: the queue's store.
+        runs: the worker's runs; a recorded run is removed from them.
+        worker_id: the worker's name (in signals).
+        using: database alias of the queue (in signals).
+        concurrency: the worker's slots (a full worker records at once).
+        guard: breakers and retry budgets; they see each outcome before it is recorded.
+        db_lock: held around outcome writes, as around the heartbeat's lease write.
+        wakeups: rung when an outcome arrives; a retry's due time becomes a timer.
+        stopping: set once the worker stops claiming (outcomes are then recorded at once).
+        stats: the worker's counters (succeeded, retried, dead, cancelled, lost).
+        on_db_error: ``on_db_error(exc, doing)``, called after a write failed on the database
+            (it logs and backs off).
+    """
+
+    def __init__(
+        self,
+        store,
+        runs: Runs,
+        *,
+        worker_id: str,
+        using: str,
+        concurrency: int,
+        guard: DependencyGuard,
+        db_lock: threading.Lock,
+        wakeups: WakeUps,
+        stopping: threading.Event,
+        stats: dict[str, int],
+        on_db_error: Callable[[Exception, str], None],
+    ) -> None:
+        self.store = store
+        self.runs = runs
+        self.worker_id = worker_id
+        self.using = using
+        self.concurrency = concurrency
+        self._guard = guard
+        self._db_lock = db_lock
+        self._wakeups = wakeups
+        self._stopping = stopping
+        self.stats = stats
+        self._on_db_error = on_db_error
+        # Items are (lease token, outcome): the token says which run of a job an outcome
+        # belongs to, since one worker can hold the same job again after a timeout or a lost
+        # lease. Only outcomes travel here; wake-ups have their own bell.
+        self._arrivals: queue.SimpleQueue[tuple[uuid.UUID, Outcome]] = queue.SimpleQueue()
+        # Lease tokens of runs failed for passing timeout_s whose handler has not returned yet.
+        self._overrun: set[uuid.UUID] = set()
+        #: Set when outcomes could not be recorded: no claim until they are (after an outage,
+        #: acks go before new work).
+        self.unflushed = False
+
+    # -- arrivals (handler threads, then the loop) ------------------------------------------
+
+    def deliver(self, item: tuple[uuid.UUID, Outcome]) -> None:
+        """Take a run's ``(lease token, outcome)`` (called on its handler thread)."""
+        self._arrivals.put(item)
+        self._wakeups.ring()
+
+    def has_arrivals(self) -> bool:
+        """Return whether outcomes were delivered that the loop has not taken yet."""
+        return not self._arrivals.empty()
+
+    def overran(self, token: uuid.UUID) -> None:
+        """Ignore what the run ``token`` returns: it was failed for passing its timeout."""
+        self._overrun.add(token)
+
+    def take_arrived(self) -> None:
+        """Attach every delivered outcome to its run (main thread)."""
+        while True:
+            try:
+                token, outcome = self._arrivals.get_nowait()
+            except queue.Empty:
+                return
+            if token in self._overrun:
+                # That run was already failed for its timeout; what it returned now is moot.
+                self._overrun.discard(token)
+                logger.warning(
+                    "job %s returned (%s) after its timeout; outcome discarded",
+                    outcome.job_id,
+                    outcome.status,
+                )
+                continue
+            run = self.runs.get(outcome.job_id)
+            # The same job may be held again under a new lease by now: only its own run counts.
+            if run is not None and run.claimed.lease_token == token:
+                run.outcome = outcome
+                run.done_at = time.monotonic()
+
+    # -- recording (the loop's thread) ------------------------------------------------------
+
+    def record_ready(self) -> int:
+        """Record the outcomes that are in, if their batch is closed; return how many ended.
+
+        Runs whose lease was lost are not written (their outcome is discarded and said so); a
+        database error leaves the outcomes for the next pass and sets :attr:`unflushed`.
+        """
+        self.unflushed = False
+        self.take_arrived()
+        done = [run for run in self.runs.values() if run.outcome is not None]
+        if not done or not self._batch_closed(done):
+            return 0
+        self._guard.observe(done, {run.claimed.id: run.job_type for run in done})
+        batch = [run for run in done if not run.context.lease_lost]
+        ended = 0
+        if batch:
+            states, unwritten = self._write(batch)
+            for run in batch:
+                job_id = run.claimed.id
+                if job_id in unwritten:
+                    continue
+                if job_id in states:
+                    self._recorded(run, states[job_id])
+                else:
+                    self._lost(run)
+                ended += 1
+        for run in done:
+            # Lost leases: nothing to write; say why the outcome is discarded.
+            if run.context.lease_lost and self.runs.get(run.claimed.id) is run:
+                self._lost(run)
+                ended += 1
+        return ended
+
+    def _batch_closed(self, done: Sequence[Run]) -> bool:
+        """Return whether the outcomes in ``done`` should be recorded now, or wait for more."""
+        running = len(self.runs)
+        if self._stopping.is_set() or len(done) == running or running >= self.concurrency:
+            # Nothing else is running (nothing could join), every slot is taken (the next
+            # claim waits for these), or we are stopping: waiting would only cost time.
+            return True
+        oldest = min(run.done_at for run in done)
+        return time.monotonic() - oldest >= OUTCOME_BATCH_WINDOW_S
+
+    def _write(self, batch: Sequence[Run]) -> tuple[dict[int, str], set[int]]:
+        """Write the outcomes of ``batch``: the one place outcomes reach the store.
+
+        Today two statements, one per kind (``ack_many``, ``nack_many``); each row is fenced
+        by its own lease token.
+
+        Returns:
+            ``(states, unwritten)``: the new state of each job recorded (a job of ``batch`` in
+            neither had lost its lease), and the ids a database error left unwritten (after
+            ``on_db_error`` was called; they are written in a later pass).
+        """
+        acks: list[tuple[int, uuid.UUID, str]] = []
+        nacks: list[Nack] = []
+        for run in batch:
+            outcome, claimed = run.outcome, run.claimed
+            assert outcome is not None
+            if outcome.status == "succeeded":
+                acks.append((claimed.id, claimed.lease_token, outcome.result_json))
+            else:
+                nacks.append(
+                    Nack(
+                        id=claimed.id,
+                        lease_token=claimed.lease_token,
+                        error=outcome.error or {},
+                        dead_reason=outcome.dead_reason if outcome.status == "dead" else None,
+                        delay_s=outcome.delay_s,
+                    )
+                )
+        states: dict[int, str] = {}
+        unwritten = {run.claimed.id for run in batch}
+        doing = ""
+        try:
+            if acks:
+                doing = f"acking {len(acks)} job(s)"
+                with self._db_lock:
+                    states.update(self.store.ack_many(acks))
+                unwritten.difference_update(ack[0] for ack in acks)
+            if nacks:
+                doing = f"recording {len(nacks)} failed job(s)"
+                with self._db_lock:
+                    states.update(self.store.nack_many(nacks))
+        except DatabaseError as exc:
+            self.unflushed = True
+            self._on_db_error(exc, doing)
+            return states, unwritten
+        return states, set()
+
+    def _recorded(self, run: Run, state: str) -> None:
+        """Log the outcome the store recorded (one line per job), free the slot, signal it."""
+        outcome = run.outcome
+        assert outcome is not None
+        if state == "succeeded":
+            # The hot path: build the line only if it will be written.
+            self.stats["succeeded"] += 1
+            if logger.isEnabledFor(logging.INFO):
+                logger.info("%s succeeded in %s", run.label, run.took)
+            self.runs.remove(run.claimed.id)
+            self._send_outcome_signal(run, state)
+            return
+        error = outcome.error or {}
+        if state == "cancelled":
+            self.stats["cancelled"] += 1
+            logger.warning(
+                "%s cancelled (cancel requested while it ran; handler %s in %s)",
+                run.label,
+                outcome.status,
+                run.took,
+            )
+        elif state == "scheduled":
+            self.stats["retried"] += 1
+            # This worker knows when its own retry falls due: claim it then, not at a poll.
+            self._wakeups.add_timer(outcome.delay_s)
+            logger.warning(
+                "%s failed in %s, retry in %.2f s: %s: %s",
+                run.label,
+                run.took,
+                outcome.delay_s,
+                error.get("type"),
+                error.get("message"),
+            )
+        else:
+            self.stats["dead"] += 1
+            logger.error(
+                "%s dead (%s) after %s: %s: %s",
+                run.label,
+                outcome.dead_reason,
+                run.took,
+                error.get("type"),
+                error.get("message"),
+            )
+        self.runs.remove(run.claimed.id)
+        self._send_outcome_signal(run, state)
+
+    def _lost(self, run: Run) -> None:
+        """Discard the outcome of a run whose lease was lost; free the slot; signal it."""
+        assert run.outcome is not None
+        self.stats["lost"] += 1
+        logger.warning(
+            "%s %s in %s, but its lease was lost (reclaimed by another worker); outcome discarded",
+            run.label,
+            run.outcome.status,
+            run.took,
+        )
+        self._send_outcome_signal(run, "lost")
+        self.runs.remove(run.claimed.id)
+
+    def _send_outcome_signal(self, run: Run, state: str) -> None:
+        """Send the signal of a recorded outcome: the job's new ``state``, or "lost"."""
+        assert run.outcome is not None
+        send_outcome_signal(run.claimed, run.outcome, state, self.worker_id, self.using)

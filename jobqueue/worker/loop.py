@@ -1,0 +1,449 @@
+"""Internal: the worker's loop. Claims jobs, starts them on handler threads, stops.
+
+Threads, and what each one owns:
+
+* the main thread (:meth:`Worker.run`): the claim loop, and recording every outcome (through
+  the completer, ``completer.py``) on its own connection, so handler threads never pay for a
+  connection of ours;
+* handler threads (``jobqueue/handler_threads.py``): run one job each, then close their Django
+  connections the way a request does (``close_old_connections``); one per slot, plus one per
+  handler still running past its timeout, never more than twice ``--concurrency``: when such
+  runaways outgrow their half, the process recycles;
+* the maintenance thread (``services.py``): the heartbeat (``heartbeat.py``: every lease/3,
+  one statement extends all the leases the process holds), the reaper (``reaper.py``) and the
+  pruning of dead workers' rows (``rows.py``);
+* one thread per service the worker is given (the cron scheduler, the pruner);
+* on PostgreSQL with ``LISTEN_NOTIFY``, the listener thread (``store/notify.py``): wakes the claim
+  loop (``wakeups.py``) when one of its queues got ready jobs, so an idle worker claims at once
+  instead of at its next poll.
+
+Stopping: the first SIGTERM stops claiming and lets running jobs finish for ``grace_s`` seconds
+while heartbeats go on; then, or at once on SIGINT or a second SIGTERM, the leases of jobs still
+running are released back to ``ready`` without spending their attempt. Under the supervisor the
+signals mean what ``jobqueue/stopping.py`` says (a group-wide SIGTERM drains once).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+
+from django.db import DatabaseError, connections
+
+from ..conf import get_settings
+from ..fairness import QueueSelector, TenantCaps
+from ..guard import DependencyGuard
+from ..recovery import ReapHold
+from ..solo import SoloGate, give_back
+from ..stopping import STANDALONE, StopSignals
+from ..store import ClaimedJob, get_store
+from ..store.bounded import timed_out
+from ..store.notify import ReadyListener
+from ..supervisor import EXIT_RECYCLE
+from .completer import OUTCOME_BATCH_WINDOW_S, Completer
+from .heartbeat import Heartbeat
+from .outage import DatabaseBackoff
+from .reaper import Reaper
+from .rows import WorkerRowPruner
+from .runs import Runs
+from .services import Service, ServiceRunner
+from .shutdown import release_runs
+from .starting import Starter, resolve_type
+from .stops import Stops
+from .wakeups import WakeUps
+
+logger = logging.getLogger("jobqueue.worker")
+
+
+def default_worker_id() -> str:
+    """Return ``host:pid:random`` — unique even when a restarted container reuses host and pid."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    """A worker process's loops. Build it, then call :meth:`run` (blocking).
+
+    Args:
+        queues: queue names to claim from.
+        weights: one weight per queue (default all 1): saturated queues are served in
+            proportion (see ``jobqueue/fairness.py``).
+        strict: serve queues in list order instead: a queue only when those before it have no
+            claimable job.
+        concurrency: jobs run at once (threads), >= 1.
+        lease_s: lease length, seconds; heartbeats every third of it.
+        poll_interval_s: longest idle wait between claims, seconds.
+        grace_s: how long running jobs may finish after the first SIGTERM, seconds.
+        reaper_interval_s: how often expired leases are reclaimed, seconds.
+        burst: exit once no job is claimable and none is running.
+        worker_id: the name leases are held under; default :func:`default_worker_id`.
+        using: database alias of the queue.
+        install_signal_handlers: handle the stop signals (only possible in the main thread).
+        stop_signals: what each stop signal means (``jobqueue/stopping.py``): ``STANDALONE``
+            (default) or, under the supervisor, ``SUPERVISED``.
+        listen_notify: wake on PostgreSQL notifications (default ``JOBQUEUE["LISTEN_NOTIFY"]``);
+            always off on other databases, where the worker polls.
+        services: background loops to run beside the claim loop while the worker is up
+            (each on its own thread, ``run_once`` every ``interval_s``); default none.
+        recycle_on_overrun: recycle at the first handler that runs past its timeout, not
+            only when such runaways outnumber ``concurrency`` (``jobqueue/handler_threads.py``).
+            Either way the worker stops claiming, drains, and :meth:`run` returns
+            :data:`~jobqueue.supervisor.EXIT_RECYCLE`: the process must end (the supervisor
+            replaces it) for the runaway threads to end. Set under ``--processes``.
+    """
+
+    def __init__(
+        self,
+        *,
+        queues: Sequence[str],
+        weights: Sequence[int] | None = None,
+        strict: bool = False,
+        concurrency: int | None = None,
+        lease_s: float | None = None,
+        poll_interval_s: float | None = None,
+        grace_s: float | None = None,
+        reaper_interval_s: float | None = None,
+        burst: bool = False,
+        worker_id: str | None = None,
+        using: str | None = None,
+        install_signal_handlers: bool = True,
+        services: Sequence[Service] | None = None,
+        recycle_on_overrun: bool = False,
+        listen_notify: bool | None = None,
+        stop_signals: StopSignals = STANDALONE,
+    ) -> None:
+        conf = get_settings()
+        self.queues = list(queues)
+        self.selector = QueueSelector(
+            self.queues,
+            weights,
+            strict=strict,
+            caps=TenantCaps(conf.tenant_max_running, conf.tenant_max_running_overrides),
+        )
+        self.concurrency = concurrency or conf.concurrency
+        self.lease_s = lease_s or conf.lease_seconds
+        self.poll_interval_s = poll_interval_s or conf.poll_interval_seconds
+        self.grace_s = conf.grace_seconds if grace_s is None else grace_s
+        self.reaper_interval_s = reaper_interval_s or conf.reaper_interval_seconds
+        self.burst = burst
+        self.worker_id = worker_id or default_worker_id()
+        self.using = using or "default"
+        self.install_signal_handlers = install_signal_handlers
+        self.stop_signals = stop_signals
+        self.services = list(services or [])
+        self.recycle_on_overrun = recycle_on_overrun
+        self._recycle = False
+        #: What :meth:`run` returned, once it has.
+        self.exit_code: int | None = None
+        self.heartbeat_interval_s = self.lease_s / 3
+        self.store = get_store(self.using)
+        # Circuit breakers and retry budgets: two hooks, after the claim and in the completer.
+        self._guard = DependencyGuard(self.store, self.lease_s)
+        # A suspect job (its process died beside others) runs alone: a hook in _claim.
+        self._solo = SoloGate()
+        self.listen_notify = (
+            conf.listen_notify if listen_notify is None else listen_notify
+        ) and connections[self.using].vendor == "postgresql"
+        self._listener: ReadyListener | None = None
+        self._runs = Runs()
+        self._wakeups = WakeUps()
+        self._stops = Stops(stop_signals, self._wakeups, self._runs.__len__, self.grace_s)
+        self._stopping, self._force = self._stops.stopping, self._stops.force
+        self._maintenance_stop = threading.Event()
+        # Held around multi-row writes on this process's own leases (heartbeat, acks), so two
+        # of our connections never lock the same rows in different orders (no deadlock).
+        db_lock = threading.Lock()
+        self._backoff = DatabaseBackoff(self.using, self._stopping)
+        self.stats = {
+            "succeeded": 0,
+            "retried": 0,
+            "dead": 0,
+            "cancelled": 0,
+            "lost": 0,
+            "released": 0,
+        }
+        #: Records outcomes (``completer.py``).
+        self.completer = Completer(
+            self.store,
+            self._runs,
+            worker_id=self.worker_id,
+            using=self.using,
+            concurrency=self.concurrency,
+            guard=self._guard,
+            db_lock=db_lock,
+            wakeups=self._wakeups,
+            stopping=self._stopping,
+            stats=self.stats,
+            on_db_error=self._backoff.failed,
+        )
+        self._starter = Starter(
+            self._runs,
+            self.completer,
+            worker_id=self.worker_id,
+            concurrency=self.concurrency,
+            on_runaway=self._recycle_if_runaways,
+        )
+        self._handlers = self._starter.threads
+        #: The maintenance services, run by one runner on one thread (or by :meth:`run_once`).
+        self.heartbeat = Heartbeat(
+            self.store,
+            self._runs,
+            worker_id=self.worker_id,
+            lease_s=self.lease_s,
+            db_lock=db_lock,
+            stopping=self._stopping,
+        )
+        hold = ReapHold(self.heartbeat_interval_s)
+        self.reaper = Reaper(
+            self.store, interval_s=self.reaper_interval_s, hold=hold, stopping=self._stopping
+        )
+        self._maintenance = ServiceRunner(
+            [self.heartbeat, self.reaper, WorkerRowPruner(self.store)],
+            name="heartbeat",
+            using=self.using,
+            stop=self._maintenance_stop,
+            first_at_once=False,
+            watcher=hold,
+        )
+
+    # -- control ---------------------------------------------------------------------------
+
+    def stop(self, *, force: bool = False) -> None:
+        """Stop claiming; with ``force``, also release running jobs now instead of after grace."""
+        self._stops.stop(force=force)
+
+    @property
+    def stop_requested(self) -> bool:
+        """Return whether SIGTERM or SIGINT reached this worker (a stop wins over a recycle)."""
+        return self._stops.signalled
+
+    @property
+    def running_jobs(self) -> int:
+        """Return how many jobs this worker is running (or recording) now."""
+        return len(self._runs)
+
+    # -- main loop -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until stopped (or, with ``burst``, until the queues are drained).
+
+        Returns:
+            The process exit status: 0, or :data:`~jobqueue.supervisor.EXIT_RECYCLE` when the
+            worker stopped itself to be recycled (and no stop signal came meanwhile). Handler
+            threads still running at the end are abandoned (their leases released): the caller
+            should end the process.
+        """
+        if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
+            self._stops.install()
+        self._register()
+        maintenance = self._maintenance.thread()
+        maintenance.start()
+        # Services stop when claiming stops: a draining process must not fire cron for work
+        # it will not do, nor take the leader lease from a process that stays.
+        service_threads = [
+            ServiceRunner([s], name=s.name, using=self.using, stop=self._stopping).thread()
+            for s in self.services
+        ]
+        for thread in service_threads:
+            thread.start()
+        if self.listen_notify:
+            self._listener = ReadyListener(
+                self.using,
+                self.queues,
+                self._wakeups.wake,
+                name=f"jobqueue-listener {self.worker_id}",
+            )
+            self._listener.start()
+        logger.info(
+            "worker %s: queues %s, concurrency %d, lease %.1f s%s",
+            self.worker_id,
+            self.selector.describe(),
+            self.concurrency,
+            self.lease_s,
+            ", burst" if self.burst else "",
+        )
+        try:
+            self._loop()
+        finally:
+            self._shutdown(maintenance, service_threads)
+        if self._recycle and not self._stops.signalled:
+            return EXIT_RECYCLE
+        return 0
+
+    def run_once(self) -> int:
+        """Run one pass of the worker on the calling thread: for tests and embedding.
+
+        Claims as many jobs as free slots allow (none while outcomes wait to be recorded),
+        starts them on handler threads, waits until every run has an outcome (or passed its
+        ``timeout_s``), records the outcomes, and runs the maintenance services that are due
+        (heartbeat, reaper, pruning of dead workers' rows) while it waits and once at the end,
+        so a long run keeps its lease. No signal handler is installed, no
+        thread of ours but the handler threads is started, and the worker's row is not
+        registered (:meth:`run` does that). A database error is logged and backed off from,
+        as in :meth:`run`; the outcomes it left are recorded by the next call.
+
+        Returns:
+            How many runs ended in this pass: recorded (succeeded, retried, dead, cancelled)
+            or discarded because their lease was lost.
+        """
+        free = self._free_slots()
+        if free > 0 and not self.completer.unflushed:
+            self._claim(free)
+        ended = 0
+        while True:
+            self._starter.enforce_timeouts()
+            ended += self.completer.record_ready()
+            if not self._runs or self.completer.unflushed:
+                break
+            # A long run keeps its lease: the heartbeat is due here too, not on a thread.
+            self._maintenance.run_due()
+            self._wait(self.poll_interval_s)
+        self._maintenance.run_due()
+        return ended
+
+    def _register(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.store.register_worker(
+                    self.worker_id, self.queues, self.concurrency, self.heartbeat_interval_s
+                )
+                self._backoff.recovered()
+                return
+            except DatabaseError as exc:
+                self._backoff.failed(exc, "registering")
+
+    def _loop(self) -> None:
+        deadline: float | None = None
+        while True:
+            self._starter.enforce_timeouts()
+            self.completer.record_ready()
+            if self._stopping.is_set():
+                if deadline is None:
+                    deadline = time.monotonic() + self.grace_s
+                if not self._runs or self._force.is_set() or time.monotonic() >= deadline:
+                    return
+                self._wait(min(0.2, max(deadline - time.monotonic(), 0.0)))
+                continue
+            free = self._free_slots()
+            if free > 0 and not self.completer.unflushed:
+                claimed = self._claim(free)
+                if claimed is None:
+                    continue
+                if self.burst and not claimed and not self._runs:
+                    return
+                if claimed and len(claimed) == free:
+                    continue
+            self._wait(self.poll_interval_s)
+
+    def _free_slots(self) -> int:
+        # Claim for free slots only (no local buffer), and never past the thread cap; a
+        # suspect job runs alone.
+        return self._solo.claim_size(
+            min(self.concurrency - len(self._runs), self._handlers.room()), self._runs
+        )
+
+    def _claim(self, free: int) -> list[ClaimedJob] | None:
+        """Claim up to ``free`` jobs and start those admitted; None after a database error."""
+        self._wakeups.claiming()
+        try:
+            claimed = self.store.claim(
+                self.queues, self.worker_id, free, self.lease_s, plan=self.selector.plan()
+            )
+            self._backoff.recovered()
+        except DatabaseError as exc:
+            limit = timed_out(exc)
+            if limit is not None:
+                # The database is up; another transaction held the claim up (a frozen
+                # process holding the capped claim's turn, say). Try again.
+                logger.warning("claiming: %s (%s); trying again", limit, exc)
+            else:
+                self._backoff.failed(exc, "claiming")
+            return None
+        self.selector.claimed(claimed)
+        # Each job's type is resolved once per run, here: the breakers, the executor and the
+        # completer's breaker count all use it.
+        job_types = {job.id: resolve_type(job) for job in claimed}
+        start, back = self._solo.admit(self._guard.admit(claimed, job_types), self._runs)
+        give_back(self.store, back)
+        for job in start:
+            self._starter.start(job, job_types[job.id])
+        return claimed
+
+    def _wait(self, timeout: float) -> None:
+        """Sleep until an outcome, a wake-up or a stop comes, a deadline passes, or ``timeout``."""
+        end = time.monotonic() + timeout
+        while True:
+            deadlines = [
+                r.deadline if r.outcome is None else r.done_at + OUTCOME_BATCH_WINDOW_S
+                for r in self._runs.values()
+            ]
+            timer = self._wakeups.next_timer()
+            if timer is not None and len(self._runs) < self.concurrency:
+                if not self._stopping.is_set():
+                    # (With every slot busy, the claim after the next outcome serves it.)
+                    deadlines.append(timer)
+            # Wake in time to fail a job at its hard limit (not a poll interval later), to
+            # record outcomes when their batch window closes, and to claim a delayed job when
+            # it falls due.
+            wait = max(min([end, *deadlines]) - time.monotonic(), 0.001)
+            if not self._wakeups.wait(wait):
+                return
+            if (
+                self.completer.has_arrivals()
+                or self._wakeups.claim_pending
+                or self._stopping.is_set()
+            ):
+                return
+            # Only a new timer: sleep again, until the soonest deadline.
+
+    def _recycle_if_runaways(self) -> None:
+        """Stop claiming and recycle once runaway handlers pass their share of the threads."""
+        runaways = self._handlers.runaways
+        # Up to `concurrency` runaways cost no capacity; one more and a slot has no thread.
+        limit = 1 if self.recycle_on_overrun else self.concurrency + 1
+        if runaways < limit or self._stopping.is_set():
+            return
+        self._recycle = True
+        logger.warning(
+            "recycling this process: %d handler(s) still running past their timeout; no new "
+            "claims; running jobs get %.0f s, then a fresh process replaces this one",
+            runaways,
+            self.grace_s,
+        )
+        self.stop()
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    def _shutdown(
+        self, maintenance: threading.Thread, service_threads: Sequence[threading.Thread] = ()
+    ) -> None:
+        self._stopping.set()
+        if self._listener is not None:
+            self._listener.stop()
+        self.completer.record_ready()
+        release_runs(self.store, self._runs, self.stats)
+        self._abandoned = self._handlers.busy
+        self._runs.clear()
+        self._maintenance_stop.set()
+        maintenance.join(timeout=5)
+        for thread in service_threads:
+            thread.join(timeout=5)
+        try:
+            self.store.deregister_worker(self.worker_id)
+        except DatabaseError as exc:
+            logger.error("could not deregister worker %s: %s", self.worker_id, exc)
+        connections.close_all()
+        logger.info(
+            "worker %s stopped: %s",
+            self.worker_id,
+            ", ".join(f"{k} {v}" for k, v in self.stats.items()),
+        )
+
+    @property
+    def abandoned_jobs(self) -> int:
+        """Return how many handlers were still running at exit (their leases were released)."""
+        return getattr(self, "_abandoned", 0)

@@ -1,0 +1,87 @@
+"""Internal: what wakes a worker's claim loop, apart from its outcomes.
+
+The loop sleeps on one bell. Handler threads ring it after delivering an outcome (the outcomes
+themselves go to the completer's queue), the listener rings it when a queue got ready jobs (or
+delayed ones, with a time: a *timer*), :meth:`Worker.stop` rings it, and so may a signal handler.
+
+The bell is a :class:`queue.SimpleQueue`, not a :class:`threading.Event`: ``SimpleQueue.put``
+is reentrant, so a signal handler that interrupts the main thread while it waits can ring it
+without a deadlock (an Event's lock is not reentrant).
+"""
+
+from __future__ import annotations
+
+import heapq
+import queue
+import threading
+import time
+
+#: Most delayed-job wake-up times a worker remembers (the soonest are kept); beyond them, and
+#: for jobs enqueued before it started, polling finds delayed jobs.
+MAX_WAKE_TIMERS = 10_000
+
+
+class WakeUps:
+    """The claim loop's bell, its "claim now" request, and its timers (delayed jobs falling due)."""
+
+    def __init__(self) -> None:
+        self._bell: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        # time.monotonic() values at which delayed jobs fall due: a heap, soonest first.
+        self._timers: list[float] = []
+        # Set by wake(), cleared by the claim loop before it claims: a burst of notifications
+        # rings once, not once per notification.
+        self._claim_pending = False
+
+    def ring(self) -> None:
+        """Wake the loop so it looks at what changed (reentrant: safe in a signal handler)."""
+        self._bell.put(None)
+
+    def wake(self, delay_s: float = 0.0) -> None:
+        """Make the claim loop claim now, or in ``delay_s`` seconds (called by the listener)."""
+        if delay_s > 0:
+            self.add_timer(delay_s)
+            # Only to make the loop recompute how long it sleeps.
+            self.ring()
+        elif not self._claim_pending:
+            self._claim_pending = True
+            self.ring()
+
+    @property
+    def claim_pending(self) -> bool:
+        """Return whether a wake-up asked for a claim the loop has not made yet."""
+        return self._claim_pending
+
+    def add_timer(self, delay_s: float) -> None:
+        """Remember that a delayed job falls due in ``delay_s`` seconds."""
+        with self._lock:
+            heapq.heappush(self._timers, time.monotonic() + delay_s)
+            if len(self._timers) > MAX_WAKE_TIMERS:
+                # A sorted list is a heap: keep the soonest half.
+                self._timers = heapq.nsmallest(MAX_WAKE_TIMERS // 2, self._timers)
+
+    def next_timer(self) -> float | None:
+        """Return when (``time.monotonic``) the soonest timer falls due, or None."""
+        timers = self._timers
+        return timers[0] if timers else None
+
+    def claiming(self) -> None:
+        """Forget the claim request and the timers that the claim about to run serves."""
+        self._claim_pending = False
+        now = time.monotonic()
+        with self._lock:
+            while self._timers and self._timers[0] <= now:
+                heapq.heappop(self._timers)
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until the bell rings or ``timeout`` seconds pass; return whether it rang."""
+        try:
+            self._bell.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        # Rings that came meanwhile are answered by this one: the caller looks at everything.
+        while True:
+            try:
+                self._bell.get_nowait()
+            except queue.Empty:
+                return True
