@@ -177,8 +177,9 @@ def bench_pickup(samples: int, gap_s: float, settings: str | None = None) -> tup
 
 def bench_claim_latency(history: int, claims: int = 300, batch: int = 10) -> tuple[float, float]:
     """Return (p50, p99) ms of one ``Store.claim`` of ``batch`` jobs beside ``history`` finished
-    rows; each claim is acked at once (``ack_many``), as a worker would."""
+    rows; each claim is acked at once (``finish_many``), as a worker would."""
     from jobqueue.store import get_store
+    from jobqueue.store.finishing import ack_outcome
 
     truncate()
     if history:
@@ -193,7 +194,7 @@ def bench_claim_latency(history: int, claims: int = 300, batch: int = 10) -> tup
         start = time.perf_counter()
         claimed = store.claim(["bench"], "bench-worker", batch, 30.0)
         times.append((time.perf_counter() - start) * 1000)
-        store.ack_many([(job.id, job.lease_token, "null") for job in claimed])
+        store.finish_many([ack_outcome(job.id, job.lease_token, "null") for job in claimed])
     return percentile(times, 50), percentile(times, 99)
 
 

@@ -23,26 +23,10 @@ import logging
 
 from django.db import connections
 
-from .store import ExpiredLease, ReapDecision, get_store
+from .store import get_store
 from .store.deaths import HandBack
-from .store.finishing import charge_expired
 
 logger = logging.getLogger("jobqueue.supervisor")
-
-
-def charge(lease: ExpiredLease) -> ReapDecision:
-    """Return the decision for a job charged for its process's death: an expired lease's rule.
-
-    That is ``store.finishing.charge_expired`` (``retries.decide`` with no exception), also the
-    default of ``Store.hand_back``.
-
-    Args:
-        lease: the job's lease (its attempts include the run that died).
-
-    Returns:
-        dead when its attempts are spent, else a retry after the job type's backoff (seconds).
-    """
-    return charge_expired(lease)
 
 
 def hand_back_leases(worker_id: str, using: str = "default") -> HandBack:
@@ -61,7 +45,7 @@ def hand_back_leases(worker_id: str, using: str = "default") -> HandBack:
             are charged as before.
     """
     try:
-        done = get_store(using).hand_back(worker_id, charge)
+        done = get_store(using).hand_back(worker_id)  # its default decision: the one rule
     finally:
         connections[using].close()
     if done != HandBack():

@@ -17,6 +17,8 @@ from jobqueue.states import DeadReason, JobState
 from jobqueue.store.deaths import HandBack
 from jobqueue.store.finishing import charge_expired
 
+from .factories import ack
+
 
 def fixed_backoff(delay_s: float) -> Backoff:
     """Return a backoff policy whose every delay is ``delay_s`` seconds (no jitter)."""
@@ -51,7 +53,7 @@ class DeathContract:
             assert entry["worker"] == "dead-w"
         assert self.row(bystander)["state"] == JobState.LEASED
         with pytest.raises(LeaseLost):
-            store.ack(held[0].id, held[0].lease_token, "null")
+            ack(store, held[0].id, held[0].lease_token, "null")
         again = store.claim(["q"], "w2", 3, 30.0)
         assert {(j.id, j.attempt, j.suspect) for j in again} == {(i, 1, True) for i in ids}
 

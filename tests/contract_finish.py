@@ -18,6 +18,8 @@ from jobqueue.retries import Outcome
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store.deaths import HandBack
 
+from .factories import ack, nack
+
 RETRY_AT = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
 
 
@@ -98,7 +100,7 @@ class FinishContract:
         assert (snapshot["state"], snapshot["lease_token"]) == (JobState.LEASED, thief.lease_token)
         # Nothing finished is claimed again; the thief still finishes its own run.
         assert store.claim(["q"], "w3", 10, 30.0) == []
-        assert store.ack(thief.id, thief.lease_token, "null") == JobState.SUCCEEDED
+        assert ack(store, thief.id, thief.lease_token, "null") == JobState.SUCCEEDED
 
     def _outcomes(self, token: dict[int, uuid.UUID], ids: dict[str, int]) -> list[Outcome]:
         error = {"kind": "error", "attempt": 1, "type": "ValueError", "message": "m"}
@@ -226,8 +228,8 @@ class FinishContract:
     def test_ack_and_nack_are_finish_many_of_one_and_raise_lease_lost(self, store):
         job_id = self.make().id
         [claimed] = store.claim(["q"], "w1", 1, 30.0)
-        assert store.ack(job_id, claimed.lease_token, "1") == JobState.SUCCEEDED
+        assert ack(store, job_id, claimed.lease_token, "1") == JobState.SUCCEEDED
         with pytest.raises(LeaseLost):
-            store.ack(job_id, claimed.lease_token, "1")
+            ack(store, job_id, claimed.lease_token, "1")
         with pytest.raises(LeaseLost):
-            store.nack(job_id, claimed.lease_token, {}, dead_reason=None)
+            nack(store, job_id, claimed.lease_token, {}, dead_reason=None)

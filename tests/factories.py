@@ -9,13 +9,19 @@ row has ``finished_at``; a ``dead`` row has a reason and an error entry.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
 
+from jobqueue.executor import execute
+from jobqueue.jobtypes import JobContext
 from jobqueue.models import Job
+from jobqueue.retries import Outcome
 from jobqueue.states import DeadReason, JobState
+from jobqueue.store import get_store
+from jobqueue.store.finishing import ack_outcome, finished
 
 __all__ = ["error_entry", "job_kwargs", "make_job", "make_jobs"]
 
@@ -129,3 +135,86 @@ def claim_params(
         "lease_s": 30.0,
         "now": None,
     }
+
+
+def ack(store: Any, job_id: int, lease_token: uuid.UUID, result_json: str = "null") -> str:
+    """Record one success through ``store.finish_many``; return the new state.
+
+    Raises:
+        LeaseLost: the lease is no longer held under ``lease_token``.
+    """
+    return finished(store.finish_many([ack_outcome(job_id, lease_token, result_json)]), job_id)
+
+
+def nack(
+    store: Any,
+    job_id: int,
+    lease_token: uuid.UUID,
+    error: dict[str, Any],
+    *,
+    dead_reason: str | None,
+    retry_at: datetime | None = None,
+    delay_s: float = 0.0,
+) -> str:
+    """Record one failure through ``store.finish_many``: dead with ``dead_reason``, else
+    scheduled at ``retry_at`` or after ``delay_s`` seconds; return the new state.
+
+    Raises:
+        LeaseLost: the lease is no longer held under ``lease_token``.
+    """
+    if dead_reason is not None:
+        outcome = Outcome(
+            job_id=job_id,
+            lease_token=lease_token,
+            state=JobState.DEAD,
+            error=error,
+            dead_reason=dead_reason,
+        )
+    else:
+        outcome = Outcome(
+            job_id=job_id,
+            lease_token=lease_token,
+            state=JobState.SCHEDULED,
+            error=error,
+            retry_at=retry_at,
+            delay_s=delay_s,
+        )
+    return finished(store.finish_many([outcome]), job_id)
+
+
+def run_one(
+    queue: str = "q",
+    worker_id: str = "w1",
+    now: datetime | None = None,
+    *,
+    retry_in: float | None = None,
+) -> tuple[Any, Outcome]:
+    """Claim one job of ``queue``, run its handler, record the outcome with ``finish_many``.
+
+    What a worker does for one job, without the worker's threads (``Worker.run_once`` is the
+    whole worker in-process; this is for tests of a single run's outcome).
+
+    Args:
+        queue: the queue to claim from.
+        worker_id: the claiming worker's id.
+        now: the database clock to claim at (None: the database's).
+        retry_in: seconds until a retry, replacing the backoff (None keeps the backoff).
+
+    Returns:
+        ``(claimed job, outcome)``.
+    """
+    store = get_store()
+    [claimed] = store.claim([queue], worker_id, 1, 30.0, now=now)
+    context = JobContext(
+        job_id=claimed.id,
+        job_type=claimed.job_type,
+        queue=claimed.queue,
+        attempt=claimed.attempt,
+        max_attempts=claimed.max_attempts,
+        worker_id=worker_id,
+    )
+    outcome = execute(claimed, context)
+    if retry_in is not None and outcome.state == JobState.SCHEDULED:
+        outcome = replace(outcome, delay_s=retry_in, retry_at=None)
+    store.finish_many([outcome])
+    return claimed, outcome

@@ -36,13 +36,12 @@ from jobqueue.backends import (
     to_task_result_status,
 )
 from jobqueue.errors import InvalidPayload
-from jobqueue.executor import execute
-from jobqueue.jobs import JobContext
 from jobqueue.models import Job
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.tasks import backend as tasks_backend
 from jobqueue.tasks import options as tasks_options
+from tests import factories
 from tests.factories import make_job
 from tests.testapp import tasks
 
@@ -98,25 +97,8 @@ class Recorder:
 
 
 def run_one(queue: str = "default", worker_id: str = "w1", now: datetime | None = None):
-    """Claim one job, run it, record the outcome: what a worker does for one job."""
-    [claimed] = get_store().claim([queue], worker_id, 1, 30.0, now=now)
-    context = JobContext(
-        job_id=claimed.id,
-        job_type=claimed.job_type,
-        queue=claimed.queue,
-        attempt=claimed.attempt,
-        max_attempts=claimed.max_attempts,
-        worker_id=worker_id,
-    )
-    outcome = execute(claimed, context)
-    store = get_store()
-    if outcome.status == "succeeded":
-        store.ack(claimed.id, claimed.lease_token, outcome.result_json)
-    elif outcome.status == "retry":
-        store.nack(claimed.id, claimed.lease_token, outcome.error, dead_reason=None, delay_s=0.0)
-    else:
-        store.nack(claimed.id, claimed.lease_token, outcome.error, dead_reason=outcome.dead_reason)
-    return outcome
+    """Claim one job, run it, record the outcome (a retry is due at once); return the outcome."""
+    return factories.run_one(queue, worker_id, now, retry_in=0.0)[1]
 
 
 # -- the backend and enqueue ---------------------------------------------------------------

@@ -33,13 +33,14 @@ from jobqueue.errors import (
     LeaseLost,
     QueueUnavailable,
 )
-from jobqueue.executor import execute, failure_outcome
-from jobqueue.jobs import JobContext, job
+from jobqueue.executor import failure_outcome
+from jobqueue.jobs import job
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.postgres import sql
 
+from . import factories
 from .conftest import requires_postgres, wait_for
 from .contract_deaths import decide_retry_in
 from .factories import claim_params, make_job, make_jobs
@@ -94,30 +95,7 @@ def reap_now(now: datetime | None, delay_s: float = 0.0) -> tuple[int, int]:
 
 def run_one(queue: str = "q", worker_id: str = "w1", now: datetime | None = None):
     """Claim one job, run its handler, record the outcome: what a worker does for one job."""
-    [claimed] = get_store().claim([queue], worker_id, 1, 30.0, now=now)
-    context = JobContext(
-        job_id=claimed.id,
-        job_type=claimed.job_type,
-        queue=claimed.queue,
-        attempt=claimed.attempt,
-        max_attempts=claimed.max_attempts,
-        worker_id=worker_id,
-    )
-    outcome = execute(claimed, context)
-    store = get_store()
-    if outcome.status == "succeeded":
-        store.ack(claimed.id, claimed.lease_token, outcome.result_json)
-    elif outcome.status == "retry":
-        store.nack(
-            claimed.id,
-            claimed.lease_token,
-            outcome.error,
-            dead_reason=None,
-            delay_s=outcome.delay_s,
-        )
-    else:
-        store.nack(claimed.id, claimed.lease_token, outcome.error, dead_reason=outcome.dead_reason)
-    return claimed, outcome
+    return factories.run_one(queue, worker_id, now)
 
 
 def raised(exc: BaseException) -> BaseException:

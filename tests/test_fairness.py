@@ -23,7 +23,7 @@ from jobqueue.states import DeadReason, JobState
 from jobqueue.store.postgres import sql
 
 from .conftest import requires_postgres
-from .factories import claim_params, make_job, make_jobs
+from .factories import ack, claim_params, make_job, make_jobs, nack
 
 NOOP = "tests.testapp.jobs.noop"
 PERMANENT = DeadReason.PERMANENT_ERROR
@@ -107,7 +107,7 @@ class FairnessContract:
         return claimed
 
     def ack(self, store, job) -> None:
-        store.ack(job.id, job.lease_token, "null")
+        ack(store, job.id, job.lease_token, "null")
 
     def past(self, seconds: float = 0) -> datetime:
         return timezone.now() - timedelta(hours=1) + timedelta(seconds=seconds)
@@ -184,7 +184,7 @@ class FairnessContract:
         [job] = self.claim(store, selector, 1)
         assert job.id == high
         retry_at = timezone.now() - timedelta(seconds=1)
-        store.nack(job.id, job.lease_token, {"message": "x"}, dead_reason=None, retry_at=retry_at)
+        nack(store, job.id, job.lease_token, {"message": "x"}, dead_reason=None, retry_at=retry_at)
         assert [j.id for j in self.claim(store, selector, 1)] == [high]
 
     # -- tenants -----------------------------------------------------------------------------
@@ -273,12 +273,12 @@ class FairnessContract:
         [job] = self.claim(store, selector, 10)
         assert job.id == k[0]
         later = timezone.now() + timedelta(minutes=5)
-        store.nack(job.id, job.lease_token, {"message": "x"}, dead_reason=None, retry_at=later)
+        nack(store, job.id, job.lease_token, {"message": "x"}, dead_reason=None, retry_at=later)
         # k[0] waits (scheduled) for its retry; k[1] and k[2] wait behind it.
         assert self.claim(store, selector, 10) == []
         [job] = self.claim(store, selector, 10, now=later + timedelta(seconds=1))
         assert job.id == k[0]
-        store.nack(job.id, job.lease_token, {"message": "x"}, dead_reason=PERMANENT)
+        nack(store, job.id, job.lease_token, {"message": "x"}, dead_reason=PERMANENT)
         assert Job.objects.using(self.alias).get(id=k[0]).state == JobState.DEAD
         [job] = self.claim(store, selector, 10)
         assert job.id == k[1]
@@ -292,7 +292,7 @@ class FairnessContract:
         k = [self.make(ordering_key="k", run_at=self.past(i)) for i in range(2)]
         selector = QueueSelector(["q"])
         [first] = self.claim(store, selector, 10)
-        store.nack(first.id, first.lease_token, {"message": "x"}, dead_reason=PERMANENT)
+        nack(store, first.id, first.lease_token, {"message": "x"}, dead_reason=PERMANENT)
         [second] = self.claim(store, selector, 10)
         assert second.id == k[1]
         assert store.retry(k[0])

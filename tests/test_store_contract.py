@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 from jobqueue.errors import DuplicateJob, JobNotFound, LeaseLost
 from jobqueue.models import CronEntry, CronFire, Job, LeaderLease
 from jobqueue.states import DeadReason, JobState
-from jobqueue.store import Nack, NewJob
+from jobqueue.store import NewJob
 from jobqueue.store.cron import Advance, Fire
 
 from .conftest import requires_postgres
@@ -29,7 +29,7 @@ from .contract_cron_entries import CronEntryContract
 from .contract_deaths import DeathContract, decide_retry_in
 from .contract_dependencies import DependencyContract
 from .contract_finish import FinishContract
-from .factories import make_job
+from .factories import ack, make_job, nack
 
 NOOP = "tests.testapp.jobs.noop"
 
@@ -129,7 +129,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         assert row["attempts"] == 1
         assert row["started_at"] is not None
 
-        store.ack(job_id, claimed.lease_token, json.dumps({"total": 3}))
+        ack(store, job_id, claimed.lease_token, json.dumps({"total": 3}))
         row = self.row(job_id)
         assert row["state"] == JobState.SUCCEEDED
         assert row["result"] == {"total": 3}
@@ -141,32 +141,11 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         # A finished job is never claimed again.
         assert store.claim(["q"], "w1", 10, 30.0, now=after + timedelta(days=1)) == []
 
-    def test_ack_many_acks_the_held_leases_and_skips_the_lost_ones(self, store):
-        j1, j2, j3 = (self.make().id for _ in range(3))
-        claimed = {j.id: j for j in store.claim(["q"], "w1", 3, 30.0)}
-        # j2's lease is gone (released), so its old token no longer holds it.
-        store.release(j2, claimed[j2].lease_token)
-        snapshot = self.row(j2)
-        acked = store.ack_many(
-            [
-                (j3, claimed[j3].lease_token, '{"n":3}'),
-                (j2, claimed[j2].lease_token, '{"n":2}'),
-                (j1, claimed[j1].lease_token, '[1,"x"]'),
-            ]
-        )
-        assert acked == {j1: JobState.SUCCEEDED, j3: JobState.SUCCEEDED}
-        assert (self.row(j1)["state"], self.row(j1)["result"]) == (JobState.SUCCEEDED, [1, "x"])
-        assert (self.row(j3)["state"], self.row(j3)["result"]) == (JobState.SUCCEEDED, {"n": 3})
-        assert self.row(j3)["lease_token"] is None
-        assert self.row(j2) == snapshot
-        assert store.ack_many([(j1, claimed[j1].lease_token, "null")]) == {}
-        assert store.ack_many([]) == {}
-
     def test_claim_increments_attempts_and_mints_a_fresh_token_each_time(self, store):
         job_id = self.make().id
         [first] = store.claim(["q"], "w1", 1, 30.0)
         assert first.attempt == 1
-        state = store.nack(job_id, first.lease_token, {"message": "x"}, dead_reason=None)
+        state = nack(store, job_id, first.lease_token, {"message": "x"}, dead_reason=None)
         assert state == "scheduled"
         [second] = store.claim(["q"], "w2", 1, 30.0, now=self.now() + timedelta(seconds=1))
         assert second.id == job_id
@@ -246,7 +225,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         [claimed] = store.claim(["q"], "w1", 1, 30.0)
         entry = {"kind": "error", "attempt": 1, "type": "ValueError", "message": "nope"}
         before = self.now()
-        state = store.nack(job_id, claimed.lease_token, entry, dead_reason=None, delay_s=5.0)
+        state = nack(store, job_id, claimed.lease_token, entry, dead_reason=None, delay_s=5.0)
         after = self.now()
         assert state == JobState.SCHEDULED
         row = self.row(job_id)
@@ -265,7 +244,8 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         [claimed] = store.claim(["q"], "w1", 1, 30.0)
         retry_at = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
         assert (
-            store.nack(
+            nack(
+                store,
                 job_id,
                 claimed.lease_token,
                 {"message": "later"},
@@ -279,7 +259,8 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
     def test_nack_with_dead_reason_dead_letters(self, store):
         job_id = self.make().id
         [claimed] = store.claim(["q"], "w1", 1, 30.0)
-        state = store.nack(
+        state = nack(
+            store,
             job_id,
             claimed.lease_token,
             {"message": "never"},
@@ -294,81 +275,10 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         assert (row["lease_token"], row["lease_until"]) == (None, None)
         assert store.claim(["q"], "w1", 1, 30.0, now=self.now() + timedelta(days=1)) == []
 
-    def test_nack_many_records_each_failure_as_nack_does_and_skips_lost_leases(self, store):
-        j1, j2, j3, j4 = (self.make().id for _ in range(4))
-        claimed = {j.id: j for j in store.claim(["q"], "w1", 4, 30.0)}
-        # j3's lease is gone (released), so its old token no longer holds it.
-        store.release(j3, claimed[j3].lease_token)
-        snapshot = self.row(j3)
-        retry_at = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
-        before = self.now()
-        recorded = store.nack_many(
-            [
-                Nack(id=j4, lease_token=claimed[j4].lease_token, error={"message": "m4"}),
-                Nack(
-                    id=j1,
-                    lease_token=claimed[j1].lease_token,
-                    error={"message": "m1", "attempt": 1},
-                    delay_s=5.0,
-                ),
-                Nack(id=j3, lease_token=claimed[j3].lease_token, error={"message": "m3"}),
-                Nack(
-                    id=j2,
-                    lease_token=claimed[j2].lease_token,
-                    error={"message": "m2"},
-                    dead_reason=DeadReason.PERMANENT_ERROR,
-                ),
-            ]
-        )
-        after = self.now()
-        assert recorded == {
-            j1: JobState.SCHEDULED,
-            j2: JobState.DEAD,
-            j4: JobState.SCHEDULED,
-        }
-        r1, r2, r4 = self.row(j1), self.row(j2), self.row(j4)
-        assert before + timedelta(seconds=5) <= r1["run_at"] <= after + timedelta(seconds=5)
-        assert [(e["message"], e["attempt"]) for e in r1["errors"]] == [("m1", 1)]
-        assert isinstance(r1["errors"][0]["at"], str)
-        assert (r1["finished_at"], r1["dead_reason"], r1["attempts"]) == (None, "", 1)
-        assert (r2["dead_reason"], [e["message"] for e in r2["errors"]]) == (
-            DeadReason.PERMANENT_ERROR,
-            ["m2"],
-        )
-        assert r2["finished_at"] is not None
-        assert before <= r4["run_at"] <= after  # delay 0: claimable again at once
-        for row in (r1, r2, r4):
-            assert (row["lease_token"], row["lease_until"]) == (None, None)
-        assert self.row(j3) == snapshot
-        # A second nack with the same token is fenced out, as is an empty batch.
-        assert store.nack_many([Nack(id=j1, lease_token=claimed[j1].lease_token, error={})]) == {}
-        assert store.nack_many([]) == {}
-        # retry_at is exact.
-        # (j3 was released: it is ready again, beside j4.)
-        again = {j.id: j for j in store.claim(["q"], "w1", 2, 30.0)}[j4]
-        assert store.nack_many(
-            [Nack(id=j4, lease_token=again.lease_token, error={}, retry_at=retry_at)]
-        ) == {j4: JobState.SCHEDULED}
-        assert self.row(j4)["run_at"] == retry_at
-        assert self.row(j4)["attempts"] == 2
-
-    def test_nack_many_of_a_cancel_requested_job_ends_it_cancelled(self, store):
-        job_id = self.make().id
-        [claimed] = store.claim(["q"], "w1", 1, 30.0)
-        assert store.cancel_or_request(job_id) == JobState.LEASED
-        assert store.nack_many(
-            [Nack(id=job_id, lease_token=claimed.lease_token, error={"message": "x"})]
-        ) == {job_id: JobState.CANCELLED}
-        row = self.row(job_id)
-        assert (row["state"], row["dead_reason"]) == (JobState.CANCELLED, "")
-        assert row["finished_at"] is not None
-
-    # -- heartbeat -------------------------------------------------------------------------
-
     def test_extend_leases_returns_only_held_leases_and_extends_them(self, store):
         j1, j2, j3 = (self.make().id for _ in range(3))
         claimed = {j.id: j for j in store.claim(["q"], "w1", 3, 30.0)}
-        store.ack(j2, claimed[j2].lease_token, "null")
+        ack(store, j2, claimed[j2].lease_token, "null")
         before = self.now()
         kept = store.extend_leases(
             [(j1, claimed[j1].lease_token), (j2, claimed[j2].lease_token), (j3, uuid.uuid4())],
@@ -401,12 +311,13 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
 
         assert store.extend_leases([(job_id, first.lease_token)], 30.0) == {}
         with pytest.raises(LeaseLost) as excinfo:
-            store.ack(job_id, first.lease_token, '"zombie"')
+            ack(store, job_id, first.lease_token, '"zombie"')
         assert excinfo.value.job_id == job_id
         with pytest.raises(LeaseLost):
-            store.nack(job_id, first.lease_token, {"message": "zombie"}, dead_reason=None)
+            nack(store, job_id, first.lease_token, {"message": "zombie"}, dead_reason=None)
         with pytest.raises(LeaseLost):
-            store.nack(
+            nack(
+                store,
                 job_id,
                 first.lease_token,
                 {"message": "zombie"},
@@ -418,7 +329,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
             store.lease_info(job_id, first.lease_token)
         assert self.row(job_id) == snapshot
 
-        store.ack(job_id, second.lease_token, '"w2"')
+        ack(store, job_id, second.lease_token, '"w2"')
         row = self.row(job_id)
         assert (row["state"], row["attempts"], row["result"]) == (JobState.SUCCEEDED, 2, "w2")
 
@@ -428,16 +339,16 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         assert store.reap(reap_decision(60.0), now=self.now() + timedelta(minutes=1)) == (1, 0)
         snapshot = self.row(job_id)
         with pytest.raises(LeaseLost):
-            store.ack(job_id, first.lease_token, "null")
+            ack(store, job_id, first.lease_token, "null")
         with pytest.raises(LeaseLost):
-            store.nack(job_id, first.lease_token, {"message": "zombie"}, dead_reason=None)
+            nack(store, job_id, first.lease_token, {"message": "zombie"}, dead_reason=None)
         assert self.row(job_id) == snapshot
 
     def test_token_of_another_job_is_fenced_out(self, store):
         j1, j2 = self.make().id, self.make().id
         claimed = {j.id: j for j in store.claim(["q"], "w1", 2, 30.0)}
         with pytest.raises(LeaseLost):
-            store.ack(j1, claimed[j2].lease_token, "null")
+            ack(store, j1, claimed[j2].lease_token, "null")
         assert self.row(j1)["state"] == JobState.LEASED
 
     def test_late_ack_succeeds_when_nobody_took_the_job(self, store):
@@ -446,7 +357,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         [claimed] = store.claim(["q"], "w1", 1, 30.0, now=now - timedelta(hours=1))
         assert claimed.lease_until < now
         assert [lease.id for lease in store.expired_leases(10)] == [job_id]
-        store.ack(job_id, claimed.lease_token, '{"late": true}')
+        ack(store, job_id, claimed.lease_token, '{"late": true}')
         row = self.row(job_id)
         assert (row["state"], row["attempts"], row["result"]) == (
             JobState.SUCCEEDED,
@@ -502,7 +413,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         assert (row["lease_token"], row["lease_until"]) == (None, None)
         assert [e["kind"] for e in row["errors"]] == ["released"]
         with pytest.raises(LeaseLost):
-            store.ack(job_id, claimed.lease_token, "null")
+            ack(store, job_id, claimed.lease_token, "null")
         [again] = store.claim(["q"], "w2", 1, 30.0, now=self.now() + timedelta(seconds=1))
         assert again.attempt == 1
 
@@ -532,13 +443,13 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         kept = store.extend_leases([(job.id, job.lease_token)], 30.0)
         assert kept[job.id].cancel_requested is True
         if outcome == "ack":
-            assert store.ack(job.id, job.lease_token, '"done"') == JobState.CANCELLED
+            assert ack(store, job.id, job.lease_token, '"done"') == JobState.CANCELLED
         elif outcome == "nack_retry":
-            state = store.nack(job.id, job.lease_token, {"kind": "error"}, dead_reason=None)
+            state = nack(store, job.id, job.lease_token, {"kind": "error"}, dead_reason=None)
             assert state == JobState.CANCELLED
         elif outcome == "nack_dead":
-            state = store.nack(
-                job.id, job.lease_token, {"kind": "error"}, dead_reason="permanent_error"
+            state = nack(
+                store, job.id, job.lease_token, {"kind": "error"}, dead_reason="permanent_error"
             )
             assert state == JobState.CANCELLED
         elif outcome == "release":
@@ -556,7 +467,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
             assert row["result"] == "done"
             assert row["errors"][-1]["kind"] == "cancelled"
         with pytest.raises(LeaseLost):
-            store.ack(job.id, job.lease_token, "null")
+            ack(store, job.id, job.lease_token, "null")
         assert store.claim(["q"], "w1", 1, 30.0, now=self.now() + timedelta(days=1)) == []
         assert store.retry(job.id) is True
         assert self.row(job.id)["cancel_requested_at"] is None
@@ -775,14 +686,14 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         [claimed] = store.claim(["q"], "w1", 1, 30.0)
         assert enqueue(store, new_job(dedupe_key="k")) == first  # leased is live too
         assert self.count() == 1
-        store.nack(first, claimed.lease_token, {"message": "x"}, dead_reason=None, delay_s=60)
+        nack(store, first, claimed.lease_token, {"message": "x"}, dead_reason=None, delay_s=60)
         assert enqueue(store, new_job(dedupe_key="k")) == first  # scheduled is live too
         assert self.count() == 1
 
     def test_dedupe_key_is_free_again_once_the_job_finished(self, store):
         first = enqueue(store, new_job(dedupe_key="k"))
         [claimed] = store.claim(["q"], "w1", 1, 30.0)
-        store.ack(first, claimed.lease_token, "null")
+        ack(store, first, claimed.lease_token, "null")
         second = enqueue(store, new_job(dedupe_key="k"))
         assert second != first
         assert self.count() == 2

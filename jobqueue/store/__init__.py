@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from django.db import connections
 
-from .base import ClaimedJob, ExpiredLease, Nack, NewJob, ReapDecision
+from .base import ClaimedJob, ExpiredLease, NewJob, ReapDecision
 from .protocol import Store
 
-__all__ = ["ClaimedJob", "ExpiredLease", "Nack", "NewJob", "ReapDecision", "Store", "get_store"]
+__all__ = ["ClaimedJob", "ExpiredLease", "NewJob", "ReapDecision", "Store", "get_store"]
 
 
 def get_store(using: str | None = None) -> Store:

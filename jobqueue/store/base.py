@@ -81,31 +81,6 @@ class ClaimedJob:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Nack:
-    """One failed attempt to record with :meth:`Store.nack_many` (the arguments of ``nack``).
-
-    Kept while the worker's completer builds them; :class:`~jobqueue.retries.Outcome` (recorded
-    with :meth:`Store.finish_many`) says the same and more.
-
-    Attributes:
-        id: the job.
-        lease_token: the token of the claim whose attempt failed.
-        error: the error-history entry (the store adds ``at``, database clock).
-        dead_reason: a :class:`~jobqueue.states.DeadReason` value to dead-letter the job, or
-            None to schedule a retry.
-        retry_at: aware datetime of the retry, exact; wins over ``delay_s``.
-        delay_s: seconds from now (database clock) to the retry, when ``retry_at`` is None.
-    """
-
-    id: int
-    lease_token: uuid.UUID
-    error: dict[str, Any]
-    dead_reason: str | None = None
-    retry_at: datetime | None = None
-    delay_s: float = 0.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class HeldLease:
     """A lease a heartbeat extended: its new end, and whether the job was asked to cancel."""
 
@@ -273,33 +248,6 @@ class JobStore(Protocol):
             longer held under its token, and that job is unchanged.
         """
 
-    # ack, ack_many, nack, nack_many: thin wrappers over finish_many, kept while the worker's
-    # completer calls them.
-
-    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> str:
-        """:meth:`finish_many` of one success; return the new state. Raises LeaseLost."""
-
-    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> dict[int, str]:
-        """:meth:`finish_many` of a success per ``(job_id, lease_token, result_json)``."""
-
-    def nack(
-        self,
-        job_id: int,
-        lease_token: uuid.UUID,
-        error: dict[str, Any],
-        *,
-        dead_reason: str | None,
-        retry_at: datetime | None = None,
-        delay_s: float = 0.0,
-    ) -> str:
-        """:meth:`finish_many` of one failure: dead with ``dead_reason``, else scheduled.
-
-        Returns:
-            The job's new state. Raises LeaseLost.
-        """
-
-    def nack_many(self, nacks: Sequence[Nack]) -> dict[int, str]:
-        """:meth:`finish_many` of each failed attempt of ``nacks``, as :meth:`nack` would."""
 
     def release(
         self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE

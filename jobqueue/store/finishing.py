@@ -1,8 +1,7 @@
 """Internal: outcomes as the stores record them (``finish_many``), shared by both stores.
 
-* :func:`ack_outcome` and :func:`nack_outcome` turn the arguments of the old ``ack`` and
-  ``nack`` into :class:`~jobqueue.retries.Outcome` values, so those methods are thin wrappers
-  over ``finish_many`` (the worker's completer still calls them).
+* :func:`ack_outcome` is the outcome of a success (``jobqueue.ack``); :func:`finished` reads one
+  job's recorded state from what ``finish_many`` returned, or raises ``LeaseLost``.
 * :func:`charge_expired` is the reaper's and the hand-back's retry-or-dead decision for a lease
   that ran out: :func:`jobqueue.retries.decide` with no exception and the type's backoff.
 * :func:`target_fields` is the ORM store's one mapping of a target state to the columns it sets
@@ -21,7 +20,7 @@ from ..errors import LeaseLost
 from ..policies import Backoff
 from ..retries import Outcome, decide
 from ..states import DeadReason, JobState
-from .base import ExpiredLease, Nack, ReapDecision
+from .base import ExpiredLease, ReapDecision
 
 __all__ = [
     "ack_outcome",
@@ -31,7 +30,6 @@ __all__ = [
     "expired_entry",
     "finished",
     "lease_of",
-    "nack_outcome",
     "target_fields",
 ]
 
@@ -40,29 +38,6 @@ def ack_outcome(job_id: int, lease_token: uuid.UUID, result_json: str) -> Outcom
     """Return the outcome ``ack(job_id, lease_token, result_json)`` records: succeeded."""
     return Outcome(
         job_id=job_id, lease_token=lease_token, state=JobState.SUCCEEDED, result_json=result_json
-    )
-
-
-def nack_outcome(nack: Nack) -> Outcome:
-    """Return the outcome a :class:`~jobqueue.store.base.Nack` records.
-
-    Dead when it has a ``dead_reason``, else scheduled at ``retry_at`` or after ``delay_s``.
-    """
-    if nack.dead_reason is not None:
-        return Outcome(
-            job_id=nack.id,
-            lease_token=nack.lease_token,
-            state=JobState.DEAD,
-            error=nack.error,
-            dead_reason=nack.dead_reason,
-        )
-    return Outcome(
-        job_id=nack.id,
-        lease_token=nack.lease_token,
-        state=JobState.SCHEDULED,
-        error=nack.error,
-        retry_at=nack.retry_at,
-        delay_s=nack.delay_s,
     )
 
 

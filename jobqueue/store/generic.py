@@ -30,20 +30,16 @@ from .base import (
     ClaimedJob,
     ExpiredLease,
     HeldLease,
-    Nack,
     NewJob,
     ReapDecision,
     WorkerRegistry,
 )
 from .finishing import (
     LEASE_COLUMNS,
-    ack_outcome,
     charge_expired,
     charged_outcome,
     expired_entry,
-    finished,
     lease_of,
-    nack_outcome,
     target_fields,
 )
 from .generic_breakers import GenericDependencyStore
@@ -329,37 +325,6 @@ class GenericStore(
                     continue
         return recorded
 
-    # ack, ack_many, nack and nack_many: the worker's completer still calls them (until it
-    # records with finish_many itself); each is finish_many of what it was given.
-
-    def ack(self, job_id: int, lease_token: uuid.UUID, result_json: str) -> str:
-        return finished(self.finish_many([ack_outcome(job_id, lease_token, result_json)]), job_id)
-
-    def ack_many(self, acks: Sequence[tuple[int, uuid.UUID, str]]) -> dict[int, str]:
-        return self.finish_many([ack_outcome(*a) for a in acks])
-
-    def nack(
-        self,
-        job_id: int,
-        lease_token: uuid.UUID,
-        error: dict[str, Any],
-        *,
-        dead_reason: str | None,
-        retry_at: datetime | None = None,
-        delay_s: float = 0.0,
-    ) -> str:
-        nack = Nack(
-            id=job_id,
-            lease_token=lease_token,
-            error=error,
-            dead_reason=dead_reason,
-            retry_at=retry_at,
-            delay_s=delay_s,
-        )
-        return finished(self.finish_many([nack_outcome(nack)]), job_id)
-
-    def nack_many(self, nacks: Sequence[Nack]) -> dict[int, str]:
-        return self.finish_many([nack_outcome(n) for n in nacks])
 
     def release(
         self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE

@@ -25,7 +25,6 @@ from django.db import DatabaseError
 
 from ..executor import Outcome, send_outcome_signal
 from ..guard import DependencyGuard
-from ..store import Nack
 from .runs import Run, Runs
 from .wakeups import WakeUps
 
@@ -117,7 +116,7 @@ class Completer:
                 logger.warning(
                     "job %s returned (%s) after its timeout; outcome discarded",
                     outcome.job_id,
-                    outcome.status,
+                    outcome.state,
                 )
                 continue
             run = self.runs.get(outcome.job_id)
@@ -173,48 +172,25 @@ class Completer:
     def _write(self, batch: Sequence[Run]) -> tuple[dict[int, str], set[int]]:
         """Write the outcomes of ``batch``: the one place outcomes reach the store.
 
-        Today two statements, one per kind (``ack_many``, ``nack_many``); each row is fenced
-        by its own lease token.
+        One statement (``finish_many``) for any mix of outcomes; each row is fenced by its own
+        lease token, which every outcome carries from its claim.
 
         Returns:
             ``(states, unwritten)``: the new state of each job recorded (a job of ``batch`` in
             neither had lost its lease), and the ids a database error left unwritten (after
             ``on_db_error`` was called; they are written in a later pass).
         """
-        acks: list[tuple[int, uuid.UUID, str]] = []
-        nacks: list[Nack] = []
+        outcomes = []
         for run in batch:
-            outcome, claimed = run.outcome, run.claimed
-            assert outcome is not None
-            if outcome.status == "succeeded":
-                acks.append((claimed.id, claimed.lease_token, outcome.result_json))
-            else:
-                nacks.append(
-                    Nack(
-                        id=claimed.id,
-                        lease_token=claimed.lease_token,
-                        error=outcome.error or {},
-                        dead_reason=outcome.dead_reason if outcome.status == "dead" else None,
-                        delay_s=outcome.delay_s,
-                    )
-                )
-        states: dict[int, str] = {}
-        unwritten = {run.claimed.id for run in batch}
-        doing = ""
+            assert run.outcome is not None
+            outcomes.append(run.outcome)
         try:
-            if acks:
-                doing = f"acking {len(acks)} job(s)"
-                with self._db_lock:
-                    states.update(self.store.ack_many(acks))
-                unwritten.difference_update(ack[0] for ack in acks)
-            if nacks:
-                doing = f"recording {len(nacks)} failed job(s)"
-                with self._db_lock:
-                    states.update(self.store.nack_many(nacks))
+            with self._db_lock:
+                states = self.store.finish_many(outcomes)
         except DatabaseError as exc:
             self.unflushed = True
-            self._on_db_error(exc, doing)
-            return states, unwritten
+            self._on_db_error(exc, f"recording {len(outcomes)} outcome(s)")
+            return {}, {run.claimed.id for run in batch}
         return states, set()
 
     def _recorded(self, run: Run, state: str) -> None:
@@ -235,7 +211,7 @@ class Completer:
             logger.warning(
                 "%s cancelled (cancel requested while it ran; handler %s in %s)",
                 run.label,
-                outcome.status,
+                outcome.state,
                 run.took,
             )
         elif state == "scheduled":
@@ -270,7 +246,7 @@ class Completer:
         logger.warning(
             "%s %s in %s, but its lease was lost (reclaimed by another worker); outcome discarded",
             run.label,
-            run.outcome.status,
+            run.outcome.state,
             run.took,
         )
         self._send_outcome_signal(run, "lost")

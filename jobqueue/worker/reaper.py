@@ -10,21 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 
-from ..backoff import backoff_for
 from ..recovery import ReapHold
-from ..store import ExpiredLease, ReapDecision
 
 logger = logging.getLogger("jobqueue.worker")
-
-
-def reap_decision(lease: ExpiredLease) -> ReapDecision:
-    """Return what becomes of an expired lease.
-
-    Dead when its attempts are spent, else back to the queue after its type's backoff.
-    """
-    dead = lease.attempts >= lease.max_attempts
-    delay = 0.0 if dead else backoff_for(lease.job_type, lease.attempts)
-    return ReapDecision(id=lease.id, lease_token=lease.lease_token, dead=dead, delay_s=delay)
 
 
 class Reaper:
@@ -57,7 +45,8 @@ class Reaper:
         Raises:
             DatabaseError: the database is unavailable.
         """
-        retried, dead = self.store.reap(reap_decision)
+        # The store's default decision is the one rule (``retries.decide`` with no exception).
+        retried, dead = self.store.reap()
         if retried or dead:
             logger.warning(
                 "reaper: %d expired lease(s) back to the queue, %d dead-lettered", retried, dead
