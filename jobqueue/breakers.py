@@ -33,6 +33,7 @@ from django.db import DatabaseError
 
 from . import arguments
 from .conf import get_settings
+from .jobtypes import registered, registry, resolve
 from .outage import writing
 from .states import DeadReason
 from .store import ClaimedJob, get_store
@@ -52,8 +53,6 @@ def dependency_of(job_type: str) -> str | None:
     Never raises: a type that cannot be resolved has no dependency here, and its run records
     the real error.
     """
-    from .jobtypes import registered, resolve
-
     found = registered(job_type)
     if found is None:
         try:
@@ -286,8 +285,6 @@ def close_breaker(name: str, *, reason: str = "", using: str | None = None) -> b
             characters without NUL, or ``using`` not an alias.
         QueueUnavailable: the database cannot be reached.
     """
-    from .jobtypes import registry
-
     using = arguments.alias(using)
     arguments.dependency_name(name)
     arguments.text("reason", reason, REASON_CHARS)

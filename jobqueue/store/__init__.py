@@ -6,16 +6,13 @@ store (SKIP LOCKED claims, database clock); anything else gets the ORM store.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.db import connections
 
 from .base import ClaimedJob, ExpiredLease, Nack, NewJob, ReapDecision, Store
 
-if TYPE_CHECKING:
-    # Both stores implement Store plus the cron, breaker and worker-row interfaces beside it.
-    from .generic import GenericStore
-    from .postgres import PostgresStore
+# Both stores implement Store plus the cron, breaker and worker-row interfaces beside it.
+from .generic import GenericStore
+from .postgres import PostgresStore
 
 __all__ = ["ClaimedJob", "ExpiredLease", "Nack", "NewJob", "ReapDecision", "Store", "get_store"]
 
@@ -29,9 +26,5 @@ def get_store(using: str | None = None) -> PostgresStore | GenericStore:
     alias = using or "default"
     vendor = connections[alias].vendor
     if vendor == "postgresql":
-        from .postgres import PostgresStore
-
         return PostgresStore(alias)
-    from .generic import GenericStore
-
     return GenericStore(alias)
