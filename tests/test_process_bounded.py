@@ -76,6 +76,10 @@ def test_a_worker_frozen_inside_the_capped_claim_does_not_stop_the_others(
     finally:
         os.kill(pid, signal.SIGCONT)
     for proc in others:
+        # Under load one of them may drain nothing and still be starting: a SIGTERM before its
+        # handler is installed kills it (-15). It handles stops once it says it is serving.
+        workers.wait_for_log(proc, ": queues ", timeout=60)
+    for proc in others:
         proc.send_signal(signal.SIGTERM)
     for proc in others:
         assert workers.exit_code(proc) == 0

@@ -21,7 +21,6 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from ..errors import DuplicateJob, LeaseLost
-from ..fairness import Candidate, serve_order
 from ..states import CLAIMABLE, LIVE, JobState
 from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
@@ -39,6 +38,7 @@ from .generic_cron import GenericCronStore
 from .generic_deaths import GenericDeathStore
 from .generic_operator import GenericOperatorStore
 from .plan import ClaimPlan
+from .ranking import Candidate, serve_order
 
 
 def _now(now: datetime | None) -> datetime:
