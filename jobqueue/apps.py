@@ -6,7 +6,10 @@ import sys
 from types import ModuleType
 
 from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
 
+from .conf import DEFAULT_DISCOVER_MODULES, get_settings
+from .errors import JobQueueConfigurationError
 from .stopping import hold_stops_during_start_up
 
 
@@ -32,11 +35,9 @@ class JobQueueConfig(AppConfig):
         ``JOBQUEUE`` setting falls back to the default here, so that ``manage.py check`` can
         report it (jobqueue.E001) instead of the app failing to load.
         """
-        from django.utils.module_loading import autodiscover_modules
-
+        # In ready(), not at module level: Django imports this module while it loads the apps,
+        # before models may be imported, and the checks reach the models (through the store).
         from . import checks  # noqa: F401  (registers the system checks)
-        from .conf import DEFAULT_DISCOVER_MODULES, get_settings
-        from .errors import JobQueueConfigurationError
 
         try:
             modules = get_settings().discover_modules

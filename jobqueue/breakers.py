@@ -32,7 +32,7 @@ from django.db import DatabaseError
 
 from . import arguments
 from .conf import get_settings
-from .jobtypes import JobType
+from .jobtypes import JobType, registered, registry, resolve
 from .outage import writing
 from .retries import Outcome
 from .states import DeadReason, JobState
@@ -50,8 +50,6 @@ def dependency_of(job_type: str) -> str | None:
     Never raises: a type that cannot be resolved has no dependency here, and its run records
     the real error.
     """
-    from .jobtypes import registered, resolve
-
     found = registered(job_type)
     if found is None:
         try:
@@ -309,8 +307,6 @@ def close_breaker(name: str, *, reason: str = "", using: str | None = None) -> b
             characters without NUL, or ``using`` not an alias.
         QueueUnavailable: the database cannot be reached.
     """
-    from .jobtypes import registry
-
     using = arguments.alias(using)
     arguments.dependency_name(name)
     arguments.text("reason", reason, REASON_CHARS)

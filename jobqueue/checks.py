@@ -28,6 +28,7 @@ from .conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, get_settings
 from .cron.entries import check_handler
 from .cron.spec import parse_cron_setting
 from .errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
+from .executor import resolve_handler
 from .validation import is_count
 
 BACKEND_PATH = "jobqueue.backends.JobQueueBackend"
@@ -138,7 +139,9 @@ def _is_ours(backend_path: Any) -> bool | None:
     if not isinstance(backend_path, str):
         return False
     try:
-        from .tasks.backend import JobQueueBackend
+        # Here, not at module level: django.tasks arrived in Django 6.0, and on 5.2 (supported)
+        # the backend cannot be imported at all.
+        from .backends import JobQueueBackend
     except ImportError:
         return None if backend_path.startswith("jobqueue.") else False
     try:
@@ -174,7 +177,7 @@ def check_tasks_setting(app_configs: Any = None, **kwargs: Any) -> list[checks.C
         elif ours:
             from django.tasks.exceptions import InvalidTaskBackend
 
-            from .tasks.options import parse_backend_params
+            from .backends import parse_backend_params  # Django 6.0+ only, as in _is_ours
 
             try:
                 parse_backend_params(alias, params)
@@ -206,8 +209,6 @@ def job_types_named_in_settings() -> Iterable[tuple[str, str]]:
 @checks.register()
 def check_job_types(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Report each job type named in the settings that workers could not resolve (E004)."""
-    from .executor import resolve_handler
-
     messages: list[checks.CheckMessage] = []
     for where, type_name in job_types_named_in_settings():
         try:

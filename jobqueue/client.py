@@ -17,6 +17,7 @@ from django.db.models import Q
 from . import arguments, signals
 from .errors import InvalidJobOption
 from .jobtypes import JobType
+from .models import Job
 from .newjobs import new_job as build_job
 from .newjobs import new_jobs as build_jobs
 from .outage import writing as _writing
@@ -39,10 +40,6 @@ def _send_enqueued(job: NewJob, job_id: int, using: str | None) -> None:
     """Send ``job_enqueued`` for a job that was inserted (not for a dedupe hit)."""
     if not signals.job_enqueued.has_listeners():
         return
-    # Not at module level: ``@job`` modules import this one while apps load, before models
-    # may be imported. No cycle: models imports nothing of the client's.
-    from .models import Job
-
     signals.job_enqueued.send(
         sender=Job,
         job_id=job_id,
@@ -253,8 +250,6 @@ def cancel(job_id: int, *, using: str | None = None) -> bool:
     if state == JobState.CANCELLED:
         # A running job's cancel is only requested here; its worker sends the signal when the
         # job ends cancelled.
-        from .models import Job  # models load with the app registry; see _send_enqueued
-
         signals.job_cancelled.send(sender=Job, job_id=job_id, using=using or "default")
     return state is not None
 
@@ -331,8 +326,6 @@ def retry_many(job_ids: Iterable[int], *, using: str | None = None) -> BulkRetry
 
 
 def _retry_many(store: Store, ids: list[int], impossible: list[Any]) -> BulkRetry:
-    from .models import Job  # models load with the app registry; see _send_enqueued
-
     retried: set[int] = set()
     for start in range(0, len(ids), RETRY_MANY_BATCH):
         retried |= store.retry_many(ids[start : start + RETRY_MANY_BATCH])
@@ -351,8 +344,6 @@ def _retry_many(store: Store, ids: list[int], impossible: list[Any]) -> BulkRetr
 
 def _key_holders(alias: str, keys: dict[int, tuple[str, str | None]]) -> dict[int, int]:
     """Return, per job id, the live job holding its (queue, dedupe key) now."""
-    from .models import Job  # models load with the app registry; see _send_enqueued
-
     wanted = {key for key in keys.values() if key[1] is not None}
     if not wanted:
         return {}

@@ -8,10 +8,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from django.db import connections
+
+from tests.pgcluster import PrivateCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -179,3 +182,60 @@ def record_lines(path: Path) -> list[list[str]]:
         return [line.split() for line in Path(path).read_text().splitlines() if line.strip()]
     except FileNotFoundError:
         return []
+
+
+# -- a private PostgreSQL cluster, for tests that stop or restart the server ---------------------
+
+
+@contextmanager
+def running_cluster() -> Iterator[PrivateCluster]:
+    """Yield a started private cluster (tests/pgcluster.py), destroyed afterwards.
+
+    Skips the test when this machine cannot make one (no PostgreSQL server binaries).
+    """
+    try:
+        cluster = PrivateCluster()
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot make a private PostgreSQL cluster: {exc}")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture
+def private_cluster() -> Iterator[PrivateCluster]:
+    """A private PostgreSQL cluster of this test's own: see :func:`running_cluster`."""
+    with running_cluster() as cluster:
+        yield cluster
+
+
+def migrated_database(
+    cluster: PrivateCluster, name: str, **jobqueue_settings: object
+) -> tuple[str, dict[str, str]]:
+    """Create database ``name`` on ``cluster`` and migrate it (in a subprocess).
+
+    Returns:
+        Its URL, and the environment of a subprocess that uses it with ``jobqueue_settings``.
+    """
+    url = cluster.create_database(name)
+    env = subprocess_env(**jobqueue_settings)
+    env["DATABASE_URL"] = url
+    subprocess.run(
+        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, cwd=ROOT, check=True
+    )
+    return url, env
+
+
+def start_runworkers(env: dict[str, str], logs: list[Path], *args: str) -> list[subprocess.Popen]:
+    """Start one ``runworkers`` process per log file, with ``env``, each writing to its log.
+
+    For a private cluster's database (``WorkerProcesses`` serves the test database); the caller
+    stops the processes.
+    """
+    cmd = [sys.executable, "-m", "django", "runworkers", *args]
+    return [
+        subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        for log in logs
+    ]

@@ -23,7 +23,7 @@ from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome, finished
 
-__all__ = ["error_entry", "job_kwargs", "make_job", "make_jobs"]
+__all__ = ["error_entry", "insert_ready_jobs", "job_kwargs", "make_job", "make_jobs"]
 
 
 def error_entry(
@@ -218,3 +218,25 @@ def run_one(
         outcome = replace(outcome, delay_s=retry_in, retry_at=None)
     store.finish_many([outcome])
     return claimed, outcome
+
+
+def insert_ready_jobs(
+    db: Any, queue: str, job_type: str, n: int, payload: str = "{}", *, timeout_s: int = 30
+) -> None:
+    """Insert ``n`` ready jobs in one statement: the setup of a load test, not what it tests.
+
+    Args:
+        db: what runs the statement, ``db.execute(sql, params)``: a Django cursor, or a psycopg
+            connection (to a private cluster's database).
+        queue, job_type: the jobs' queue and type.
+        n: how many jobs.
+        payload: every job's payload, JSON text.
+        timeout_s: every job's run limit, seconds.
+    """
+    db.execute(
+        "INSERT INTO jobqueue_job (queue, type, payload, priority, tenant_id, state, run_at,"
+        " attempts, max_attempts, timeout_s, leased_by, errors, dead_reason, created_at)"
+        " SELECT %s, %s, %s::jsonb, 0, '', 'ready', now(), 0, 8, %s, '', '[]', '', now()"
+        " FROM generate_series(1, %s)",
+        [queue, job_type, payload, timeout_s, n],
+    )

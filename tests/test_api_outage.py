@@ -14,8 +14,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, subprocess_env
-from tests.pgcluster import PrivateCluster
+from tests.conftest import ROOT, migrated_database, running_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -66,26 +65,16 @@ for line in sys.stdin:
 
 @pytest.fixture(scope="module")
 def cluster():
-    try:
-        found = PrivateCluster()
-    except (RuntimeError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot make a private PostgreSQL cluster: {exc}")
-    found.start()
-    try:
+    # One cluster for the module: each test makes its own database on it.
+    with running_cluster() as found:
         yield found
-    finally:
-        found.destroy()
 
 
-def test_every_public_function_raises_queue_unavailable_in_an_outage(cluster):
-    url = cluster.create_database("jq_outage")
-    env = subprocess_env()
-    env["DATABASE_URL"] = url
-    subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, cwd=ROOT, check=True
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT.format(calls=CALLS)],
+def start_script(cluster, name: str, script: str) -> subprocess.Popen:
+    """Migrate database ``name`` on ``cluster`` and start ``script`` on it, lines in and out."""
+    _, env = migrated_database(cluster, name)
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
         env=env,
         cwd=ROOT,
         stdin=subprocess.PIPE,
@@ -93,6 +82,10 @@ def test_every_public_function_raises_queue_unavailable_in_an_outage(cluster):
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def test_every_public_function_raises_queue_unavailable_in_an_outage(cluster):
+    proc = start_script(cluster, "jq_outage", SCRIPT.format(calls=CALLS))
     seen: dict[tuple[str, str], str] = {}
     try:
         assert proc.stdout.readline().strip() == "SETUP"
@@ -157,21 +150,7 @@ RECOVERY_CALLS = {
 
 
 def test_after_an_outage_the_next_call_outside_atomic_reconnects(cluster):
-    url = cluster.create_database("jq_outage_recovery")
-    env = subprocess_env()
-    env["DATABASE_URL"] = url
-    subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, cwd=ROOT, check=True
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", RECOVERY_SCRIPT.format(calls=RECOVERY_CALLS)],
-        env=env,
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_script(cluster, "jq_outage_recovery", RECOVERY_SCRIPT.format(calls=RECOVERY_CALLS))
     down: dict[str, str] = {}
     up: dict[str, str] = {}
     try:

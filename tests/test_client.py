@@ -921,6 +921,7 @@ def test_claim_heartbeat_and_ack_are_one_query_each(django_assert_num_queries):
         jobqueue.ack(claimed[0].id, claimed[0].lease_token)
 
 
+@pytest.mark.slow  # a load: 5,300 rows, then the planner
 @db
 def test_claim_uses_the_partial_claim_index():
     make_jobs(5000, JobState.SUCCEEDED, queue="q")
@@ -934,6 +935,7 @@ def test_claim_uses_the_partial_claim_index():
     assert "jobqueue_job_claim" in plan, plan
 
 
+@pytest.mark.slow  # a load: 8,000 rows, then the planner
 @db
 def test_claim_over_several_busy_queues_reads_each_queue_head_from_the_index():
     """With thousands of claimable jobs in each queue, a claim over two queues must read each

@@ -290,6 +290,7 @@ def _deadlocks_of_concurrent_batches(threads: int, rounds: int, keys: int, chunk
     return len(deadlocks), per_round
 
 
+@pytest.mark.slow  # a load: 8 sessions, 200 batches
 @on_postgres
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("chunk_bytes", [None, 2000], ids=["one statement", "several"])

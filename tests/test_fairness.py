@@ -325,6 +325,7 @@ def explain_claim(params: dict[str, Any]) -> str:
         return "\n".join(r[0] for r in cursor.fetchall())
 
 
+@pytest.mark.slow  # a load: 26,000 rows, then the planner
 @requires_postgres()
 @pytest.mark.django_db
 def test_claim_with_many_tenants_and_keys_reads_indexes_only():
@@ -344,6 +345,7 @@ def test_claim_with_many_tenants_and_keys_reads_indexes_only():
     assert "Bitmap Heap Scan on jobqueue_job" not in plan, plan
 
 
+@pytest.mark.slow  # a load: 25,000 rows, then the planner
 @requires_postgres()
 @pytest.mark.django_db
 @pytest.mark.parametrize("tenants", [1, 100])

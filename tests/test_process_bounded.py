@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,8 +20,14 @@ import pytest
 
 import jobqueue
 from jobqueue.models import Job
-from tests.conftest import FAST_WORKER_SETTINGS, ROOT, requires_postgres, subprocess_env, wait_for
-from tests.pgcluster import PrivateCluster
+from tests.conftest import (
+    FAST_WORKER_SETTINGS,
+    migrated_database,
+    requires_postgres,
+    start_runworkers,
+    wait_for,
+)
+from tests.factories import insert_ready_jobs
 from tests.testapp.hooks import FREEZE_IN_CLAIM
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), requires_postgres()]
@@ -71,6 +76,10 @@ def test_a_worker_frozen_inside_the_capped_claim_does_not_stop_the_others(
     finally:
         os.kill(pid, signal.SIGCONT)
     for proc in others:
+        # Under load one of them may drain nothing and still be starting: a SIGTERM before its
+        # handler is installed kills it (-15). It handles stops once it says it is serving.
+        workers.wait_for_log(proc, ": queues ", timeout=60)
+    for proc in others:
         proc.send_signal(signal.SIGTERM)
     for proc in others:
         assert workers.exit_code(proc) == 0
@@ -92,19 +101,6 @@ def _url() -> str:
 # -- item 10: outage longer than the lease -------------------------------------------------------
 
 
-@pytest.fixture
-def private_cluster():
-    try:
-        cluster = PrivateCluster()
-    except (RuntimeError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot make a private PostgreSQL cluster: {exc}")
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.destroy()
-
-
 def test_jobs_finished_during_an_outage_longer_than_the_lease_do_not_run_again(
     private_cluster, tmp_path
 ):
@@ -112,30 +108,21 @@ def test_jobs_finished_during_an_outage_longer_than_the_lease_do_not_run_again(
     down; it stays down for 3 x lease. Expected: each job ran once (attempt 1), succeeded, and
     has no "lease expired" entry (before the fix: some were reaped and ran a second time)."""
     lease = 3.0
-    url = private_cluster.create_database("jq_outage")
-    env = subprocess_env(
-        LEASE_SECONDS=lease, REAPER_INTERVAL_SECONDS=0.5, POLL_INTERVAL_SECONDS=0.1
-    )
-    env["DATABASE_URL"] = url
-    subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, cwd=ROOT, check=True
+    url, env = migrated_database(
+        private_cluster,
+        "jq_outage",
+        LEASE_SECONDS=lease,
+        REAPER_INTERVAL_SECONDS=0.5,
+        POLL_INTERVAL_SECONDS=0.1,
     )
     runs, gate = tmp_path / "runs.txt", tmp_path / "gate"
     payload = f'{{"path": "{runs}", "gate": "{gate}"}}'
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO jobqueue_job (queue, type, payload, priority, tenant_id, state, run_at,"
-            " attempts, max_attempts, timeout_s, leased_by, errors, dead_reason, created_at)"
-            " SELECT 'outage', 'tests.testapp.jobs.wait_for_gate', %s::jsonb, 0, '', 'ready',"
-            " now(), 0, 8, 120, '', '[]', '', now() FROM generate_series(1, 10)",
-            [payload],
+        insert_ready_jobs(
+            conn, "outage", "tests.testapp.jobs.wait_for_gate", 10, payload, timeout_s=120
         )
-    cmd = [sys.executable, "-m", "django", "runworkers", "--queues", "outage", "--concurrency", "5"]
     logs = [tmp_path / f"w{i}.log" for i in range(2)]
-    procs = [
-        subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-        for log in logs
-    ]
+    procs = start_runworkers(env, logs, "--queues", "outage", "--concurrency", "5")
 
     def marks(kind: str) -> Counter:
         text = runs.read_text() if runs.exists() else ""

@@ -16,18 +16,20 @@ from collections import defaultdict
 
 import psycopg
 import pytest
+from django.db import connection
 
 import jobqueue
 from jobqueue.models import Job, Worker
 from tests.conftest import (
     FAST_WORKER_SETTINGS,
     ROOT,
+    migrated_database,
     record_lines,
     requires_postgres,
-    subprocess_env,
+    start_runworkers,
     wait_for,
 )
-from tests.pgcluster import PrivateCluster
+from tests.factories import insert_ready_jobs
 from tests.testapp import jobs
 from tests.testapp.models import Run
 
@@ -44,20 +46,6 @@ def state(job_id: int) -> str:
     return Job.objects.values_list("state", flat=True).get(id=job_id)
 
 
-def bulk_enqueue(queue: str, job_type: str, n: int, payload: str = "{}") -> None:
-    """Insert n ready jobs in one statement (test setup, not what is under test)."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO jobqueue_job (queue, type, payload, priority, tenant_id, state, run_at,"
-            " attempts, max_attempts, timeout_s, leased_by, errors, dead_reason, created_at)"
-            " SELECT %s, %s, %s::jsonb, 0, '', 'ready', now(), 0, 8, 30, '', '[]', '', now()"
-            " FROM generate_series(1, %s)",
-            [queue, job_type, payload, n],
-        )
-
-
 def worker_pids() -> list[int]:
     return list(Worker.objects.values_list("pid", flat=True))
 
@@ -72,7 +60,10 @@ def test_kill_storm_loses_nothing_and_reruns_only_what_a_killed_worker_held(work
     a job was in a process that was killed (live workers never duplicate work).
     """
     n = 5000
-    bulk_enqueue("storm", "tests.testapp.jobs.recorded_work", n, '{"sleep_s": 0.02}')
+    with connection.cursor() as cursor:
+        insert_ready_jobs(
+            cursor, "storm", "tests.testapp.jobs.recorded_work", n, '{"sleep_s": 0.02}'
+        )
     settings = {**FAST_WORKER_SETTINGS, "LEASE_SECONDS": 2}
     sup = workers.start(
         "--queues", "storm", "--processes", "4", "--concurrency", "4", settings=settings
@@ -108,55 +99,20 @@ def test_kill_storm_loses_nothing_and_reruns_only_what_a_killed_worker_held(work
 # -- 2. database restart --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def private_cluster():
-    try:
-        cluster = PrivateCluster()
-    except (RuntimeError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot make a private PostgreSQL cluster: {exc}")
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.destroy()
-
-
-def private_env(url: str, **settings: object) -> dict[str, str]:
-    env = subprocess_env(**settings)
-    env["DATABASE_URL"] = url
-    return env
-
-
 def test_database_restart_mid_drain_loses_nothing(private_cluster, tmp_path):
     """Restart the (private) server while 2 workers drain 2,000 jobs: all succeed, the workers
     ride it out, and the log says so in a bounded number of lines (no traceback storm)."""
-    url = private_cluster.create_database("jq_restart")
-    env = private_env(url, POLL_INTERVAL_SECONDS=0.1, LEASE_SECONDS=3, REAPER_INTERVAL_SECONDS=0.5)
-    subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, cwd=ROOT, check=True
+    url, env = migrated_database(
+        private_cluster,
+        "jq_restart",
+        POLL_INTERVAL_SECONDS=0.1,
+        LEASE_SECONDS=3,
+        REAPER_INTERVAL_SECONDS=0.5,
     )
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO jobqueue_job (queue, type, payload, priority, tenant_id, state, run_at,"
-            " attempts, max_attempts, timeout_s, leased_by, errors, dead_reason, created_at)"
-            " SELECT 'restart', 'tests.testapp.jobs.noop', '{}', 0, '', 'ready', now(), 0, 8, 30,"
-            " '', '[]', '', now() FROM generate_series(1, 2000)"
-        )
-    cmd = [
-        sys.executable,
-        "-m",
-        "django",
-        "runworkers",
-        "--queues",
-        "restart",
-        "--concurrency",
-        "4",
-    ]
+        insert_ready_jobs(conn, "restart", "tests.testapp.jobs.noop", 2000)
     logs = [tmp_path / f"w{i}.log" for i in range(2)]
-    procs = [
-        subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-        for log in logs
-    ]
+    procs = start_runworkers(env, logs, "--queues", "restart", "--concurrency", "4")
 
     def counts() -> dict[str, int]:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -191,11 +147,7 @@ def test_database_restart_mid_drain_loses_nothing(private_cluster, tmp_path):
 
 
 def test_enqueue_while_the_database_is_down_raises_queue_unavailable(private_cluster):
-    url = private_cluster.create_database("jq_down")
-    env = private_env(url)
-    subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, cwd=ROOT, check=True
-    )
+    url, env = migrated_database(private_cluster, "jq_down")
     private_cluster.stop()
     script = (
         "import django; django.setup()\n"

@@ -23,7 +23,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from ..models import DependencyBreaker, Job, RetryBudget, Worker
+from ..models import CronEntry, DependencyBreaker, Job, RetryBudget, Worker
 from ..states import CLAIMABLE, JobState
 from .filters import known_queues
 from .paginator import EXACT_COUNT_BELOW, planner_rows
@@ -85,8 +85,6 @@ class CronRow:
 def cron_entries(using: str = "default") -> list[CronRow]:
     """Return the cron entries with their next fire time, soonest first (disabled ones last)."""
     from django.urls import NoReverseMatch, reverse
-
-    from ..models import CronEntry
 
     rows = []
     entries = CronEntry.objects.using(using).order_by("-enabled", "next_fire_at", "name")

@@ -15,7 +15,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from ..conf import get_settings
-from ..models import Worker
+from ..jobtypes import registry
+from ..models import Job, Worker
 from ..states import CLAIMABLE, DeadReason, JobState
 
 RETRYING = "retrying"
@@ -74,8 +75,6 @@ class DeadReasonFilter(admin.SimpleListFilter):
 
 def known_queues(using: str = "default") -> list[str]:
     """Return queue names from settings, registered job types and worker rows (no job scan)."""
-    from ..jobtypes import registry
-
     names = set(get_settings().queues)
     names.update(job_type.queue for job_type in registry().values())
     for queues in Worker.objects.using(using).values_list("queues", flat=True):
@@ -85,8 +84,6 @@ def known_queues(using: str = "default") -> list[str]:
 
 def known_job_types() -> list[str]:
     """Return the job type names registered in this process."""
-    from ..jobtypes import registry
-
     return sorted(registry())
 
 
@@ -155,8 +152,6 @@ class DeadLetterTypeFilter(JobTypeFilter):
 
 def _dead_values(field: str) -> list[str]:
     # Dead rows only, found through the partial index on finished jobs; a handful of values.
-    from ..models import Job
-
     return list(
         Job.objects.filter(state=JobState.DEAD).values_list(field, flat=True).distinct().order_by()
     )

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import arguments
 from ..conf import get_settings
 from ..errors import InvalidJobOption
 from ..jobtypes import JobType, registered
+from ..models import CronEntry, CronSource
 from ..store import Store, get_store
 from ..store.cron_entries import ENTRY_FIELDS
 from .spec import DEFAULT_CRON_MISSED_CAP, FIRE_TIME_KEY, accepts_fire_time
 from .spec import validate_entry as validate_fields
-
-if TYPE_CHECKING:
-    from ..models import CronEntry
 
 logger = logging.getLogger("jobqueue.cron")
 
@@ -233,10 +231,6 @@ def schedule(
         enabled=enabled,
         handler=True,
     )
-    # Models load only once the app registry is ready; this module is imported before it is
-    # (``from jobqueue import schedule`` at the top of a user's module).
-    from ..models import CronSource
-
     entry, _ = save_entry(values, source=CronSource.CODE, using=using)
     return entry
 
@@ -252,8 +246,6 @@ def reconcile_settings(using: str | None = None) -> dict[str, list[str]]:
         Entry names by outcome: ``created``, ``updated``, ``unchanged``, ``disabled``,
         ``conflict``.
     """
-    from ..models import CronSource  # the app registry, as in schedule()
-
     alias = using or "default"
     report: dict[str, list[str]] = {
         k: [] for k in ("created", "updated", "unchanged", "disabled", "conflict")

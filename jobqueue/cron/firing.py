@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 
 from ..conf import get_settings
+from ..models import CronEntry
 from ..options import EnqueueOptions, job_type_of
 from ..payloads import to_json
 from ..store import NewJob, Store
@@ -22,9 +22,6 @@ from ..store.bounded import own_transaction
 from ..store.cron import Advance, DueEntry, Fire, Fired, Leadership
 from .entries import cron_store
 from .spec import FIRE_TIME_KEY
-
-if TYPE_CHECKING:
-    from ..models import CronEntry
 
 logger = logging.getLogger("jobqueue.cron")
 
@@ -141,9 +138,6 @@ def run_now(entry: CronEntry | str, *, fired_by: str = "", using: str | None = N
     Raises:
         CronEntry.DoesNotExist: no entry has this name.
     """
-    # Models load only once the app registry is ready; this package is imported before.
-    from ..models import CronEntry
-
     alias = using or "default"
     if isinstance(entry, str):
         entry = CronEntry.objects.using(alias).get(name=entry)

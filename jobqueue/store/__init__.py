@@ -9,6 +9,10 @@ from __future__ import annotations
 from django.db import connections
 
 from .base import ClaimedJob, ExpiredLease, NewJob, ReapDecision
+
+# Both stores implement the whole seam (``protocol.Store``).
+from .generic import GenericStore
+from .postgres import PostgresStore
 from .protocol import Store
 
 __all__ = ["ClaimedJob", "ExpiredLease", "NewJob", "ReapDecision", "Store", "get_store"]
@@ -26,9 +30,5 @@ def get_store(using: str | None = None) -> Store:
     alias = using or "default"
     vendor = connections[alias].vendor
     if vendor == "postgresql":
-        from .postgres import PostgresStore
-
         return PostgresStore(alias)
-    from .generic import GenericStore
-
     return GenericStore(alias)

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from django.utils import timezone
 
+from ..models import Worker
 from ..retries import Outcome
 from .bounded import own_transaction
 from .deaths import HandBack
@@ -248,7 +249,6 @@ class JobStore(Protocol):
             longer held under its token, and that job is unchanged.
         """
 
-
     def release(
         self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE
     ) -> str:
@@ -306,8 +306,6 @@ class WorkerRegistry:
         self, worker_id: str, queues: Sequence[str], concurrency: int, heartbeat_interval_s: float
     ) -> None:
         """Insert or refresh this process's Worker row (a reused id takes the row over)."""
-        from ..models import Worker
-
         now = timezone.now()
         with own_transaction(self.alias):
             Worker.objects.using(self.alias).update_or_create(
@@ -325,8 +323,6 @@ class WorkerRegistry:
 
     def touch_worker(self, worker_id: str, running_jobs: int = 0, status: str = "running") -> None:
         """Mark the worker seen now, with how many jobs it runs and whether it is draining."""
-        from ..models import Worker
-
         with own_transaction(self.alias):
             Worker.objects.using(self.alias).filter(worker_id=worker_id).update(
                 last_seen_at=timezone.now(), running_jobs=running_jobs, status=status
@@ -338,8 +334,6 @@ class WorkerRegistry:
         Those processes died without a clean exit (SIGKILL, a lost host). Their jobs were
         recovered by lease expiry long before; the row is only history.
         """
-        from ..models import Worker
-
         cutoff = timezone.now() - timedelta(seconds=silent_for_s)
         with own_transaction(self.alias):
             deleted, _ = Worker.objects.using(self.alias).filter(last_seen_at__lt=cutoff).delete()
@@ -347,8 +341,6 @@ class WorkerRegistry:
 
     def deregister_worker(self, worker_id: str) -> None:
         """Delete the worker's row at clean exit."""
-        from ..models import Worker
-
         with own_transaction(self.alias):
             Worker.objects.using(self.alias).filter(worker_id=worker_id).delete()
 

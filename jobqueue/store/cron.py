@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from ..models import CronEntry
 from .base import NewJob
-
-if TYPE_CHECKING:
-    from ..models import CronEntry
 
 #: The leader lease the cron scheduler holds.
 SCHEDULER_LEASE = "scheduler"

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from ..crontab import Schedule
-
-if TYPE_CHECKING:
-    from ..models import CronEntry
+from ..models import CronEntry
 
 #: A change to one of these restarts the schedule from the next fire time after now.
 SCHEDULE_FIELDS = ("cron_expr", "timezone")
@@ -83,9 +81,6 @@ class CronEntryWrites:
         Raises:
             IntegrityError: three tries in a row lost a race with competing creators.
         """
-        # Models load only once the app registry is ready; the store is imported before.
-        from ..models import CronEntry
-
         entries = CronEntry.objects.using(self.alias)
         fields = {f: values[f] for f in ENTRY_FIELDS}
         for _ in range(3):
@@ -130,8 +125,6 @@ class CronEntryWrites:
             CronEntry.DoesNotExist: no entry has this id.
             IntegrityError: another entry has the new name.
         """
-        from ..models import CronEntry  # the app registry, as above
-
         with transaction.atomic(using=self.alias):
             now = self.db_now()
             entry = CronEntry.objects.using(self.alias).select_for_update().get(pk=entry_id)
@@ -154,8 +147,6 @@ class CronEntryWrites:
         Returns:
             The names of the entries changed, by name.
         """
-        from ..models import CronEntry  # the app registry, as above
-
         done = []
         with transaction.atomic(using=self.alias):
             now = self.db_now()
@@ -182,8 +173,6 @@ class CronEntryWrites:
         Returns:
             The names of the entries disabled, by name.
         """
-        from ..models import CronEntry  # the app registry, as above
-
         done = []
         with transaction.atomic(using=self.alias):
             rows = (

@@ -21,7 +21,6 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from ..errors import DuplicateJob, LeaseLost
-from ..fairness import Candidate, serve_order
 from ..retries import Outcome
 from ..states import CLAIMABLE, LIVE, JobState
 from .base import (
@@ -47,6 +46,7 @@ from .generic_cron import GenericCronStore
 from .generic_deaths import GenericDeathStore
 from .generic_operator import GenericOperatorStore
 from .plan import ClaimPlan
+from .ranking import Candidate, serve_order
 
 
 def _now(now: datetime | None) -> datetime:
@@ -324,7 +324,6 @@ class GenericStore(
                 except LeaseLost:
                     continue
         return recorded
-
 
     def release(
         self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE

@@ -12,9 +12,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
+from ..models import DependencyBreaker, Job, RetryBudget
 from ..policies import Breaker, RetryBudgetSettings
 from ..states import JobState
 from .breakers import PROBE_FAILED, PROBE_OK, BreakerOutcomes, BreakerView, Deferral
@@ -27,14 +28,10 @@ class GenericDependencyStore:
 
     @property
     def _breakers(self):
-        from ..models import DependencyBreaker
-
         return DependencyBreaker.objects.using(self.alias)
 
     @property
     def _budgets(self):
-        from ..models import RetryBudget
-
         return RetryBudget.objects.using(self.alias)
 
     def breaker_states(
@@ -56,8 +53,6 @@ class GenericDependencyStore:
     def claim_probe(
         self, name: str, job_id: int, probe_s: float, now: datetime | None = None
     ) -> datetime | None:
-        from django.db.models import Q
-
         now = now or timezone.now()
         until = now + timedelta(seconds=probe_s)
         won = self._breakers.filter(
@@ -139,8 +134,6 @@ class GenericDependencyStore:
         )
 
     def release_deferred(self, job_types: Sequence[str], now: datetime | None = None) -> int:
-        from ..models import Job
-
         now = now or timezone.now()
         jobs = Job.objects.using(self.alias)
         with transaction.atomic(using=self.alias):
@@ -156,8 +149,6 @@ class GenericDependencyStore:
     def defer_many(
         self, deferrals: Sequence[Deferral], now: datetime | None = None
     ) -> dict[int, str]:
-        from ..models import Job
-
         now = now or timezone.now()
         jobs = Job.objects.using(self.alias)
         deferred: dict[int, str] = {}

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
+from ..models import CronEntry, CronFire, LeaderLease
 from .cron import Advance, DueEntry, Fire, Fired, Leadership
 from .cron_entries import CronEntryWrites
 
@@ -26,8 +27,6 @@ class GenericCronStore(CronEntryWrites):
         return timezone.now()
 
     def _holds(self, leader: Leadership):
-        from ..models import LeaderLease
-
         return LeaderLease.objects.using(self.alias).filter(
             name=leader.name, holder=leader.holder, fencing_token=leader.token
         )
@@ -40,8 +39,6 @@ class GenericCronStore(CronEntryWrites):
         lease_s: float,
         now: datetime | None = None,
     ) -> Leadership | None:
-        from ..models import LeaderLease
-
         now = now or timezone.now()
         expires_at = now + timedelta(seconds=lease_s)
         leases = LeaderLease.objects.using(self.alias)
@@ -84,8 +81,6 @@ class GenericCronStore(CronEntryWrites):
         return Leadership(name=name, holder=holder, token=new_token, expires_at=expires_at, now=now)
 
     def resign_leader(self, name: str, holder: str, token: int) -> bool:
-        from ..models import LeaderLease
-
         return bool(
             LeaderLease.objects.using(self.alias)
             .filter(name=name, holder=holder, fencing_token=token)
@@ -93,8 +88,6 @@ class GenericCronStore(CronEntryWrites):
         )
 
     def due_cron_entries(self, until: datetime, limit: int = 100) -> list[DueEntry]:
-        from ..models import CronEntry
-
         rows = (
             CronEntry.objects.using(self.alias)
             .filter(Q(next_fire_at__isnull=True) | Q(next_fire_at__lte=until), enabled=True)
@@ -119,8 +112,6 @@ class GenericCronStore(CronEntryWrites):
         ]
 
     def fire_cron(self, fire: Fire) -> Fired:
-        from ..models import CronFire
-
         with transaction.atomic(using=self.alias):
             if fire.leader is not None and not self._holds(fire.leader).exists():
                 return Fired(leading=False, job_id=None)
@@ -140,8 +131,6 @@ class GenericCronStore(CronEntryWrites):
         return Fired(leading=True, job_id=job_id)
 
     def advance_cron(self, advance: Advance) -> bool:
-        from ..models import CronEntry
-
         with transaction.atomic(using=self.alias):
             if advance.leader is not None and not self._holds(advance.leader).exists():
                 return False
@@ -166,8 +155,6 @@ class GenericCronStore(CronEntryWrites):
             return entry.update(**fields) == 1
 
     def prune_cron_fires(self, older_than: datetime, limit: int = 10_000) -> int:
-        from ..models import CronFire
-
         fires = CronFire.objects.using(self.alias)
         later = fires.filter(entry_id=OuterRef("entry_id"), fire_time__gt=OuterRef("fire_time"))
         ids = list(

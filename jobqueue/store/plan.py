@@ -2,7 +2,7 @@
 
 Value types of the store contract: a worker's :class:`jobqueue.fairness.QueueSelector` builds
 them claim after claim, a one-off claim (:func:`jobqueue.claim`) takes :meth:`ClaimPlan.even`,
-and both stores read them (``store/sql/claim.sql``, ``fairness.serve_order``).
+and both stores read them (``store/sql/claim.sql``, ``store/ranking.py``).
 """
 
 from __future__ import annotations

@@ -293,7 +293,6 @@ class PostgresStore(
         with self._execute("finish_many", params) as cursor:
             return {r.id: r.state for r in fetchall(cursor)}
 
-
     def release(
         self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE
     ) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import IntegrityError
 
 from ..errors import DuplicateJob, JobNotFound
+from ..models import Job
 from ..states import LIVE
 from . import bounded
 from .rows import fetchall, fetchone
@@ -44,10 +45,6 @@ class PostgresOperatorStore:
                     if cursor.fetchone() is not None:
                         return True
         except IntegrityError:
-            # Function-level, as in GenericStore._jobs: importing the store (client.py does)
-            # must not load the models.
-            from ..models import Job
-
             job = Job.objects.using(self.alias).get(id=job_id)
             holder = (
                 Job.objects.using(self.alias)

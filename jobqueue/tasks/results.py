@@ -21,6 +21,7 @@ from django.tasks.base import TaskError, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
 from django.utils.module_loading import import_string
 
+from ..models import Job
 from ..states import JobState
 
 __all__ = [
@@ -63,10 +64,6 @@ def read_job(job_id: int, using: str) -> Any:
     Raises:
         jobqueue.models.Job.DoesNotExist: no job has that id.
     """
-    # Deferred: Django builds a task backend (importing this module) when a task is declared,
-    # which may happen while the app registry is still loading, before models can be imported.
-    from ..models import Job
-
     return Job.objects.using(using).get(id=job_id)
 
 
