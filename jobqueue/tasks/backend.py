@@ -18,7 +18,6 @@ from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 from django.tasks.signals import task_enqueued
 from django.utils.module_loading import import_string
 
-from .. import client
 from ..errors import UnknownJobType
 from ..jobtypes import JobContext, JobType, register
 from ..payloads import normalize
@@ -32,10 +31,17 @@ from .options import (
     task_option,
     validate_extras,
 )
-from .results import read_result
-from .runner import run_task
 
 __all__ = ["JobQueueBackend", "task_job_type"]
+
+
+def _queueing() -> Any:
+    """Return ``jobqueue.tasks.queueing`` (the client, results and runner), imported now."""
+    # Function-level on purpose: this module must import without jobqueue's models, so that a
+    # project listing the backend but not the app gets jobqueue.E006, not an import error.
+    from . import queueing
+
+    return queueing
 
 
 class JobQueueBackend(BaseTaskBackend):
@@ -117,7 +123,7 @@ class JobQueueBackend(BaseTaskBackend):
             "run_after": task.run_after.isoformat() if task.run_after else None,
         }
         timeout_s = task_option(task, "timeout_s") or self.config.timeout_s
-        job_id, created, enqueued_at = client.enqueue_or_get(
+        job_id, created, enqueued_at = _queueing().enqueue_or_get(
             task.queue_name,
             task.module_path,
             payload,
@@ -157,7 +163,7 @@ class JobQueueBackend(BaseTaskBackend):
             InvalidTaskBackend: the ``TASKS`` entry is invalid.
         """
         self._raise_config_error()
-        return read_result(result_id, self, self.using)
+        return _queueing().read_result(result_id, self, self.using)
 
     def check(self, **kwargs: Any) -> list[Any]:
         """Report this entry when the ``jobqueue`` app is not installed (jobqueue.E006).
@@ -200,7 +206,7 @@ def _run_task(context: JobContext, **payload: Any) -> Any:
         InvalidTaskBackend: that alias is not a ``JobQueueBackend`` in this process.
     """
     backend = _queue_backend(payload.get("backend") or "default")
-    return run_task(context, backend, backend.using)
+    return _queueing().run_task(context, backend, backend.using)
 
 
 def _register_task(type_name: str, task: Task, backoff: Backoff | None) -> JobType:

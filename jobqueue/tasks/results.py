@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from django.apps import apps
 from django.core.exceptions import ObjectDoesNotExist
 from django.tasks import Task, TaskResult
 from django.tasks.backends.base import BaseTaskBackend
@@ -21,7 +22,6 @@ from django.tasks.base import TaskError, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
 from django.utils.module_loading import import_string
 
-from ..models import Job
 from ..states import JobState
 
 __all__ = [
@@ -64,7 +64,9 @@ def read_job(job_id: int, using: str) -> Any:
     Raises:
         jobqueue.models.Job.DoesNotExist: no job has that id.
     """
-    return Job.objects.using(using).get(id=job_id)
+    # By name through the app registry, not imported: ``jobqueue.backends`` re-exports this
+    # module and must import without jobqueue's models (jobqueue.E006 reports the missing app).
+    return apps.get_model("jobqueue", "Job").objects.using(using).get(id=job_id)
 
 
 def read_result(result_id: Any, backend: BaseTaskBackend, using: str) -> TaskResult:
