@@ -6,9 +6,10 @@ the "current" side is the checkout this file is in, with the Python running ``ru
 ``.ci/setup-venv`` makes them), else the same Python with PATH's sources first on the path.
 ``measure.py`` refuses to run if ``jobqueue`` is imported from anywhere else. Each side has its
 own database (BENCH_DATABASE_URL, and the same name with ``_base`` appended), migrated by its own
-code. Runs interleave: for each run, each group is measured once on each side before the next
-group, and which side goes first alternates, so a load spike on the shared machine lands on both
-sides rather than on one.
+code. Runs interleave figure by figure: for each run, each figure is measured once on each side
+before the next figure, and which side goes first alternates, so a load spike on the shared
+machine lands on both sides rather than on one. (Group by group was tried first: a group of
+drains takes minutes on a loaded machine, long enough for the load to change between the sides.)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import core
+import figures
 
 HERE = Path(__file__).resolve().parent
 
@@ -82,27 +84,29 @@ def sides(baseline: str) -> list[Side]:
     ]
 
 
-def run(args: argparse.Namespace, groups: list[str], step: Callable[[str], None]) -> dict:
-    """Measure ``groups`` on both sides, ``args.runs`` times interleaved; return both sides'
-    (median, min, max) per figure, every single result ("raw"), and what each side was."""
+def run(
+    args: argparse.Namespace, groups: list[str], step: Callable[[str], None], results: dict
+) -> None:
+    """Measure ``groups`` on both sides, ``args.runs`` times interleaved; put into ``results``
+    what each side was ("sides"), every single result as it comes ("raw", so ``step`` saves a
+    run cut short) and, at the end, each side's (median, min, max) per figure."""
     both = sides(args.baseline)
+    results["sides"] = {side.name: side.describe() for side in both}
     for side in both:
         step(f"setup, {side.name}")
         side.measure("--setup")
     raw: dict[str, dict[str, list]] = {side.name: {} for side in both}
+    results["raw"] = raw
     sized = json.dumps(vars(args))
+    keys = [(group, key) for group in groups for key, _, _ in figures.figures(group, args)]
     for number in range(args.runs):
-        for index, group in enumerate(groups):
+        for index, (group, key) in enumerate(keys):
             order = both if (number + index) % 2 == 0 else both[::-1]
             for side in order:
-                step(f"run {number + 1}/{args.runs}: {group}, {side.name}")
-                for key, value in side.measure("--group", group, "--args", sized).items():
-                    raw[side.name].setdefault(key, []).append(value)
-    return {
-        "sides": {side.name: side.describe() for side in both},
-        **{name: {k: core.summarize(v) for k, v in r.items()} for name, r in raw.items()},
-        "raw": raw,
-    }
+                step(f"run {number + 1}/{args.runs}: {key}, {side.name}")
+                measured = side.measure("--group", group, "--figure", key, "--args", sized)
+                raw[side.name].setdefault(key, []).append(measured[key])
+    results.update({name: {k: core.summarize(v) for k, v in r.items()} for name, r in raw.items()})
 
 
 LIMIT_LABELS = {

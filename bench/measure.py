@@ -2,6 +2,7 @@
 
     python bench/measure.py --setup                         # recreate and migrate the database
     python bench/measure.py --group drain --args '{...}'    # one run of the group's figures
+    python bench/measure.py --group drain --figure drain2_c10 --args '{...}'   # one of them
 
 Internal to ``run_all.py --baseline``, which runs it with each side's Python and
 ``BENCH_JOBQUEUE_ROOT`` (the checkout whose ``jobqueue`` and ``tests`` are imported, here and in
@@ -38,6 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setup", action="store_true", help="recreate the database, then exit")
     parser.add_argument("--group", choices=figures.SIDED)
+    parser.add_argument("--figure", help="only this figure of the group (its result key)")
     parser.add_argument("--args", default="{}", help="run_all.py's options, as JSON")
     args = parser.parse_args()
     if args.setup:
@@ -50,7 +52,11 @@ def main() -> None:
     core.django_setup()
     check_source()
     sizes = argparse.Namespace(**json.loads(args.args))
-    result = {key: fn(*fn_args) for key, fn, fn_args in figures.figures(args.group, sizes)}
+    result = {
+        key: fn(*fn_args)
+        for key, fn, fn_args in figures.figures(args.group, sizes)
+        if args.figure in (None, key)
+    }
     print(json.dumps(result))
 
 

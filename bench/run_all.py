@@ -120,7 +120,7 @@ def main() -> None:
             baseline.print_table(saved, saved_args, fmt_spread)
             print_peers(saved.get("peers"), saved_args)
         else:
-            print_table(saved, saved_args)
+            print_table(saved, saved_args, load=False)
         return
     only = set(args.only.split(","))
     unknown = only - set(GROUPS)
@@ -143,7 +143,7 @@ def main() -> None:
 
     if args.baseline:
         groups = [g for g in figures.SIDED if g in only]
-        results.update(baseline.run(args, groups, step))
+        baseline.run(args, groups, step, results)
     else:
         for group in (g for g in figures.SIDED if g in only):
             for key, fn, fn_args in figures.figures(group, args):
@@ -162,20 +162,20 @@ def main() -> None:
     (out / "latest.json").write_text(json.dumps({"args": vars(args), **results}, indent=1))
 
 
-def print_versions() -> None:
+def print_versions(load: bool = True) -> None:
     import django
     import psycopg
 
     [(pg,)] = core.sql("SHOW server_version")
     print(
         f"\nPostgreSQL {pg}, Django {django.get_version()}, psycopg {psycopg.__version__}, "
-        f"Python {platform.python_version()}, {os.cpu_count()} cores, {platform.machine()}, "
-        f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"
+        f"Python {platform.python_version()}, {os.cpu_count()} cores, {platform.machine()}"
+        + (f", load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end" * load)
     )
 
 
-def print_table(results: dict, args: argparse.Namespace) -> None:
-    print_versions()
+def print_table(results: dict, args: argparse.Namespace, load: bool = True) -> None:
+    print_versions(load)
     print(f"jobqueue benchmark: median (min-max) of {args.runs} run(s)")
     limit = results.get("limit")
     peers = results.get("peers")
