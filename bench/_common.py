@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+#: The jobqueue checkout measured: this one, or another (``BENCH_JOBQUEUE_ROOT``, set by
+#: ``run_all.py --baseline`` for the "before" side). Its ``jobqueue`` and ``tests`` packages are
+#: the ones imported here and in every worker process the scripts start.
+ROOT = Path(os.environ.get("BENCH_JOBQUEUE_ROOT") or Path(__file__).parent.parent).resolve()
 
 
 def bench_env(url: str) -> dict[str, str]:

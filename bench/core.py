@@ -160,17 +160,24 @@ def bench_pickup(samples: int, gap_s: float, settings: str | None = None) -> tup
     truncate()
     proc = runworkers("--queues", "bench", settings=settings)
     try:
-        time.sleep(2.5)  # let it start and go idle
+        # A warm-up job, not counted: the samples start once the worker has run it, however
+        # long the loaded machine takes to start the process.
+        warm_up = jobqueue.enqueue("bench", NOOP, {})
+        wait_until_done(1, 120)
+        time.sleep(0.5)  # idle again
         for i in range(samples):
             # Autocommit: the statement's now() (created_at) is within microseconds of commit.
             jobqueue.enqueue("bench", NOOP, {"i": i})
             time.sleep(gap_s)
-        wait_until_done(samples, 30)
+        wait_until_done(samples + 1, 30)
     finally:
         stop([proc])
     delays = [
         float(r[0]) * 1000
-        for r in sql("SELECT extract(epoch FROM started_at - created_at) FROM jobqueue_job")
+        for r in sql(
+            "SELECT extract(epoch FROM started_at - created_at) FROM jobqueue_job WHERE id <> %s",
+            [warm_up],
+        )
     ]
     return percentile(delays, 50), percentile(delays, 99)
 
@@ -296,26 +303,17 @@ def raw_limit(n: int, inserts: int | None = None) -> dict[str, float]:
 def median_of(runs: int, fn: Callable, *args):
     """Run ``fn(*args)`` ``runs`` times; return (median, min, max), element-wise for tuples and
     dicts."""
-    results = [fn(*args) for _ in range(runs)]
+    return summarize([fn(*args) for _ in range(runs)])
+
+
+def summarize(results: list):
+    """Return (median, min, max) of one figure's results, element-wise for tuples (or lists,
+    as they come back from JSON) and dicts."""
     first = results[0]
     if isinstance(first, dict):
-        return {
-            key: (
-                statistics.median(r[key] for r in results),
-                min(r[key] for r in results),
-                max(r[key] for r in results),
-            )
-            for key in first
-        }
-    if isinstance(first, tuple):
-        return tuple(
-            (
-                statistics.median(r[i] for r in results),
-                min(r[i] for r in results),
-                max(r[i] for r in results),
-            )
-            for i in range(len(first))
-        )
+        return {key: summarize([r[key] for r in results]) for key in first}
+    if isinstance(first, tuple | list):
+        return tuple(summarize([r[i] for r in results]) for i in range(len(first)))
     return statistics.median(results), min(results), max(results)
 
 

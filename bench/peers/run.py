@@ -2,10 +2,12 @@
 
     bench/.venv-peers/bin/python bench/peers/run.py --jobs 5000 --runs 3
 
-Recreates PEERS_DATABASE_URL, then for django-tasks-db and Procrastinate measures, each the
-median of --runs: enqueue with one job per transaction (jobs/s), and a drain of --jobs no-op jobs
-with their own workers at 1 and 2 processes (jobs/s, wall time of the worker commands). Prints
-one JSON object; bench/run_all.py reads it.
+Recreates PEERS_DATABASE_URL, then for django-tasks-db, Procrastinate and pgqueuer measures, each
+the median of --runs: enqueue with one job per transaction (jobs/s), and a drain of --jobs no-op
+jobs with their own workers at 1 and 2 processes (jobs/s, wall time of the worker commands). For
+pgqueuer also its batch enqueue of 10,000 and the pickup latency of an idle consumer (p50/p99
+ms; ``--pickup-samples`` jobs 10 ms apart after a warm-up job, 0 to skip). Prints one JSON
+object; bench/run_all.py reads it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+import pgq  # noqa: E402
 from _common import recreate_database  # noqa: E402
 
 URL = os.environ.get("PEERS_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/jobqueue_peers")
@@ -142,8 +145,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--enqueue-jobs", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--pickup-samples", type=int, default=500)
     args = parser.parse_args()
     recreate_database(URL, ENV, cwd=HERE)
+    pgq.install()
     import django
 
     django.setup()
@@ -152,12 +157,15 @@ def main() -> None:
 
     def median(fn, *a):
         values = [fn(*a) for _ in range(args.runs)]
+        if isinstance(values[0], tuple):
+            return [[statistics.median(c), min(c), max(c)] for c in zip(*values, strict=True)]
         return [statistics.median(values), min(values), max(values)]
 
     result = {
         "versions": {
             "django-tasks-db": getattr(django_tasks_db, "__version__", _version("django-tasks-db")),
             "procrastinate": getattr(procrastinate, "__version__", _version("procrastinate")),
+            "pgqueuer": _version("pgqueuer"),
         },
         "django-tasks-db": {
             "enqueue": median(dtdb_enqueue, args.enqueue_jobs),
@@ -169,7 +177,15 @@ def main() -> None:
             "drain1": median(pc_drain, args.jobs, 1),
             "drain2": median(pc_drain, args.jobs, 2),
         },
+        "pgqueuer": {
+            "enqueue": median(pgq.enqueue, args.enqueue_jobs),
+            "enqueue_many": median(pgq.enqueue_many, 10_000),
+            "drain1": median(pgq.drain, args.jobs, 1),
+            "drain2": median(pgq.drain, args.jobs, 2),
+        },
     }
+    if args.pickup_samples:
+        result["pgqueuer"]["pickup"] = median(pgq.pickup, args.pickup_samples, 0.01)
     print(json.dumps(result))
 
 
