@@ -8,6 +8,9 @@ or a decorator)::
 
     urlpatterns = [path("metrics/", jobqueue.metrics.view), ...]
 
+Or ``jobqueue.metrics.cached_view(15)`` to compute the gauges once per 15 s for every process
+that shares your cache (FIELD-CASES 30: one reading per interval for the cluster).
+
 Every value is a gauge read from the database at scrape time through an index (the claim,
 running, lease, finished and dead partial indexes of ``jobqueue_job``) or from the small worker,
 breaker, budget and cron tables, so a scrape stays cheap with millions of finished rows
@@ -20,15 +23,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from django.core.cache import caches
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 
 from .conf import get_settings
 from .models import CronEntry, Job, RetryBudget
 from .ops.clock import db_now
-from .ops.prunable import CAP, awaiting_prune
+from .ops.prunable import EXACT_UP_TO, awaiting_prune
 from .ops.queues import live_workers, open_breakers, queue_status
 from .states import JobState
 
@@ -159,7 +163,8 @@ def collect(using: str = "default") -> str:
     prunable = awaiting_prune(get_settings().retention_seconds, now, using)
     out += family(
         "jobqueue_rows_awaiting_prune",
-        f"Finished jobs past their state's RETENTION, not yet deleted (counted up to {CAP}).",
+        "Finished jobs past their state's RETENTION, not yet deleted (exact up to "
+        f"{EXACT_UP_TO}, PostgreSQL's estimate above).",
         [({"state": state}, float(n)) for state, n in prunable.items()],
     )
     out += family(
@@ -168,6 +173,38 @@ def collect(using: str = "default") -> str:
         [({}, time.perf_counter() - started)],
     )
     return "\n".join(out) + "\n"
+
+
+def cached_view(
+    seconds: float = 5.0, *, cache: str = "default", using: str = "default"
+) -> Callable[[HttpRequest], HttpResponse]:
+    """Return a view that serves :func:`collect`'s text from Django's cache for ``seconds``.
+
+    With a cache every process shares (Redis, Memcached, the database cache), the gauges are
+    computed at most once per ``seconds`` for the whole cluster, however many processes are
+    scraped (FIELD-CASES 30); with the per-process local-memory cache, once per process.
+
+    Args:
+        seconds: how long one reading is served, 0.1 to 3600 (your scrape interval suits).
+        cache: alias of ``CACHES``.
+        using: database alias of the queue.
+
+    Raises:
+        ValueError: ``seconds`` is out of range.
+    """
+    if not 0.1 <= seconds <= 3600:
+        raise ValueError(f"seconds must be from 0.1 to 3600, got {seconds!r}")
+    key = f"jobqueue:metrics:{using}"
+
+    def cached(request: HttpRequest) -> HttpResponse:
+        store = caches[cache]
+        text = store.get(key)
+        if text is None:
+            text = collect(using)
+            store.set(key, text, seconds)
+        return HttpResponse(text, content_type=CONTENT_TYPE)
+
+    return cached
 
 
 def view(request: HttpRequest) -> HttpResponse:
@@ -179,4 +216,4 @@ def view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(collect(), content_type=CONTENT_TYPE)
 
 
-__all__ = ["CONTENT_TYPE", "collect", "family", "view"]
+__all__ = ["CONTENT_TYPE", "cached_view", "collect", "family", "view"]

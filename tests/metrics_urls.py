@@ -4,4 +4,7 @@ from django.urls import path
 
 import jobqueue.metrics
 
-urlpatterns = [path("metrics/", jobqueue.metrics.view)]
+urlpatterns = [
+    path("metrics/", jobqueue.metrics.view),
+    path("cached/", jobqueue.metrics.cached_view(3600)),
+]
