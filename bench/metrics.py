@@ -98,7 +98,7 @@ def main() -> None:
     with connection.cursor() as cursor:
         for query in captured.captured_queries:
             sql = query["sql"]
-            if "jobqueue_" not in sql:
+            if "jobqueue_" not in sql or sql.startswith("EXPLAIN"):
                 continue
             cursor.execute(f"EXPLAIN (ANALYZE, FORMAT TEXT) {sql}")
             plan = [row[0] for row in cursor.fetchall()]
