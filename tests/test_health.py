@@ -108,3 +108,12 @@ def test_an_unreachable_database_exits_1_naming_it():
     assert result.returncode == 1, result
     assert "FAIL  database: unreachable" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_other_verbs_say_the_database_is_unreachable_without_a_traceback():
+    env = subprocess_env()
+    env["DATABASE_URL"] = "postgres://postgres@127.0.0.1:1/nowhere"
+    result = cli("status", env=env, in_process=False)
+    assert result.returncode == 1, result
+    assert "the queue database 'default' is unreachable" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management import call_command, load_command_class
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from jobqueue import health
 from jobqueue.management import render
@@ -128,7 +128,12 @@ class Command(BaseCommand):
         using = options["database"]
         if using not in connections:
             raise CommandError(f"--database {using!r} is not in DATABASES")
-        healthy = getattr(self, f"_{verb}")(using, options)
+        try:
+            healthy = getattr(self, f"_{verb}")(using, options)
+        except DatabaseError as exc:
+            # Not a traceback: the operator needs to know the database is the problem.
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise CommandError(f"the queue database {using!r} is unreachable: {first}") from None
         if not healthy:
             self.stdout.flush()
             raise SystemExit(1)
