@@ -24,6 +24,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from ..models import CronEntry, DependencyBreaker, Job, RetryBudget, Worker
+from ..ops.queues import served_queues
 from ..states import CLAIMABLE, JobState
 from .filters import known_queues
 from .paginator import EXACT_COUNT_BELOW, planner_rows
@@ -51,6 +52,8 @@ class QueueStats:
     succeeded_1h: int = 0
     dead_5m: int = 0
     dead_1h: int = 0
+    #: Ready jobs wait and no live worker serves this queue (set by :func:`render`).
+    unserved: bool = False
 
     @property
     def lag(self) -> str:
@@ -251,6 +254,9 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         if stats.lag_s is not None and (totals.lag_s is None or stats.lag_s > totals.lag_s):
             totals.lag_s = stats.lag_s
     worker_rows = workers(using)
+    served = served_queues([w for w in worker_rows if w.is_alive])
+    for stats in queues:
+        stats.unserved = stats.due > 0 and stats.name not in served
     refresh = REFRESH_SECONDS if request.GET.get("refresh") != "0" else 0
     context = {
         **modeladmin.admin_site.each_context(request),

@@ -1,0 +1,150 @@
+"""Internal: the health check behind ``manage.py jobqueue health`` (Kubernetes exec probe, systemd).
+
+Three checks, each a small bounded read: the database answers; this host's workers are alive and
+making progress (a heartbeat within their silence limit: the heartbeat runs beside the claim loop
+and stops with it); the scheduler fires (no enabled cron entry is overdue by more than the limit,
+which catches both a missing leader and a leader that holds the lease but fires nothing). The
+cron check passes when there are no enabled entries.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.db import DatabaseError, connections
+
+from .models import CronEntry, LeaderLease, Worker
+from .ops.clock import db_now
+
+#: Default for ``--cron-max-delay``: how late an enabled entry's next fire may be, seconds.
+DEFAULT_CRON_MAX_DELAY_SECONDS = 120.0
+#: Range of ``--cron-max-delay`` and ``--max-silence``, seconds.
+THRESHOLD_RANGE_SECONDS = (1.0, 86400.0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """One check's verdict: ``ok``, and a sentence for people."""
+
+    name: str
+    ok: bool
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Health:
+    """Every check; healthy when all passed."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def healthy(self) -> bool:
+        """Return True if every check passed."""
+        return all(check.ok for check in self.checks)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the verdict for ``--json``."""
+        return {
+            "healthy": self.healthy,
+            "checks": [
+                {"name": c.name, "ok": c.ok, "detail": c.detail, **c.data} for c in self.checks
+            ],
+        }
+
+
+def check(
+    *,
+    using: str = "default",
+    host: str | None = None,
+    max_silence_s: float | None = None,
+    cron_max_delay_s: float = DEFAULT_CRON_MAX_DELAY_SECONDS,
+) -> Health:
+    """Run the checks and return the verdict.
+
+    Args:
+        using: database alias of the queue.
+        host: the host whose workers must be alive (default: this one, ``socket.gethostname()``,
+            the name each worker records).
+        max_silence_s: seconds without a heartbeat after which a worker counts as dead
+            (default: three of the worker's own heartbeat intervals).
+        cron_max_delay_s: seconds an enabled cron entry may be overdue.
+
+    Returns:
+        A :class:`Health`; an unreachable database is a failed check, not an exception.
+    """
+    host = host or socket.gethostname()
+    started = time.perf_counter()
+    try:
+        connections[using].ensure_connection()
+        now = db_now(using)
+    except DatabaseError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return Health(checks=(Check(name="database", ok=False, detail=f"unreachable: {first}"),))
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    database = Check(
+        name="database",
+        ok=True,
+        detail=f"reachable ({elapsed_ms:.0f} ms)",
+        data={"latency_ms": round(elapsed_ms, 1)},
+    )
+    return Health(
+        checks=(
+            database,
+            _workers(using, host, now, max_silence_s),
+            _scheduler(using, now, cron_max_delay_s),
+        )
+    )
+
+
+def _workers(using: str, host: str, now: Any, max_silence_s: float | None) -> Check:
+    rows = list(Worker.objects.using(using).filter(host=host).order_by("pid")[:1000])
+    alive = []
+    for worker in rows:
+        limit = max_silence_s if max_silence_s is not None else 3 * worker.heartbeat_interval_s
+        if (now - worker.last_seen_at).total_seconds() <= limit:
+            alive.append(worker)
+    data = {
+        "host": host,
+        "alive": len(alive),
+        "silent": len(rows) - len(alive),
+        "workers": [w.worker_id for w in alive],
+    }
+    if not alive:
+        why = f"{len(rows)} silent" if rows else "none registered"
+        return Check(
+            name="workers", ok=False, detail=f"no live worker on {host} ({why})", data=data
+        )
+    silent = f", {len(rows) - len(alive)} silent" if len(rows) > len(alive) else ""
+    return Check(name="workers", ok=True, detail=f"{len(alive)} alive on {host}{silent}", data=data)
+
+
+def _scheduler(using: str, now: Any, max_delay_s: float) -> Check:
+    entries = CronEntry.objects.using(using).filter(enabled=True)
+    if not entries.exists():
+        return Check(name="scheduler", ok=True, detail="no enabled cron entries")
+    # The due index (next_fire_at WHERE enabled): the most overdue entry, if any.
+    late = (
+        entries.filter(next_fire_at__lt=now - timedelta(seconds=max_delay_s))
+        .order_by("next_fire_at")
+        .first()
+    )
+    lease = LeaderLease.objects.using(using).order_by("-expires_at").first()
+    leader = lease.holder if lease is not None and lease.expires_at > now else None
+    data: dict[str, Any] = {"leader": leader}
+    if late is not None:
+        overdue = (now - late.next_fire_at).total_seconds() if late.next_fire_at else 0.0
+        data.update({"overdue_entry": late.name, "overdue_seconds": round(overdue, 1)})
+        who = f"leader {leader}" if leader else "no leader"
+        return Check(
+            name="scheduler",
+            ok=False,
+            detail=f"cron entry {late.name!r} is {overdue:.0f} s overdue ({who})",
+            data=data,
+        )
+    detail = f"leader {leader}, no entry overdue" if leader else "no entry overdue"
+    return Check(name="scheduler", ok=True, detail=detail, data=data)

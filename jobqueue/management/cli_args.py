@@ -1,0 +1,86 @@
+"""Internal: argparse types and filter flags of ``manage.py jobqueue``.
+
+Each type raises ``argparse.ArgumentTypeError`` naming the bad value, so argparse prints
+``argument --state: ...`` with the flag and exits with status 2 before anything runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Sequence
+
+from jobqueue.health import THRESHOLD_RANGE_SECONDS
+from jobqueue.ops.jobs import STATES
+
+#: Largest job id (bigint).
+MAX_JOB_ID = 2**63 - 1
+#: Most rows ``jobs --limit`` lists.
+MAX_LIMIT = 10_000
+
+
+def job_id_arg(text: str) -> int:
+    """Parse a job id: a whole number in 1..2**63-1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a job id (a whole number), got {text!r}"
+        ) from None
+    if not 1 <= value <= MAX_JOB_ID:
+        raise argparse.ArgumentTypeError(f"expected a job id from 1 to {MAX_JOB_ID}, got {text!r}")
+    return value
+
+
+def limit_arg(text: str) -> int:
+    """Parse ``--limit``: a whole number in 1..MAX_LIMIT."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from 1 to {MAX_LIMIT}, got {text!r}"
+        )
+    return value
+
+
+def seconds_arg(flag: str) -> Callable[[str], float]:
+    """Return the type of a threshold flag: seconds in THRESHOLD_RANGE_SECONDS."""
+    low, high = THRESHOLD_RANGE_SECONDS
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not low <= value <= high:  # NaN fails too
+            raise argparse.ArgumentTypeError(
+                f"expected seconds from {low:g} to {high:g}, got {text!r}"
+            )
+        return value
+
+    parse.__name__ = flag.lstrip("-").replace("-", "_")
+    return parse
+
+
+def state_arg(allowed: Sequence[str]) -> Callable[[str], str]:
+    """Return the type of ``--state``: one of ``allowed``, named in the error."""
+
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(allowed)}, got {text!r}")
+        return text
+
+    parse.__name__ = "state"
+    return parse
+
+
+def add_filters(parser: argparse.ArgumentParser, states: Sequence[str] = STATES) -> None:
+    """Add --queue, --state, --type and --tenant to ``parser`` (``states``: what --state takes)."""
+    parser.add_argument("--queue", help="only this queue")
+    parser.add_argument(
+        "--state", type=state_arg(list(states)), help=f"only this state: {', '.join(states)}"
+    )
+    parser.add_argument("--type", help="only this job type (its full name)")
+    parser.add_argument("--tenant", help="only this tenant id ('' for none)")

@@ -1,0 +1,334 @@
+"""``manage.py jobqueue VERB``: the operator's CLI. Parsing, wiring and printing only.
+
+Verbs: ``status``, ``jobs``, ``show``, ``retry``, ``cancel``, ``prune`` (``prunejobs``) and
+``health``. Every read verb takes ``--json``. Exit status: 0 when all is well, 1 when something is
+unhealthy or not found (or a bulk action was refused for want of ``--yes``), 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from django.core.management import call_command, load_command_class
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, connections
+
+from jobqueue import health
+from jobqueue.management import render
+from jobqueue.management.cli_args import (
+    add_filters,
+    job_id_arg,
+    limit_arg,
+    seconds_arg,
+)
+from jobqueue.models import Job
+from jobqueue.ops import actions
+from jobqueue.ops.clock import db_now
+from jobqueue.ops.jobs import JobFilter, detail, matching, summary
+from jobqueue.ops.queues import live_workers, open_breakers, queue_status
+from jobqueue.states import CANCELLABLE, RETRYABLE
+
+
+class Command(BaseCommand):
+    help = "Inspect and operate the job queue: status, jobs, show, retry, cancel, prune, health."
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        common = argparse.ArgumentParser(add_help=False)
+        common.add_argument(
+            "--database", default="default", help="database alias of the queue (default: default)"
+        )
+        reads = argparse.ArgumentParser(add_help=False, parents=[common])
+        reads.add_argument("--json", action="store_true", help="print JSON for scripts")
+        verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+        verbs.add_parser(
+            "status",
+            parents=[reads],
+            help="per queue: ready, scheduled, leased, dead, lag, rate; workers; breakers "
+            "(exit 1 if a queue with ready jobs has no live worker)",
+        )
+
+        jobs = verbs.add_parser("jobs", parents=[reads], help="list jobs, newest first")
+        add_filters(jobs)
+        jobs.add_argument(
+            "--limit", type=limit_arg, default=50, help="most jobs listed, 1..10000 (default 50)"
+        )
+
+        show = verbs.add_parser(
+            "show", parents=[reads], help="one job in full, with its error history"
+        )
+        show.add_argument("id", type=job_id_arg, help="job id")
+
+        for verb, states in (("retry", RETRYABLE), ("cancel", CANCELLABLE)):
+            sub = verbs.add_parser(
+                verb,
+                parents=[reads],
+                help=f"{verb} jobs by id, or every job a filter matches (--yes for more than one)",
+            )
+            sub.add_argument("ids", nargs="*", type=job_id_arg, metavar="ID", help="job ids")
+            add_filters(sub, states=sorted(states))
+            sub.add_argument(
+                "--yes", action="store_true", help="act on every job the filter matches"
+            )
+
+        prune = verbs.add_parser(
+            "prune", add_help=False, help="delete expired finished jobs (prunejobs; see its --help)"
+        )
+        prune.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+        probe = verbs.add_parser(
+            "health",
+            parents=[reads],
+            help="exit 0 if the database answers, this host's workers heartbeat and cron fires",
+        )
+        probe.add_argument("--host", help="host whose workers must be alive (default: this one)")
+        probe.add_argument(
+            "--max-silence",
+            type=seconds_arg("--max-silence"),
+            default=None,
+            metavar="SECONDS",
+            help="a worker silent this long is dead (default: 3 heartbeat intervals), 1..86400",
+        )
+        probe.add_argument(
+            "--cron-max-delay",
+            type=seconds_arg("--cron-max-delay"),
+            default=health.DEFAULT_CRON_MAX_DELAY_SECONDS,
+            metavar="SECONDS",
+            help="how late a cron fire may be (default "
+            f"{health.DEFAULT_CRON_MAX_DELAY_SECONDS:.0f}), 1..86400",
+        )
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> Any:
+        """Return the parser; ``prune ...`` passes every argument after it to ``prunejobs``.
+
+        argparse's REMAINDER does not take arguments that start with ``--`` after a subcommand,
+        so the words after ``prune`` are set aside before parsing and handed over untouched.
+        """
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parse = parser.parse_args
+
+        def parse_args(args: Any = None, namespace: Any = None) -> argparse.Namespace:
+            words = [str(a) for a in (sys.argv[2:] if args is None else args)]
+            if words[:1] != ["prune"]:
+                return parse(args, namespace)
+            parsed = parse(["prune"], namespace)
+            parsed.rest = words[1:]
+            return parsed
+
+        parser.parse_args = parse_args  # type: ignore[method-assign,assignment]
+        return parser
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        verb = options["verb"]
+        if verb == "prune":
+            self._prune(options["rest"])
+            return
+        using = options["database"]
+        if using not in connections:
+            raise CommandError(f"--database {using!r} is not in DATABASES")
+        try:
+            healthy = getattr(self, f"_{verb}")(using, options)
+        except DatabaseError as exc:
+            # Not a traceback: the operator needs to know the database is the problem.
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise CommandError(f"the queue database {using!r} is unreachable: {first}") from None
+        if not healthy:
+            self.stdout.flush()
+            raise SystemExit(1)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def _status(self, using: str, options: dict[str, Any]) -> bool:
+        now = db_now(using)
+        workers = live_workers(now, using)
+        queues = queue_status(now, using, workers)
+        breakers = open_breakers(using)
+        unserved = [q for q in queues if q.unserved]
+        if options["json"]:
+            self._json(
+                {
+                    "queues": [q.as_dict() for q in queues],
+                    "workers_alive": len(workers),
+                    "workers": [
+                        {
+                            "worker_id": w.worker_id,
+                            "host": w.host,
+                            "queues": w.queues,
+                            "status": w.status,
+                            "running_jobs": w.running_jobs,
+                        }
+                        for w in workers
+                    ],
+                    "breakers_open": [
+                        {"dependency": b.name, "state": b.state, "open_until": b.open_until}
+                        for b in breakers
+                    ],
+                    "unserved": [q.name for q in unserved],
+                }
+            )
+            return not unserved
+        rows = [
+            [
+                q.name,
+                q.ready,
+                q.scheduled,
+                q.leased,
+                q.dead,
+                render.duration(q.lag_s),
+                q.succeeded_per_min,
+                q.workers,
+                f"unserved, waiting {render.duration(q.lag_s)}" if q.unserved else "",
+            ]
+            for q in queues
+        ]
+        headers = ["QUEUE", "READY", "SCHEDULED", "LEASED", "DEAD", "LAG", "OK/MIN", "WORKERS", ""]
+        self.stdout.write(render.table(headers, rows) if rows else "No queues with jobs.")
+        hosts: dict[str, int] = {}
+        for w in workers:
+            hosts[w.host] = hosts.get(w.host, 0) + 1
+        where = ", ".join(f"{h}: {n}" for h, n in sorted(hosts.items()))
+        self.stdout.write(f"\nWorkers alive: {len(workers)}" + (f" ({where})" if where else ""))
+        names = ", ".join(f"{b.name} ({b.state})" for b in breakers) or "none"
+        self.stdout.write(f"Breakers open: {names}")
+        if unserved:
+            self.stdout.write(
+                f"Unserved: {', '.join(q.name for q in unserved)}: ready jobs that no live "
+                "worker serves (start runworkers with --queues naming them)."
+            )
+        return not unserved
+
+    def _jobs(self, using: str, options: dict[str, Any]) -> bool:
+        now = db_now(using)
+        found = list(matching(_criteria(options), now, using)[: options["limit"]])
+        rows = [summary(job, now) for job in found]
+        if options["json"]:
+            self._json(rows)
+            return True
+        if not rows:
+            self.stdout.write("No jobs match.")
+            return True
+        cells = [
+            [
+                r["id"],
+                r["queue"],
+                r["type"],
+                r["state"],
+                r["tenant"] or "-",
+                f"{r['attempts']}/{r['max_attempts']}",
+                r["run_at"][:19].replace("T", " "),
+                (r["last_error"] or "")[:60],
+            ]
+            for r in rows
+        ]
+        headers = ["ID", "QUEUE", "TYPE", "STATE", "TENANT", "TRIES", "RUN AT (UTC)", "LAST ERROR"]
+        self.stdout.write(render.table(headers, cells))
+        return True
+
+    def _show(self, using: str, options: dict[str, Any]) -> bool:
+        job = Job.objects.using(using).filter(id=options["id"]).first()
+        if job is None:
+            self.stderr.write(f"No job with id {options['id']}.")
+            return False
+        row = detail(job, db_now(using))
+        if options["json"]:
+            self._json(row)
+            return True
+        errors = row.pop("errors")
+        width = max(len(k) for k in row)
+        for key, value in row.items():
+            text = (
+                render.to_json(value) if isinstance(value, dict | list) else render.cell_text(value)
+            )
+            self.stdout.write(f"{key.ljust(width)}  {text}")
+        self.stdout.write(f"\nHistory ({len(errors)} entries):" if errors else "\nNo history.")
+        for entry in errors:
+            head = " ".join(
+                str(entry[k]) for k in ("at", "kind", "attempt", "worker") if entry.get(k)
+            )
+            self.stdout.write(f"- {head}: {entry.get('type', '')}: {entry.get('message', '')}")
+            tail = (entry.get("traceback") or "").rstrip()
+            if tail:
+                self.stdout.write("    " + tail.replace("\n", "\n    "))
+        return True
+
+    def _health(self, using: str, options: dict[str, Any]) -> bool:
+        verdict = health.check(
+            using=using,
+            host=options["host"],
+            max_silence_s=options["max_silence"],
+            cron_max_delay_s=options["cron_max_delay"],
+        )
+        if options["json"]:
+            self._json(verdict.as_dict())
+        else:
+            for c in verdict.checks:
+                self.stdout.write(f"{'ok  ' if c.ok else 'FAIL'}  {c.name}: {c.detail}")
+        return verdict.healthy
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def _retry(self, using: str, options: dict[str, Any]) -> bool:
+        return self._act("retry", actions.retry, RETRYABLE, using, options)
+
+    def _cancel(self, using: str, options: dict[str, Any]) -> bool:
+        return self._act("cancel", actions.cancel, CANCELLABLE, using, options)
+
+    def _act(self, verb: str, act: Any, states: frozenset, using: str, options: dict) -> bool:
+        criteria = _criteria(options)
+        ids: list[int] = options["ids"]
+        if ids and not criteria.empty:
+            raise CommandError("give job ids or filters, not both", returncode=2)
+        if not ids:
+            if criteria.empty:
+                raise CommandError(
+                    f"name the jobs to {verb}: ids, or --queue/--state/--type/--tenant",
+                    returncode=2,
+                )
+            query = matching(criteria, db_now(using), using)
+            if criteria.state is None:
+                query = query.filter(state__in=sorted(states))
+            ids = list(query.order_by("id").values_list("id", flat=True))
+            if len(ids) > 1 and not options["yes"]:
+                self.stderr.write(
+                    f"{len(ids)} jobs match; nothing done. Add --yes to {verb} them all."
+                )
+                return False
+        progress = self._progress(len(ids)) if len(ids) > actions.CHUNK else None
+        outcome = act(ids, using, progress)
+        if options["json"]:
+            self._json(outcome.as_dict())
+        else:
+            past = "Retried" if verb == "retry" else "Cancelled"
+            self.stdout.write(f"{past} {len(outcome.done)} job(s).")
+            for job_id, why in sorted(outcome.skipped.items()):
+                self.stdout.write(f"  skipped {job_id}: {why}")
+            for job_id in outcome.missing:
+                self.stdout.write(f"  not found: {job_id}")
+        return not outcome.missing
+
+    def _progress(self, total: int) -> Any:
+        def report(done: int) -> None:
+            self.stderr.write(f"  {done}/{total}")
+
+        return report
+
+    def _prune(self, rest: list[str]) -> None:
+        command = load_command_class("jobqueue", "prunejobs")
+        if getattr(self, "_called_from_command_line", False):
+            command.run_from_argv([sys.argv[0], "prunejobs", *rest])
+        else:
+            call_command(command, *rest, stdout=self.stdout._out, stderr=self.stderr._out)
+
+    def _json(self, value: Any) -> None:
+        self.stdout.write(render.to_json(value))
+
+
+def _criteria(options: dict[str, Any]) -> JobFilter:
+    return JobFilter(
+        queue=options["queue"],
+        state=options["state"],
+        job_type=options["type"],
+        tenant=options["tenant"],
+    )

@@ -1,0 +1,67 @@
+"""Internal: plain-text tables and values for ``manage.py jobqueue`` in a terminal."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Return ``rows`` under ``headers`` as aligned columns (numbers right, text left).
+
+    Args:
+        headers: column titles.
+        rows: one sequence of cells per row; None prints as ``-``.
+
+    Returns:
+        The table, lines joined by newlines, without a trailing newline.
+    """
+    cells = [[cell_text(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    numeric = [
+        bool(rows) and all(isinstance(row[i], int | float) or row[i] is None for row in rows)
+        for i in range(len(headers))
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(list(headers)), *(line(row) for row in cells)])
+
+
+def cell_text(value: Any) -> str:
+    """Return one cell: ``-`` for None, floats with one decimal, anything else as str."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def duration(seconds: float | None) -> str:
+    """Return ``"850 ms"``, ``"4.2 s"``, ``"12 min"``, ``"3 h 5 min"`` or ``"2 d 4 h"``."""
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f} min"
+    if seconds < 86400:
+        return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:.0f} min"
+    return f"{seconds // 86400:.0f} d {seconds % 86400 // 3600:.0f} h"
+
+
+def to_json(value: Any) -> str:
+    """Return ``value`` as indented JSON (datetimes and other objects as strings)."""
+    return json.dumps(value, indent=2, default=str, ensure_ascii=False)

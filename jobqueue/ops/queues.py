@@ -1,0 +1,156 @@
+"""Internal: per-queue status for the CLI and metrics: depth, lag, throughput, who serves it.
+
+"Ready" counts the jobs claimable now (state ready, or scheduled with ``run_at`` come: storage
+skips that promotion) and "scheduled" those whose ``run_at`` is still ahead, as the dashboard
+does; both come from one index-only pass over the claim index. Lag is the age of the oldest
+claimable job by its ``run_at``, so a job delayed into the future never looks like a backlog, and
+it is None (not a stale age) when nothing is claimable.
+
+A queue is *unserved* when it has ready jobs and no live, running (not draining) worker lists it
+among its queues: the jobs wait for a worker that does not exist, and ``waiting_s`` says for how
+long (the lag).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, Min, Q
+
+from ..models import DependencyBreaker, Job, Worker
+from ..states import CLAIMABLE, JobState
+
+#: The window of the succeeded rate, seconds.
+RATE_WINDOW_SECONDS = 300
+
+
+@dataclass(kw_only=True)
+class QueueStatus:
+    """One queue as the operator tools show it. Counts are exact; ages are seconds."""
+
+    name: str
+    ready: int = 0
+    scheduled: int = 0
+    leased: int = 0
+    dead: int = 0
+    #: Age of the oldest claimable job (run_at come), None when nothing is claimable.
+    lag_s: float | None = None
+    #: Jobs of this queue that succeeded in the last RATE_WINDOW_SECONDS.
+    succeeded_recent: int = 0
+    #: Live running workers that list this queue.
+    workers: int = 0
+
+    @property
+    def unserved(self) -> bool:
+        """Return True if ready jobs wait and no live worker serves this queue."""
+        return self.ready > 0 and self.workers == 0
+
+    @property
+    def succeeded_per_min(self) -> float:
+        """Return the succeeded rate over the last RATE_WINDOW_SECONDS, per minute."""
+        return self.succeeded_recent * 60 / RATE_WINDOW_SECONDS
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the row for ``--json``."""
+        return {
+            "queue": self.name,
+            "ready": self.ready,
+            "scheduled": self.scheduled,
+            "leased": self.leased,
+            "dead": self.dead,
+            "lag_seconds": self.lag_s,
+            "succeeded_5m": self.succeeded_recent,
+            "succeeded_per_min": self.succeeded_per_min,
+            "workers": self.workers,
+            "unserved": self.unserved,
+            "waiting_seconds": self.lag_s if self.unserved else None,
+        }
+
+
+def live_workers(now: datetime, using: str = "default") -> list[Worker]:
+    """Return the workers that heartbeated within three of their intervals of ``now``.
+
+    The Worker table holds one row per process (stale rows are pruned), so this reads a few
+    rows; liveness is decided here, against ``now``, as ``Worker.is_alive`` decides it.
+    """
+    rows = Worker.objects.using(using).order_by("host", "pid")
+    return [
+        w for w in rows if now - w.last_seen_at <= timedelta(seconds=3 * w.heartbeat_interval_s)
+    ]
+
+
+def served_queues(workers: list[Worker]) -> dict[str, int]:
+    """Return queue name -> how many of ``workers`` claim from it (draining ones do not)."""
+    served: dict[str, int] = {}
+    for worker in workers:
+        if worker.status != "running":
+            continue
+        for name in worker.queues or []:
+            if isinstance(name, str):
+                served[name] = served.get(name, 0) + 1
+    return served
+
+
+def open_breakers(using: str = "default") -> list[DependencyBreaker]:
+    """Return the breakers that are open or half-open, by name (bounded: at most 200)."""
+    rows = DependencyBreaker.objects.using(using).exclude(state="closed").order_by("name")
+    return list(rows[:200])
+
+
+def queue_status(
+    now: datetime, using: str = "default", workers: list[Worker] | None = None
+) -> list[QueueStatus]:
+    """Return one :class:`QueueStatus` per queue that has live or dead jobs or a live worker.
+
+    Args:
+        now: the instant ages and the rate window are measured from (the database clock).
+        using: database alias of the queue.
+        workers: :func:`live_workers` output, if the caller has it already.
+
+    Returns:
+        The queues sorted by name.
+    """
+    if workers is None:
+        workers = live_workers(now, using)
+    jobs = Job.objects.using(using)
+    queues: dict[str, QueueStatus] = {}
+
+    def row(name: str) -> QueueStatus:
+        if name not in queues:
+            queues[name] = QueueStatus(name=name)
+        return queues[name]
+
+    due = Q(run_at__lte=now)
+    r: Mapping[str, Any]
+    # Every column here is in the claim index: an index-only scan of the claimable rows.
+    for r in (
+        jobs.filter(state__in=sorted(CLAIMABLE))
+        .values("queue")
+        .annotate(n=Count("id"), due=Count("id", filter=due), oldest=Min("run_at", filter=due))
+        .order_by()
+    ):
+        status = row(r["queue"])
+        status.ready, status.scheduled = r["due"], r["n"] - r["due"]
+        if r["oldest"] is not None:
+            status.lag_s = max((now - r["oldest"]).total_seconds(), 0.0)
+    # Leased rows only (the running index); as many as the workers' slots.
+    for r in jobs.filter(state=JobState.LEASED).values("queue").annotate(n=Count("id")).order_by():
+        row(r["queue"]).leased = r["n"]
+    # The dead index (type, queue): index-only.
+    for r in jobs.filter(state=JobState.DEAD).values("queue").annotate(n=Count("*")).order_by():
+        row(r["queue"]).dead = r["n"]
+    # A range of the finished index: the last five minutes of successes.
+    since = now - timedelta(seconds=RATE_WINDOW_SECONDS)
+    for r in (
+        jobs.filter(state=JobState.SUCCEEDED, finished_at__gte=since)
+        .values("queue")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        row(r["queue"]).succeeded_recent = r["n"]
+    for name, count in served_queues(workers).items():
+        row(name).workers = count
+    return sorted(queues.values(), key=lambda s: s.name)
