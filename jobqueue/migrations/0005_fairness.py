@@ -5,13 +5,18 @@
 
 from django.db import migrations, models
 
-from ._concurrently import AddIndexWithoutBlockingWrites, ReplaceIndexWithoutBlockingWrites
+from ._concurrently import (
+    AddFieldIfMissing,
+    AddIndexWithoutBlockingWrites,
+    ReplaceIndexWithoutBlockingWrites,
+)
 
 
 class Migration(migrations.Migration):
 
     # CREATE INDEX CONCURRENTLY cannot run inside a transaction. Each operation commits on its
-    # own; each can be run again after a failure (an INVALID leftover index is dropped first).
+    # own, so each must survive a re-run after a later one failed: the column may be there
+    # already, and an INVALID leftover index is dropped and built again.
     atomic = False
 
     dependencies = [
@@ -20,7 +25,7 @@ class Migration(migrations.Migration):
 
     operations = [
         # Nullable, no default: PostgreSQL adds the column without rewriting the table.
-        migrations.AddField(
+        AddFieldIfMissing(
             model_name='job',
             name='ordering_key',
             field=models.CharField(blank=True, help_text='Jobs with the same key run one at a time, in enqueue order.', max_length=200, null=True),

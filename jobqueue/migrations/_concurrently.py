@@ -192,6 +192,37 @@ class ReplaceIndexWithoutBlockingWrites(migrations.AddIndex):
         return f"replace_{self.model_name_lower}_{self.index.name.lower()}"
 
 
+class AddFieldIfMissing(migrations.AddField):
+    """``AddField`` that finds its column already there and leaves it (a non-atomic re-run).
+
+    In a migration with ``atomic = False`` each operation commits on its own: when a later
+    operation fails (a lock timeout during a concurrent build), this one's column stays while the
+    migration is not recorded, and the plain ``AddField`` of the next run would fail with "column
+    already exists". Only a column of the same name is looked for; its type is the operator's
+    to trust (it was added by this operation's earlier run).
+    """
+
+    def database_forwards(
+        self,
+        app_label: str,
+        schema_editor: BaseDatabaseSchemaEditor,
+        from_state: ProjectState,
+        to_state: ProjectState,
+    ) -> None:
+        """Add the column unless the table has it."""
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if not schema_editor.collect_sql and self.allow_migrate_model(
+            schema_editor.connection.alias, model
+        ):
+            column = model._meta.get_field(self.name).column
+            connection = schema_editor.connection
+            with connection.cursor() as cursor:
+                table = connection.introspection.get_table_description(cursor, model._meta.db_table)
+            if any(info.name == column for info in table):
+                return
+        super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+
 def _staging_copy(index: models.Index) -> models.Index:
     """Return ``index`` under the temporary name its concurrent replacement is built with."""
     copy = index.clone()
