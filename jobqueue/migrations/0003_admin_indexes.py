@@ -3,27 +3,7 @@
 
 from django.db import migrations, models
 
-
-class AddIndexWithoutBlockingWrites(migrations.AddIndex):
-    """AddIndex that uses CREATE INDEX CONCURRENTLY on PostgreSQL (a plain index elsewhere)."""
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        model = to_state.apps.get_model(app_label, self.model_name)
-        if not self.allow_migrate_model(schema_editor.connection.alias, model):
-            return
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.add_index(model, self.index, concurrently=True)
-        else:
-            schema_editor.add_index(model, self.index)
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        model = from_state.apps.get_model(app_label, self.model_name)
-        if not self.allow_migrate_model(schema_editor.connection.alias, model):
-            return
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.remove_index(model, self.index, concurrently=True)
-        else:
-            schema_editor.remove_index(model, self.index)
+from ._concurrently import AddIndexWithoutBlockingWrites
 
 
 class Migration(migrations.Migration):
