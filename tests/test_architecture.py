@@ -277,3 +277,15 @@ def test_the_page_names_modules_and_functions_that_exist() -> None:
 @pytest.mark.parametrize("part", sorted(PARTS))
 def test_every_part_is_on_the_page(part: str) -> None:
     assert f"`{part}`" in DOC.read_text()
+
+
+def test_the_page_names_the_exceptions_and_the_forbidden_arrows() -> None:
+    text = DOC.read_text()
+
+    def named(dotted: str) -> bool:
+        path = dotted.replace(".", "/")
+        return any(form in text for form in (f"`{dotted}`", f"`{path}.py`", f"`{path}/`"))
+
+    for importer, imported in [*EXCEPTIONS, *FORBIDDEN]:
+        assert named(importer), importer
+        assert named(imported), imported
