@@ -25,13 +25,13 @@ from typing import Any
 
 from . import signals
 from .backoff import policy_for
+from .claimed import ClaimedJob
 from .errors import InvalidPayload, UnknownJobType
 from .history import error_entry
 from .jobtypes import JobContext, JobType, resolve
 from .payloads import to_json
 from .retries import Outcome, decide
 from .states import JobState
-from .store.base import ClaimedJob
 
 __all__ = ["Outcome", "execute", "failure_outcome", "send_outcome_signal"]
 
