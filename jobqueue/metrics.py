@@ -197,11 +197,11 @@ def cached_view(
     key = f"jobqueue:metrics:{using}"
 
     def cached(request: HttpRequest) -> HttpResponse:
-        store = caches[cache]
-        text = store.get(key)
+        shared = caches[cache]
+        text = shared.get(key)
         if text is None:
             text = collect(using)
-            store.set(key, text, seconds)
+            shared.set(key, text, seconds)
         return HttpResponse(text, content_type=CONTENT_TYPE)
 
     return cached

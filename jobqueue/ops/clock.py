@@ -4,24 +4,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import connections
-from django.utils import timezone
+from ..store import get_store
 
 
 def db_now(using: str = "default") -> datetime:
-    """Return the database's current time (an aware datetime).
+    """Return the queue's clock for ``using`` (an aware datetime): the store's ``db_now``.
 
-    On PostgreSQL this is ``statement_timestamp()``, the clock every due, lease and fire time is
-    compared with; elsewhere (SQLite, whose jobs are written with this process's clock) it is
-    this process's ``timezone.now()``.
+    On PostgreSQL that is the database's ``now()`` (in autocommit, the statement's start), the
+    clock every due, lease and fire time is compared with; elsewhere (SQLite, whose jobs are
+    written with this process's clock) it is this process's ``timezone.now()``.
 
     Raises:
         django.db.Error: the database cannot be reached.
     """
-    connection = connections[using]
-    if connection.vendor != "postgresql":
-        return timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        value: datetime = cursor.fetchone()[0]
-    return value
+    return get_store(using).db_now()
