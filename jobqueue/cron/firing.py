@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import IntegrityError, transaction
 
 from ..conf import get_settings
+from ..logging import job_extra
 from ..models import CronEntry
 from ..options import EnqueueOptions, enqueue_type
 from ..payloads import to_json
@@ -164,6 +165,9 @@ def run_now(entry: CronEntry | str, *, fired_by: str = "", using: str | None = N
                     entry.name,
                     fired_by or "code",
                     fired.job_id,
+                    extra=job_extra(
+                        job_id=fired.job_id, job_type=entry.job_type, queue=entry.queue
+                    ),
                 )
                 return fired.job_id
     raise IntegrityError(f"cron entry {entry.name!r}: could not record a manual fire")
