@@ -138,6 +138,17 @@ def test_a_django_task_enqueues_under_the_default():
     assert Job.objects.filter(id=int(result.id)).exists()
 
 
+@pytest.mark.skipif("django.tasks" not in sys.modules, reason="django.tasks is Django 6.0+")
+@db
+@DEFAULT
+def test_a_task_of_another_backend_moved_onto_jobqueue_enqueues_under_the_default():
+    # Its module registered nothing with jobqueue; the backend registers it as it validates it.
+    from tests.testapp.tasks import declared_elsewhere
+
+    result = declared_elsewhere.using(backend="default").enqueue(4)
+    assert Job.objects.get(id=int(result.id)).type == "tests.testapp.tasks.declared_elsewhere"
+
+
 @pytest.mark.parametrize("bad", ["billing.", [""], [3], {"billing.": True}, None])
 def test_a_bad_setting_names_the_key(bad):
     with pytest.raises(ImproperlyConfigured, match="ENQUEUE_UNREGISTERED"):
