@@ -33,6 +33,7 @@ from django.db import DatabaseError
 from . import arguments
 from .conf import get_settings
 from .jobtypes import JobType, registered, registry, resolve
+from .logging import job_extra
 from .outage import writing
 from .retries import Outcome
 from .states import DeadReason, JobState
@@ -152,7 +153,12 @@ class BreakerGate:
                 if self.store.claim_probe(name, first.id, probe_s, now=now) is not None:
                     self.probes[first.id] = name
                     waiting.pop(0)
-                    logger.warning("dependency %s: job %s probes it (half-open)", name, first.id)
+                    logger.warning(
+                        "dependency %s: job %s probes it (half-open)",
+                        name,
+                        first.id,
+                        extra=job_extra(first),
+                    )
             # Back after the cool-down, spread over one base cool-down: jobs held back together
             # must not come back as one wave (the storm the breaker is there to prevent).
             start = view.open_until if view.state == "open" else view.now
@@ -245,6 +251,7 @@ class BreakerGate:
                         job_id,
                         result,
                         states.get(name, "?"),
+                        extra=job_extra(job_id=job_id),
                     )
             for name, seconds in sorted(opens.items()):
                 until = self.store.open_breaker(

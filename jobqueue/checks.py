@@ -11,6 +11,9 @@
 * ``jobqueue.E004`` — a job type named in the settings cannot be resolved.
 * ``jobqueue.E005`` — an entry of ``JOBQUEUE["CRON"]`` is invalid.
 * ``jobqueue.W003`` — a cron entry's handler cannot take the ``fire_time`` keyword argument.
+* ``jobqueue.W004`` — ``JOBQUEUE["ENQUEUE_UNREGISTERED"]`` is True: enqueue accepts any job type
+  name, so a mistyped one is retried until dead (``unknown_type``); a list of prefixes is not
+  reported. With the default (False), a cron entry of a type not registered here is E004.
 * ``jobqueue.E006`` — a ``TASKS`` entry names ``JobQueueBackend`` but ``"jobqueue"`` is not in
   ``INSTALLED_APPS``. Reported by the backend's own ``check()`` (``jobqueue/tasks/backend.py``):
   without the app, nothing here is registered.
@@ -29,6 +32,7 @@ from .cron.entries import check_handler
 from .cron.spec import parse_cron_setting
 from .errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
 from .executor import resolve_handler
+from .options import allows_unregistered
 from .validation import is_count
 
 BACKEND_PATH = "jobqueue.backends.JobQueueBackend"
@@ -193,6 +197,26 @@ def check_tasks_setting(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     return messages
 
 
+@checks.register()
+def check_enqueue_unregistered(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Warn when enqueue accepts every unregistered job type name (jobqueue.W004)."""
+    try:
+        allowed = get_settings().enqueue_unregistered
+    except JobQueueConfigurationError:
+        return []  # reported by check_settings (E001)
+    if "" not in allowed:
+        return []
+    return [
+        checks.Warning(
+            "JOBQUEUE['ENQUEUE_UNREGISTERED'] is True: enqueue accepts any job type name, so a "
+            "mistyped one is accepted and retried until dead (unknown_type).",
+            hint="List the prefixes of the types only the workers define instead, e.g. "
+            "JOBQUEUE['ENQUEUE_UNREGISTERED'] = ['billing.'].",
+            id="jobqueue.W004",
+        )
+    ]
+
+
 def job_types_named_in_settings() -> Iterable[tuple[str, str]]:
     """Return ``(where, job type)`` for every job type that the settings name.
 
@@ -208,9 +232,15 @@ def job_types_named_in_settings() -> Iterable[tuple[str, str]]:
 
 @checks.register()
 def check_job_types(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """Report each job type named in the settings that workers could not resolve (E004)."""
+    """Report each job type named in the settings that workers could not resolve (E004).
+
+    A name ``JOBQUEUE["ENQUEUE_UNREGISTERED"]`` allows is left out: another service's
+    workers define it, and the fire enqueues it like any allowed name.
+    """
     messages: list[checks.CheckMessage] = []
     for where, type_name in job_types_named_in_settings():
+        if allows_unregistered(type_name):
+            continue
         try:
             resolve_handler(type_name)
         except UnknownJobType:
@@ -219,7 +249,8 @@ def check_job_types(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
                     f"{where} names job type {type_name!r}, which no @job or @task defines.",
                     hint="Use the dotted path of a @job or @task function, and define it in a "
                     "module of an installed app that jobqueue imports (jobs.py or tasks.py, "
-                    "see JOBQUEUE['DISCOVER_MODULES']).",
+                    "see JOBQUEUE['DISCOVER_MODULES']); if only other workers define it, "
+                    "allow it with JOBQUEUE['ENQUEUE_UNREGISTERED'] (a list of prefixes).",
                     id="jobqueue.E004",
                 )
             )

@@ -97,6 +97,8 @@ def enqueue(
             lone surrogate, or is over ``MAX_PAYLOAD_BYTES``.
         InvalidJobOption: a bad queue, priority, run_at (naive under USE_TZ), delay,
             max_attempts, timeout_s, tenant_id, dedupe_key, ordering_key or using.
+        UnregisteredJobType: no handler registers ``job_type`` in this process and
+            ``JOBQUEUE["ENQUEUE_UNREGISTERED"]`` does not allow it (an ``InvalidJobOption``).
         QueueUnavailable: the database cannot be reached; nothing was written.
         django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
             the caller's transaction; retry the transaction.
@@ -202,7 +204,8 @@ def enqueue_many(
         InvalidJobOption: ``jobs`` is not an iterable of mappings, a job lacks ``job_type``
             (or ``queue``, for a type not registered here), has an unknown key, or a bad
             option (``option`` names it as ``jobs[<index>].<key>``); or ``chunk_bytes`` or
-            ``using`` is bad.
+            ``using`` is bad. An :class:`~jobqueue.errors.UnregisteredJobType` for a job whose
+            type is not registered here (unless ``ENQUEUE_UNREGISTERED`` allows it).
         InvalidPayload: a payload is not JSON, or one job alone is over what one PostgreSQL
             message can carry; ``path`` starts with ``jobs[<index>]``.
         QueueUnavailable: the database cannot be reached; nothing was written.

@@ -116,6 +116,11 @@ DEFAULT_CRON_FIRE_RETENTION_SECONDS = 30 * 24 * 3600.0
 """How long fire records (which make each fire time happen once) are kept: 30 days. The
 latest record of each entry is always kept."""
 
+DEFAULT_ENQUEUE_UNREGISTERED = False
+"""Enqueue refuses a job type that no ``@job`` or task registers in the enqueuing process. True
+(any name) or a list of type-name prefixes (``["billing."]``) allows types that only the
+workers define, such as another service's."""
+
 RETENTION_STATES = tuple(DEFAULT_RETENTION_SECONDS)
 """The finished states the pruner deletes; live jobs are never pruned."""
 
@@ -154,6 +159,8 @@ class JobQueueSettings:
     #: None: no retry budget (retries wait for their backoff only).
     retry_budget: RetryBudgetSettings | None = field(default_factory=RetryBudgetSettings)
     transaction_limits: TransactionLimits = field(default_factory=TransactionLimits)
+    #: Type-name prefixes enqueue accepts unregistered; ``("",)`` accepts any name (True).
+    enqueue_unregistered: tuple[str, ...] = ()
 
 
 def _ranged(key: str) -> Callable[[Any], float]:
@@ -269,6 +276,33 @@ def parse_masked_keys(value: Any) -> tuple[str, ...]:
     return tuple(item.strip().lower() for item in items)
 
 
+def parse_enqueue_unregistered(value: Any) -> tuple[str, ...]:
+    """Validate ``JOBQUEUE["ENQUEUE_UNREGISTERED"]``: True, False, or a list of name prefixes.
+
+    Returns:
+        The type-name prefixes enqueue accepts without a registered handler: ``()`` for False
+        (the default: every type must be registered), ``("",)`` for True (any name).
+
+    Raises:
+        JobQueueConfigurationError: not a bool or a list, or a prefix that is not a non-empty
+            string.
+    """
+    if isinstance(value, bool):
+        return ("",) if value else ()
+    where = "JOBQUEUE['ENQUEUE_UNREGISTERED']"
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise JobQueueConfigurationError(
+            f"{where} must be True, False or a list of job type name prefixes like "
+            f"['billing.'], got {value!r}"
+        )
+    for prefix in value:
+        if not isinstance(prefix, str) or not prefix:
+            raise JobQueueConfigurationError(
+                f"{where} prefixes must be non-empty strings, got {prefix!r}"
+            )
+    return tuple(dict.fromkeys(value))
+
+
 #: ``JOBQUEUE`` key -> (the field or fields of :class:`JobQueueSettings` it sets, its parser).
 #: A parser takes the key's value and returns the field's, or raises
 #: ``JobQueueConfigurationError`` naming the key. ``CRON`` is parsed last (:func:`build_settings`).
@@ -305,6 +339,7 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
     "BREAKER": ("breaker", parse_breaker),
     "RETRY_BUDGET": ("retry_budget", parse_retry_budget),
     "TRANSACTION_LIMITS": ("transaction_limits", parse_transaction_limits),
+    "ENQUEUE_UNREGISTERED": ("enqueue_unregistered", parse_enqueue_unregistered),
 }
 
 _KEYS = {*FIELDS, "CRON"}

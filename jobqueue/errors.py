@@ -30,6 +30,7 @@ __all__ = [
     "ResultNotJSON",
     "RetryAfter",
     "UnknownJobType",
+    "UnregisteredJobType",
 ]
 
 
@@ -105,6 +106,30 @@ class UnknownJobType(JobQueueError, LookupError):
             else f"no handler registered for job type {job_type!r} "
             "(is its module imported, or named jobs.py in an installed app?)"
         )
+
+
+class UnregisteredJobType(UnknownJobType, InvalidJobOption):
+    """Enqueue refused a job type that no handler registers in this process.
+
+    An :class:`UnknownJobType` (its ``job_type`` names it) and an :class:`InvalidJobOption`
+    (its ``option`` says which argument, ``jobs[3].job_type`` in ``enqueue_many``).
+    """
+
+    def __init__(self, job_type: str, option: str = "job_type") -> None:
+        prefix = job_type.rpartition(".")[0]
+        example = f"[{prefix + '.'!r}]" if prefix else "True"
+        problem = (
+            f"job type {job_type!r} is not registered in this process. Define it with @job "
+            "(or @task) in a module this process imports (jobs.py or tasks.py of an installed "
+            "app), or, if only the workers define it, allow it with "
+            f"JOBQUEUE['ENQUEUE_UNREGISTERED'] = {example} (a list of type-name prefixes, or "
+            "True for any name)"
+        )
+        self.job_type = job_type
+        self.reason = "not registered in this process"
+        self.option = option
+        self.problem = problem
+        JobQueueError.__init__(self, f"invalid {option}: {problem}")
 
 
 class JobTimeout(JobQueueError, TimeoutError):

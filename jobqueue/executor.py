@@ -29,6 +29,7 @@ from .claimed import ClaimedJob
 from .errors import InvalidPayload, UnknownJobType
 from .history import error_entry
 from .jobtypes import JobContext, JobType, resolve
+from .logging import job_extra
 from .payloads import to_json
 from .retries import Outcome, decide
 from .states import JobState
@@ -119,7 +120,11 @@ def _send_started(claimed: ClaimedJob, context: JobContext) -> None:
     for receiver, response in responses:
         if isinstance(response, Exception):
             logger.error(
-                "job %s: job_started receiver %r failed", claimed.id, receiver, exc_info=response
+                "job %s: job_started receiver %r failed",
+                claimed.id,
+                receiver,
+                exc_info=response,
+                extra=job_extra(claimed, worker_id=context.worker_id),
             )
             # send_robust's frame holds the list that holds the exception: a cycle.
             _clear_frames(response)
@@ -186,7 +191,13 @@ def _success(claimed: ClaimedJob, result: object, started: float) -> Outcome:
     except InvalidPayload as exc:
         # The work is done (its side effects happened), so the job succeeded; re-running it to
         # get a storable result would repeat them. Keep no result and say why.
-        logger.warning("job %s %s: result not stored: %s", claimed.id, claimed.job_type, exc)
+        logger.warning(
+            "job %s %s: result not stored: %s",
+            claimed.id,
+            claimed.job_type,
+            exc,
+            extra=job_extra(claimed, duration_s=duration),
+        )
         result_json = "null"
     return Outcome(
         job_id=claimed.id,
@@ -243,6 +254,10 @@ def send_outcome_signal(
     for receiver, response in signal.send_robust(**common, **extra):
         if isinstance(response, Exception):
             logger.error(
-                "job %s: signal receiver %r failed", claimed.id, receiver, exc_info=response
+                "job %s: signal receiver %r failed",
+                claimed.id,
+                receiver,
+                exc_info=response,
+                extra=job_extra(claimed, worker_id=worker_id, duration_s=outcome.duration_s),
             )
             _clear_frames(response)

@@ -12,9 +12,9 @@ from typing import Any
 
 from . import arguments
 from .conf import get_settings
-from .errors import InvalidJobOption, InvalidPayload
+from .errors import InvalidJobOption, InvalidPayload, UnregisteredJobType
 from .jobtypes import JobType, signature_of
-from .options import EnqueueOptions, job_type_of
+from .options import EnqueueOptions, enqueue_type
 from .payloads import to_json
 from .store.base import NewJob
 
@@ -82,6 +82,8 @@ def new_job(
 
     Raises:
         InvalidPayload, InvalidJobOption: as ``jobqueue.enqueue`` documents.
+        UnregisteredJobType: the type is not registered here and the settings do not allow it
+            (:func:`~jobqueue.options.enqueue_type`).
     """
     type_name = job_type.name if isinstance(job_type, JobType) else job_type
     arguments.text("job_type", type_name, 200)
@@ -92,7 +94,7 @@ def new_job(
     memo = {} if memo is None else memo
     found_key = ("type", job_type)
     if found_key not in memo:
-        memo[found_key] = job_type_of(job_type)
+        memo[found_key] = enqueue_type(job_type)
     found: JobType | None = memo[found_key]
     options = EnqueueOptions(
         queue=queue, priority=priority, max_attempts=max_attempts, timeout_s=timeout_s
@@ -136,6 +138,8 @@ def new_jobs(specs: Iterable[Mapping[str, Any]]) -> list[NewJob]:
             type has no default), has an unknown key, or a bad option; ``option`` names it as
             ``jobs[<index>].<key>``.
         InvalidPayload: a payload is not JSON; ``path`` starts with ``jobs[<index>]``.
+        UnregisteredJobType: a job's type is not registered here and the settings do not
+            allow it; ``option`` is ``jobs[<index>].job_type``.
     """
     if isinstance(specs, Mapping | str | bytes) or not isinstance(specs, Iterable):
         raise InvalidJobOption("jobs", f"must be an iterable of job dicts, got {specs!r:.100}")
@@ -160,6 +164,8 @@ def new_jobs(specs: Iterable[Mapping[str, Any]]) -> list[NewJob]:
             built.append(new_job(**{"queue": None, **spec}, memo=memo, queue_given=given))
         except InvalidPayload as exc:
             raise InvalidPayload(f"{where}.{exc.path}", exc.problem) from None
+        except UnregisteredJobType as exc:
+            raise UnregisteredJobType(exc.job_type, f"{where}.{exc.option}") from None
         except InvalidJobOption as exc:
             raise InvalidJobOption(f"{where}.{exc.option}", exc.problem) from None
     return built

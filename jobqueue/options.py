@@ -15,10 +15,16 @@ from typing import Any
 
 from .arguments import queue_name, validate_options
 from .conf import get_settings
-from .errors import InvalidJobOption, UnknownJobType
+from .errors import InvalidJobOption, UnknownJobType, UnregisteredJobType
 from .jobtypes import JobType, registered, resolve
 
-__all__ = ["EnqueueOptions", "ResolvedOptions", "job_type_of"]
+__all__ = [
+    "EnqueueOptions",
+    "ResolvedOptions",
+    "allows_unregistered",
+    "enqueue_type",
+    "job_type_of",
+]
 
 logger = logging.getLogger("jobqueue")
 
@@ -44,6 +50,44 @@ def job_type_of(job_type: str | JobType) -> JobType | None:
     except Exception as exc:  # noqa: BLE001 - any import error: the producer may lack its deps
         logger.debug("job type %r: module did not import here (%s); no defaults", job_type, exc)
         return None
+
+
+def allows_unregistered(type_name: str) -> bool:
+    """Return whether ``type_name`` may be enqueued here without a registered handler.
+
+    True when ``JOBQUEUE["ENQUEUE_UNREGISTERED"]`` is True or one of its prefixes starts it.
+    """
+    return type_name.startswith(get_settings().enqueue_unregistered)
+
+
+def enqueue_type(job_type: str | JobType) -> JobType | None:
+    """Return the type a job is enqueued as; the one place that refuses an unregistered type.
+
+    Every enqueue path asks here (``enqueue``, ``enqueue_many``, ``JobType.enqueue``, cron
+    fires; the ``django.tasks`` backend registers its task before it enqueues). A type that
+    nothing registers in this process would be retried until dead (``unknown_type``) unless a
+    worker elsewhere defines it, so it is refused unless ``JOBQUEUE["ENQUEUE_UNREGISTERED"]``
+    allows its name (True, or a matching prefix): that is the case of a type defined only in
+    the workers' codebase (another service's).
+
+    Args:
+        job_type: a type name, or the object ``@job`` returned.
+
+    Returns:
+        The registered type (its defaults apply), the object given if the setting allows an
+        unregistered one, or None for an allowed name nothing registers here.
+
+    Raises:
+        UnregisteredJobType: nothing registers the name here and the setting does not allow
+            it; the message says how to register or allow it.
+    """
+    name = job_type.name if isinstance(job_type, JobType) else job_type
+    found = job_type_of(name)
+    if found is not None:
+        return job_type if isinstance(job_type, JobType) else found
+    if not allows_unregistered(name):
+        raise UnregisteredJobType(name)
+    return job_type if isinstance(job_type, JobType) else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

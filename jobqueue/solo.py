@@ -24,6 +24,7 @@ from collections.abc import Collection, Sequence
 from django.db import DatabaseError
 
 from .errors import LeaseLost
+from .logging import job_extra
 from .store import ClaimedJob, Store
 
 logger = logging.getLogger("jobqueue.worker")
@@ -101,4 +102,9 @@ def give_back(store: Store, jobs: Sequence[ClaimedJob]) -> None:
         except LeaseLost:
             pass
         except DatabaseError as exc:
-            logger.error("job %s: could not give back (%s); its lease will expire", job.id, exc)
+            logger.error(
+                "job %s: could not give back (%s); its lease will expire",
+                job.id,
+                exc,
+                extra=job_extra(job),
+            )

@@ -155,6 +155,7 @@ def test_the_tasks_package_is_discovered_on_a_django_without_tasks(monkeypatch):
 # -- E004: job types named in settings -----------------------------------------------------
 
 
+@override_settings(JOBQUEUE={})  # the default: no unregistered type is allowed
 def test_a_job_type_named_in_settings_that_nothing_defines_is_e004(monkeypatch):
     named = [
         ("JOBQUEUE['CRON']['nightly']", "tests.testapp.jobs.add"),

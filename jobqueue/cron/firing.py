@@ -14,8 +14,9 @@ from datetime import UTC, datetime, timedelta
 from django.db import IntegrityError, transaction
 
 from ..conf import get_settings
+from ..logging import job_extra
 from ..models import CronEntry
-from ..options import EnqueueOptions, job_type_of
+from ..options import EnqueueOptions, enqueue_type
 from ..payloads import to_json
 from ..store import NewJob, Store
 from ..store.bounded import own_transaction
@@ -39,10 +40,13 @@ def build_job(entry: DueEntry | CronEntry, fire_time: datetime, now: datetime) -
     Raises:
         InvalidPayload: the payload no longer fits ``MAX_PAYLOAD_BYTES``.
         InvalidJobOption: the entry's queue or priority is no longer valid.
+        UnregisteredJobType: the entry's type is not registered here and
+            ``ENQUEUE_UNREGISTERED`` does not allow it (a ``ValueError``: the scheduler
+            reports the entry, as for a bad queue).
     """
     conf = get_settings()
     options = EnqueueOptions(queue=entry.queue, priority=entry.priority).resolve(
-        job_type_of(entry.job_type)
+        enqueue_type(entry.job_type)
     )
     payload = {**entry.payload, FIRE_TIME_KEY: fire_time.astimezone(UTC).isoformat()}
     return NewJob(
@@ -161,6 +165,9 @@ def run_now(entry: CronEntry | str, *, fired_by: str = "", using: str | None = N
                     entry.name,
                     fired_by or "code",
                     fired.job_id,
+                    extra=job_extra(
+                        job_id=fired.job_id, job_type=entry.job_type, queue=entry.queue
+                    ),
                 )
                 return fired.job_id
     raise IntegrityError(f"cron entry {entry.name!r}: could not record a manual fire")

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 from ..conf import get_settings
 from ..crontab import Schedule
+from ..logging import job_extra
 from ..store.cron import SCHEDULER_LEASE, DueEntry, Leadership
 from .entries import cron_store, reconcile_settings
 from .firing import fire
@@ -259,6 +260,9 @@ class Scheduler:
                     entry.name,
                     fire_time.isoformat(),
                     outcome.job_id,
+                    extra=job_extra(
+                        job_id=outcome.job_id, job_type=entry.job_type, queue=entry.queue
+                    ),
                 )
             entry = dataclasses.replace(entry, next_fire_at=following)
         return True

@@ -25,6 +25,7 @@ from django.db import DatabaseError
 
 from ..executor import Outcome, send_outcome_signal
 from ..guard import DependencyGuard
+from ..logging import job_extra
 from .runs import Run, Runs
 from .wakeups import WakeUps
 
@@ -117,6 +118,11 @@ class Completer:
                     "job %s returned (%s) after its timeout; outcome discarded",
                     outcome.job_id,
                     outcome.state,
+                    extra=job_extra(
+                        job_id=outcome.job_id,
+                        worker_id=self.worker_id,
+                        duration_s=outcome.duration_s,
+                    ),
                 )
                 continue
             run = self.runs.get(outcome.job_id)
@@ -201,7 +207,7 @@ class Completer:
             # The hot path: build the line only if it will be written.
             self.stats["succeeded"] += 1
             if logger.isEnabledFor(logging.INFO):
-                logger.info("%s succeeded in %s", run.label, run.took)
+                logger.info("%s succeeded in %s", run.label, run.took, extra=run.extra())
             self.runs.remove(run.claimed.id)
             self._send_outcome_signal(run, state)
             return
@@ -213,6 +219,7 @@ class Completer:
                 run.label,
                 outcome.state,
                 run.took,
+                extra=run.extra(),
             )
         elif state == "scheduled":
             self.stats["retried"] += 1
@@ -225,6 +232,7 @@ class Completer:
                 outcome.delay_s,
                 error.get("type"),
                 error.get("message"),
+                extra=run.extra(),
             )
         else:
             self.stats["dead"] += 1
@@ -235,6 +243,7 @@ class Completer:
                 run.took,
                 error.get("type"),
                 error.get("message"),
+                extra=run.extra(),
             )
         self.runs.remove(run.claimed.id)
         self._send_outcome_signal(run, state)
@@ -248,6 +257,7 @@ class Completer:
             run.label,
             run.outcome.state,
             run.took,
+            extra=run.extra(),
         )
         self._send_outcome_signal(run, "lost")
         self.runs.remove(run.claimed.id)

@@ -63,7 +63,9 @@ class Heartbeat:
             if lease is not None:
                 if lease.cancel_requested and not run.context.cancel_requested:
                     run.context.mark_cancel_requested()
-                    logger.warning("%s: cancel requested; telling the handler", run.label)
+                    logger.warning(
+                        "%s: cancel requested; telling the handler", run.label, extra=run.extra()
+                    )
             # A job whose outcome is in is being recorded (its ack may just have landed); only a
             # job still running has truly lost its lease.
             elif run.outcome is None and not run.context.lease_lost:
@@ -72,6 +74,7 @@ class Heartbeat:
                     "%s: lease lost (another worker or the reaper took the job); "
                     "its outcome will not be recorded",
                     run.label,
+                    extra=run.extra(),
                 )
         self.store.touch_worker(
             self.worker_id,

@@ -10,9 +10,11 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..executor import Outcome
 from ..jobtypes import JobContext, JobType
+from ..logging import job_extra
 from ..store import ClaimedJob
 
 
@@ -47,6 +49,14 @@ class Run:
         """Return how log lines name this run: id, type and attempt."""
         c = self.claimed
         return f"job {c.id} {c.job_type} attempt {c.attempt}/{c.max_attempts}"
+
+    def extra(self) -> dict[str, Any]:
+        """Return the ``extra`` fields of a log line about this run (``jobqueue.logging``)."""
+        return job_extra(
+            self.claimed,
+            worker_id=self.context.worker_id,
+            duration_s=self.outcome.duration_s if self.outcome is not None else None,
+        )
 
     @property
     def took(self) -> str:

@@ -30,13 +30,22 @@ def release_runs(store, runs: Runs, stats: dict[str, int]) -> None:
             state = store.release(job_id, run.claimed.lease_token)
             if state == "cancelled":
                 stats["cancelled"] += 1
-                logger.warning("%s cancelled at shutdown (its cancel was requested)", run.label)
+                logger.warning(
+                    "%s cancelled at shutdown (its cancel was requested)",
+                    run.label,
+                    extra=run.extra(),
+                )
             else:
                 stats["released"] += 1
-                logger.warning("%s released at shutdown (attempt not counted)", run.label)
+                logger.warning(
+                    "%s released at shutdown (attempt not counted)", run.label, extra=run.extra()
+                )
         except LeaseLost:
             pass
         except DatabaseError as exc:
             logger.error(
-                "job %s: could not release (%s); it reruns when its lease expires", job_id, exc
+                "job %s: could not release (%s); it reruns when its lease expires",
+                job_id,
+                exc,
+                extra=run.extra(),
             )

@@ -18,6 +18,7 @@ from ..errors import JobTimeout
 from ..executor import Outcome, execute, failure_outcome, resolve_handler
 from ..handler_threads import HandlerThreads
 from ..jobtypes import JobContext, JobType
+from ..logging import job_extra
 from ..store import ClaimedJob
 from .completer import Completer
 from .runs import Run, Runs
@@ -89,7 +90,11 @@ class Starter:
             # execute() turns handler errors into outcomes; this is a failure of that machinery
             # itself (an exception whose str() raises, say). Without an outcome the slot would
             # be lost and the job would sit leased until it timed out.
-            logger.exception("job %s: could not turn its run into an outcome", job.id)
+            logger.exception(
+                "job %s: could not turn its run into an outcome",
+                job.id,
+                extra=job_extra(job, worker_id=self.worker_id),
+            )
             outcome = failure_outcome(job, exc, self.worker_id)
         finally:
             # Like the end of a request: roll back and close what the handler opened.
@@ -118,5 +123,6 @@ class Starter:
                 "runs on until it returns, and its result will be ignored",
                 run.label,
                 claimed.timeout_s,
+                extra=run.extra(),
             )
             self._on_runaway()

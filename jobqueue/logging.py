@@ -1,0 +1,109 @@
+"""Structured logs: the ``extra`` fields of every log line about a job, and a JSON formatter.
+
+Every line the worker, executor, reaper and scheduler log about one job passes
+``extra=job_extra(...)``, so a formatter that renders record attributes (ours below, or
+python-json-logger) gets ``job_id``, ``job_type``, ``queue``, ``tenant_id``, ``attempt``,
+``duration_s`` (where the run's length is known) and ``worker_id`` without parsing the message.
+The message texts stay as they were: operators and tests grep them.
+
+A leaf: imports nothing of jobqueue, so every module may use it (``import logging`` in here is
+the standard library's; absolute imports).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["JOB_FIELDS", "JSONFormatter", "job_extra"]
+
+#: The ``extra`` fields a job's log lines may carry, in the order the formatter writes them.
+JOB_FIELDS = ("job_id", "job_type", "queue", "tenant_id", "attempt", "duration_s", "worker_id")
+
+# Attributes every LogRecord has; anything else on a record came from ``extra``.
+_RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+
+
+def job_extra(
+    job: Any = None,
+    *,
+    job_id: int | None = None,
+    worker_id: str | None = None,
+    duration_s: float | None = None,
+    job_type: str | None = None,
+    queue: str | None = None,
+) -> dict[str, Any]:
+    """Return the ``extra`` dict of a log line about one job: the one place that builds it.
+
+    Call it only where the line will be written (inside ``isEnabledFor`` on a hot path, or
+    as the ``extra=`` argument of a WARNING or ERROR line, which is rare).
+
+    Args:
+        job: the job as claimed (a ``ClaimedJob``: ``id``, ``job_type``, ``queue``,
+            ``tenant_id``, ``attempt``), or None when only some fields are known.
+        job_id: the job's id, when ``job`` is None.
+        worker_id: the worker running it, if a worker logs the line.
+        duration_s: how long the handler ran, seconds, once it has returned.
+        job_type: the type name, when ``job`` is None (a cron fire, a reaped lease).
+        queue: the queue, when ``job`` is None.
+
+    Returns:
+        The known fields of :data:`JOB_FIELDS`; unknown ones are left out, not None.
+    """
+    extra: dict[str, Any] = {}
+    if job is not None:
+        extra["job_id"] = job.id
+        extra["job_type"] = job.job_type
+        extra["queue"] = job.queue
+        extra["tenant_id"] = job.tenant_id
+        extra["attempt"] = job.attempt
+    else:
+        for name, value in (("job_id", job_id), ("job_type", job_type), ("queue", queue)):
+            if value is not None:
+                extra[name] = value
+    if duration_s is not None:
+        extra["duration_s"] = round(duration_s, 6)
+    if worker_id is not None:
+        extra["worker_id"] = worker_id
+    return extra
+
+
+class JSONFormatter(logging.Formatter):
+    """Format each record as one JSON object per line, with its ``extra`` fields.
+
+    Keys: ``time`` (ISO 8601, UTC, from the record), ``level``, ``logger``, ``message``, then
+    the job fields (:data:`JOB_FIELDS`) and any other ``extra`` the record carries, and
+    ``exc_info`` (the formatted traceback) when there is one. A value JSON cannot hold is
+    written as its ``str()``. Use it in ``LOGGING``::
+
+        "formatters": {"json": {"()": "jobqueue.logging.JSONFormatter"}}
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Return ``record`` as one line of JSON (see the class docstring for the keys)."""
+        entry: dict[str, Any] = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _RECORD_ATTRS and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exc_info"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack_info"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """Return the record's creation time as ISO 8601 in UTC, to the millisecond."""
+        if datefmt:
+            return super().formatTime(record, datefmt)
+        return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
