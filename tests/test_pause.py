@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.contrib.admin.models import ADDITION, DELETION, LogEntry
 from django.contrib.auth.models import User
+from django.db import connection
 from django.urls import reverse
 
 import jobqueue
@@ -19,9 +20,10 @@ from jobqueue.errors import InvalidJobOption
 from jobqueue.models import Job, Pause
 from jobqueue.states import JobState
 from jobqueue.store import get_store
+from jobqueue.store.postgres import sql
 
 from .conftest import requires_postgres
-from .factories import make_job
+from .factories import claim_params, make_job, make_jobs
 
 NOOP = "tests.testapp.jobs.noop"
 OTHER = "tests.testapp.jobs.add"
@@ -151,6 +153,25 @@ class TestPostgresPause(PauseContract):
         store.pause("queue", "mail", "alice")
         with django_assert_num_queries(1):
             assert self.claim_all(store, ["mail"]) == set()
+
+
+@pytest.mark.slow  # a load: 20,000 rows, then the planner
+@requires_postgres()
+@pytest.mark.django_db
+def test_the_claim_with_pauses_still_reads_the_claim_index_below_the_jit_threshold():
+    make_jobs(10000, JobState.READY, queue="q")
+    make_jobs(10000, JobState.READY, queue="other", type=OTHER)
+    jobqueue.pause("paused-queue", by="ops")
+    jobqueue.pause_type(NOOP, by="ops")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobqueue_job")
+        cursor.execute("EXPLAIN " + sql("claim"), claim_params(["q", "other"], max_jobs=10))
+        plan = "\n".join(r[0] for r in cursor.fetchall())
+    assert "Index Scan using jobqueue_job_claim" in plan, plan
+    assert "Seq Scan on jobqueue_job " not in plan, plan
+    assert "Bitmap Heap Scan on jobqueue_job" not in plan, plan
+    cost = float(plan.splitlines()[0].split("..")[1].split()[0])
+    assert cost < 20000, plan.splitlines()[0]
 
 
 @pytest.mark.django_db(databases=["default", "sqlite"])
