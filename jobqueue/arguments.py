@@ -68,6 +68,14 @@ def queue_name(queue: Any, option: str = "queue") -> str:
         raise InvalidJobOption(option, str(exc)) from None
 
 
+def type_name(name: Any, option: str = "job_type") -> str:
+    """Return ``name`` if it is a valid job type name, else raise :class:`InvalidJobOption`."""
+    try:
+        return validation.validate_type_name(name)
+    except ValueError as exc:
+        raise InvalidJobOption(option, str(exc)) from None
+
+
 def dependency_name(name: Any) -> str:
     """Return ``name`` if it is a valid dependency name, else raise :class:`InvalidJobOption`."""
     try:

@@ -24,6 +24,7 @@ __all__ = [
     "number",
     "validate_dependency_name",
     "validate_queue_name",
+    "validate_type_name",
 ]
 
 MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
@@ -54,6 +55,29 @@ def validate_queue_name(value: Any) -> str:
         ValueError: ``queue name must match ..., got <value>``.
     """
     return _name("queue", value)
+
+
+TYPE_NAME_MAX_LENGTH = 200
+"""Longest job type name (``Job.type``)."""
+
+_TYPE_NAME = re.compile(rf"[^\s\x00]{{1,{TYPE_NAME_MAX_LENGTH}}}")
+
+
+def validate_type_name(value: Any) -> str:
+    """Return ``value`` if it is a job type name: 1..200 characters, no whitespace or NUL.
+
+    Type names are dotted paths or ``@job(name=...)`` names, so no narrower rule than the
+    column's; whitespace is refused because a name read from a command line never holds it.
+
+    Raises:
+        ValueError: ``job type name must be ..., got <value>``.
+    """
+    if not isinstance(value, str) or not _TYPE_NAME.fullmatch(value):
+        raise ValueError(
+            f"job type name must be 1..{TYPE_NAME_MAX_LENGTH} characters without whitespace "
+            f"or NUL, got {value!r}"
+        )
+    return value
 
 
 def validate_dependency_name(value: Any) -> str:

@@ -78,7 +78,7 @@ def test_the_seam_holds_every_part_its_callers_use():
     used = store_attributes_used()
     assert used, "the scan found no store use at all"
     # The parts issue 14 names: jobs, operator, cron, dependencies, worker registry.
-    for member in ("claim", "retry_many", "fire_cron", "claim_probe", "register_worker"):
+    for member in ("claim", "retry_many", "fire_cron", "claim_probe", "register_worker", "pause"):
         assert member in used
     missing = {name: sorted(paths) for name, paths in used.items() if name not in seam_members()}
     missing.pop("alias", None)  # an attribute of the seam, not a method
@@ -117,6 +117,7 @@ QUEUE_MODELS = {
     models.LeaderLease,
     models.DependencyBreaker,
     models.RetryBudget,
+    models.Pause,
 }
 ORM_WRITES = {
     "update",

@@ -23,7 +23,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from ..models import CronEntry, DependencyBreaker, Job, RetryBudget, Worker
+from ..models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
 from ..ops.queues import served_queues
 from ..states import CLAIMABLE, JobState
 from .filters import known_queues
@@ -54,6 +54,8 @@ class QueueStats:
     dead_1h: int = 0
     #: Ready jobs wait and no live worker serves this queue (set by :func:`render`).
     unserved: bool = False
+    #: The queue's pause (who, since when), None when it is not paused (set by :func:`render`).
+    paused: Pause | None = None
 
     @property
     def lag(self) -> str:
@@ -255,8 +257,12 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
             totals.lag_s = stats.lag_s
     worker_rows = workers(using)
     served = served_queues([w for w in worker_rows if w.is_alive])
+    pauses = list(Pause.objects.using(using).order_by("kind", "name"))
+    paused_queues = {p.name: p for p in pauses if p.kind == "queue"}
     for stats in queues:
-        stats.unserved = stats.due > 0 and stats.name not in served
+        stats.paused = paused_queues.get(stats.name)
+        # A paused queue's ready jobs wait on purpose: "paused" says so, not "unserved".
+        stats.unserved = stats.due > 0 and stats.name not in served and stats.paused is None
     refresh = REFRESH_SECONDS if request.GET.get("refresh") != "0" else 0
     context = {
         **modeladmin.admin_site.each_context(request),
@@ -272,6 +278,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "cron_entries": cron_entries(using),
         "breakers": breaker_rows(using),
         "budgets": budget_rows(using),
+        "pauses": pauses,
         "refresh_seconds": refresh,
         "generated_at": now,
         "elapsed_ms": (time.perf_counter() - started) * 1000,

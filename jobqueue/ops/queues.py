@@ -8,7 +8,8 @@ it is None (not a stale age) when nothing is claimable.
 
 A queue is *unserved* when it has ready jobs and no live, running (not draining) worker lists it
 among its queues: the jobs wait for a worker that does not exist, and ``waiting_s`` says for how
-long (the lag).
+long (the lag). A *paused* queue's jobs wait on purpose: it is never unserved, and its row says
+who paused it and since when.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from django.db.models import Count, Min, Q
 
-from ..models import DependencyBreaker, Job, Worker
+from ..models import DependencyBreaker, Job, Pause, Worker
 from ..states import CLAIMABLE, JobState
 
 #: The window of the succeeded rate, seconds.
@@ -42,11 +43,19 @@ class QueueStatus:
     succeeded_recent: int = 0
     #: Live running workers that list this queue.
     workers: int = 0
+    #: Who paused the queue and when (aware), both None when it is not paused.
+    paused_by: str | None = None
+    paused_at: datetime | None = None
+
+    @property
+    def paused(self) -> bool:
+        """Return True if the queue is paused (workers claim none of its jobs)."""
+        return self.paused_at is not None
 
     @property
     def unserved(self) -> bool:
-        """Return True if ready jobs wait and no live worker serves this queue."""
-        return self.ready > 0 and self.workers == 0
+        """Return True if ready jobs wait, the queue is not paused, and no live worker serves it."""
+        return self.ready > 0 and self.workers == 0 and not self.paused
 
     @property
     def succeeded_per_min(self) -> float:
@@ -65,6 +74,9 @@ class QueueStatus:
             "succeeded_5m": self.succeeded_recent,
             "succeeded_per_min": self.succeeded_per_min,
             "workers": self.workers,
+            "paused": self.paused,
+            "paused_by": self.paused_by,
+            "paused_at": self.paused_at,
             "unserved": self.unserved,
             "waiting_seconds": self.lag_s if self.unserved else None,
         }
@@ -92,6 +104,11 @@ def served_queues(workers: list[Worker]) -> dict[str, int]:
             if isinstance(name, str):
                 served[name] = served.get(name, 0) + 1
     return served
+
+
+def paused_types(using: str = "default") -> list[Pause]:
+    """Return the paused job types, by name (a handful of rows)."""
+    return list(Pause.objects.using(using).filter(kind="type").order_by("name"))
 
 
 def open_breakers(using: str = "default") -> list[DependencyBreaker]:
@@ -153,4 +170,7 @@ def queue_status(
         row(r["queue"]).succeeded_recent = r["n"]
     for name, count in served_queues(workers).items():
         row(name).workers = count
+    for pause in Pause.objects.using(using).filter(kind="queue"):
+        status = row(pause.name)
+        status.paused_by, status.paused_at = pause.paused_by, pause.paused_at
     return sorted(queues.values(), key=lambda s: s.name)

@@ -45,6 +45,7 @@ from .generic_breakers import GenericDependencyStore
 from .generic_cron import GenericCronStore
 from .generic_deaths import GenericDeathStore
 from .generic_operator import GenericOperatorStore
+from .generic_pauses import GenericPauseStore
 from .plan import ClaimPlan
 from .ranking import Candidate, serve_order
 
@@ -58,6 +59,7 @@ class GenericStore(
     GenericDependencyStore,
     GenericDeathStore,
     GenericOperatorStore,
+    GenericPauseStore,
     WorkerRegistry,
 ):
     """The queue on any Django database through the ORM."""
@@ -139,7 +141,10 @@ class GenericStore(
         lease_until = now + timedelta(seconds=lease_s)
         claimed: list[ClaimedJob] = []
         with transaction.atomic(using=self.alias):
-            claimable = self._jobs.filter(queue__in=queues, state__in=CLAIMABLE)
+            paused_queues, paused_types = self._paused_names()
+            claimable = self._jobs.filter(queue__in=queues, state__in=CLAIMABLE).exclude(
+                Q(queue__in=paused_queues) | Q(type__in=paused_types)
+            )
             # order_by(): Job's default ordering would add "id" to the DISTINCT.
             pairs = sorted(claimable.order_by().values_list("queue", "tenant_id").distinct())
             running = self._running({t for _, t in pairs}, plan)

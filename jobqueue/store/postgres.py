@@ -43,6 +43,7 @@ from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
 from .postgres_operator import PostgresOperatorStore
+from .postgres_pauses import PostgresPauseStore
 from .rows import fetchall, fetchone
 
 
@@ -79,6 +80,7 @@ class PostgresStore(
     PostgresDependencyStore,
     PostgresDeathStore,
     PostgresOperatorStore,
+    PostgresPauseStore,
     WorkerRegistry,
 ):
     """The queue on PostgreSQL: SKIP LOCKED claims, fenced writes, batch heartbeats."""

@@ -5,8 +5,9 @@ Callers (client, consumer, worker, cron, breakers, budgets, pruning, deaths) typ
 ``PostgresStore`` and ``GenericStore`` implement all of it, and tests/test_store_contract.py
 checks that both take the same parameters for every member. The parts live beside their value
 objects: jobs (``base.py``), operator (``operator.py``), cron and leader lease (``cron.py``),
-breakers and budgets (``breakers.py``), worker rows (``workers.py``). The composite lives here,
-not in ``base.py``, because ``cron.py`` takes :class:`~jobqueue.store.base.NewJob` from there.
+breakers and budgets (``breakers.py``), worker rows (``workers.py``), pauses (``pauses.py``).
+The composite lives here, not in ``base.py``, because ``cron.py`` takes
+:class:`~jobqueue.store.base.NewJob` from there.
 """
 
 from __future__ import annotations
@@ -17,14 +18,22 @@ from .base import JobStore
 from .breakers import DependencyStore
 from .cron import CronStore
 from .operator import OperatorStore
+from .pauses import PauseStore
 from .workers import WorkerStore
 
 
-class Store(JobStore, OperatorStore, CronStore, DependencyStore, WorkerStore, Protocol):
+class Store(JobStore, OperatorStore, CronStore, DependencyStore, WorkerStore, PauseStore, Protocol):
     """Everything jobqueue asks of a store, on one database alias (``alias``)."""
 
     alias: str
 
 
 #: The parts of :class:`Store`, for the contract test that walks each member.
-PARTS: tuple[type, ...] = (JobStore, OperatorStore, CronStore, DependencyStore, WorkerStore)
+PARTS: tuple[type, ...] = (
+    JobStore,
+    OperatorStore,
+    CronStore,
+    DependencyStore,
+    WorkerStore,
+    PauseStore,
+)

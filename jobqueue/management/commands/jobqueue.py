@@ -1,21 +1,24 @@
 """``manage.py jobqueue VERB``: the operator's CLI. Parsing, wiring and printing only.
 
-Verbs: ``status``, ``jobs``, ``show``, ``retry``, ``cancel``, ``prune`` (``prunejobs``) and
-``health``. Every read verb takes ``--json``. Exit status: 0 when all is well, 1 when something is
-unhealthy or not found (or a bulk action was refused for want of ``--yes``), 2 for bad usage.
+Verbs: ``status``, ``jobs``, ``show``, ``retry``, ``cancel``, ``pause``, ``resume``, ``prune``
+(``prunejobs``) and ``health``. Every read verb takes ``--json``. Exit status: 0 when all is
+well (pausing what is paused, or resuming what is not, included: the message says so), 1 when
+something is unhealthy or not found (or a bulk action was refused for want of ``--yes``), 2 for
+bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management import call_command, load_command_class
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
-from jobqueue import health
+from jobqueue import health, pausing
 from jobqueue.management import render
 from jobqueue.management.cli_args import (
     add_filters,
@@ -27,12 +30,16 @@ from jobqueue.models import Job
 from jobqueue.ops import actions
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.jobs import JobFilter, detail, matching, summary
-from jobqueue.ops.queues import live_workers, open_breakers, queue_status
+from jobqueue.ops.queues import live_workers, open_breakers, paused_types, queue_status
+from jobqueue.ops.who import operator_name
 from jobqueue.states import CANCELLABLE, RETRYABLE
 
 
 class Command(BaseCommand):
-    help = "Inspect and operate the job queue: status, jobs, show, retry, cancel, prune, health."
+    help = (
+        "Inspect and operate the job queue: status, jobs, show, retry, cancel, pause, resume, "
+        "prune, health."
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         common = argparse.ArgumentParser(add_help=False)
@@ -72,6 +79,22 @@ class Command(BaseCommand):
             sub.add_argument(
                 "--yes", action="store_true", help="act on every job the filter matches"
             )
+
+        for verb, says in (
+            (
+                "pause",
+                "stop every worker claiming jobs of a queue (or --type); running jobs finish",
+            ),
+            ("resume", "let workers claim a paused queue (or --type) again, at once"),
+        ):
+            sub = verbs.add_parser(verb, parents=[common], help=says)
+            sub.add_argument("queue", nargs="?", metavar="QUEUE", help="queue name")
+            sub.add_argument("--type", dest="job_type", metavar="TYPE", help="a job type instead")
+            if verb == "pause":
+                sub.add_argument(
+                    "--by", default=None, help="who pauses it, for the record (default: OS user)"
+                )
+                sub.add_argument("--reason", default="", help="why, for the record")
 
         prune = verbs.add_parser(
             "prune", add_help=False, help="delete expired finished jobs (prunejobs; see its --help)"
@@ -145,6 +168,7 @@ class Command(BaseCommand):
         workers = live_workers(now, using)
         queues = queue_status(now, using, workers)
         breakers = open_breakers(using)
+        types = paused_types(using)
         unserved = [q for q in queues if q.unserved]
         if options["json"]:
             self._json(
@@ -166,6 +190,10 @@ class Command(BaseCommand):
                         for b in breakers
                     ],
                     "unserved": [q.name for q in unserved],
+                    "paused_types": [
+                        {"type": p.name, "paused_by": p.paused_by, "paused_at": p.paused_at}
+                        for p in types
+                    ],
                 }
             )
             return not unserved
@@ -179,7 +207,7 @@ class Command(BaseCommand):
                 render.duration(q.lag_s),
                 q.succeeded_per_min,
                 q.workers,
-                f"unserved, waiting {render.duration(q.lag_s)}" if q.unserved else "",
+                _note(q),
             ]
             for q in queues
         ]
@@ -192,6 +220,8 @@ class Command(BaseCommand):
         self.stdout.write(f"\nWorkers alive: {len(workers)}" + (f" ({where})" if where else ""))
         names = ", ".join(f"{b.name} ({b.state})" for b in breakers) or "none"
         self.stdout.write(f"Breakers open: {names}")
+        for p in types:
+            self.stdout.write(f"Paused type {p.name}: {_by_since(p.paused_by, p.paused_at)}")
         if unserved:
             self.stdout.write(
                 f"Unserved: {', '.join(q.name for q in unserved)}: ready jobs that no live "
@@ -308,6 +338,47 @@ class Command(BaseCommand):
                 self.stdout.write(f"  not found: {job_id}")
         return not outcome.missing
 
+    def _pause(self, using: str, options: dict[str, Any]) -> bool:
+        kind, name = self._pause_target(options)
+        by = options["by"] if options["by"] is not None else operator_name()
+        act = pausing.pause if kind == "queue" else pausing.pause_type
+        try:
+            made = act(name, by=by, reason=options["reason"], using=using)
+        except ValueError as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        [entry] = [p for p in pausing.paused(using) if (p.kind, p.name) == (kind, name)]
+        since = _by_since(entry.paused_by, entry.paused_at)
+        if made:
+            self.stdout.write(
+                f"Paused {kind} {name} ({since}). Workers claim none of its jobs from their "
+                "next claim on; running jobs finish; enqueue keeps working."
+            )
+        else:
+            self.stdout.write(
+                f"{kind.capitalize()} {name} was already paused ({since}); unchanged."
+            )
+        return True
+
+    def _resume(self, using: str, options: dict[str, Any]) -> bool:
+        kind, name = self._pause_target(options)
+        act = pausing.resume if kind == "queue" else pausing.resume_type
+        try:
+            lifted = act(name, using=using)
+        except ValueError as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        if lifted:
+            self.stdout.write(f"Resumed {kind} {name}; workers claim its jobs again.")
+        else:
+            self.stdout.write(f"{kind.capitalize()} {name} is not paused; nothing to resume.")
+        return True
+
+    @staticmethod
+    def _pause_target(options: dict[str, Any]) -> tuple[str, str]:
+        queue, job_type = options["queue"], options["job_type"]
+        if (queue is None) == (job_type is None):
+            raise CommandError("name a QUEUE, or a job type with --type (not both)", returncode=2)
+        return ("queue", queue) if job_type is None else ("type", job_type)
+
     def _progress(self, total: int) -> Any:
         def report(done: int) -> None:
             self.stderr.write(f"  {done}/{total}")
@@ -323,6 +394,21 @@ class Command(BaseCommand):
 
     def _json(self, value: Any) -> None:
         self.stdout.write(render.to_json(value))
+
+
+def _by_since(by: str | None, at: datetime) -> str:
+    """Return ``"by alice since 2026-12-01 18:50:01 UTC"`` for a pause."""
+    when = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"by {by or 'unknown'} since {when}"
+
+
+def _note(q: Any) -> str:
+    """Return the last cell of a queue's status row: paused, or unserved, or nothing."""
+    if q.paused:
+        return f"paused {_by_since(q.paused_by, q.paused_at)}"
+    if q.unserved:
+        return f"unserved, waiting {render.duration(q.lag_s)}"
+    return ""
 
 
 def _criteria(options: dict[str, Any]) -> JobFilter:

@@ -8,13 +8,16 @@
 --   a tenant never exceeds its cap of leased jobs (all queues, all workers; the caller serializes
 --     capped claims with an advisory lock so the leased counts read here are current);
 --   a job with an ordering_key waits while an earlier live job of that key exists or any job of
---     that key is leased.
+--     that key is leased;
+--   a paused queue or job type (a jobqueue_pause row) gives nothing: read here, in the claim, so
+--     a pause binds every worker from its next claim and needs no cache (issue 17).
 --
 -- Index use: jobqueue_job_claim (queue, tenant_id, priority DESC, run_at, id) over claimable rows
 -- only. "tenants" walks it as a loose index scan (one probe per tenant with claimable jobs, not a
 -- read of every row); "heads" reads each (queue, tenant)'s first jobs in claim order; running
 -- counts use jobqueue_job_running (tenant_id) over leased rows; ordering keys use
--- jobqueue_job_ordering (ordering_key, id) over live rows.
+-- jobqueue_job_ordering (ordering_key, id) over live rows; pauses use jobqueue_pause_kind_name
+-- (kind, name), a table of a few rows.
 --
 -- "heads" row-locks what it reads with SKIP LOCKED, so concurrent claims never wait on each other
 -- or hand out the same job, and a claim reads past the rows another claim holds instead of coming
@@ -25,6 +28,7 @@ queues AS (
     SELECT q.name, q.weight, q.start, q.pos
     FROM unnest(%(queues)s::text[], %(weights)s::float8[], %(start)s::float8[])
          WITH ORDINALITY AS q(name, weight, start, pos)
+    WHERE NOT EXISTS (SELECT 1 FROM jobqueue_pause AS p WHERE p.kind = 'queue' AND p.name = q.name)
 ),
 tenants AS (
     SELECT q.name AS queue,
@@ -69,6 +73,8 @@ heads AS (
           AND j.tenant_id = t.tenant_id
           AND j.state IN ('ready', 'scheduled')
           AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+          AND NOT EXISTS (SELECT 1 FROM jobqueue_pause AS p
+                          WHERE p.kind = 'type' AND p.name = j.type)
           AND (j.ordering_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM jobqueue_job AS o
                 WHERE o.ordering_key = j.ordering_key
