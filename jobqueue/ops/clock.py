@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..store import get_store
+from ..store.clock import statement_now
 
 
 def db_now(using: str = "default") -> datetime:
-    """Return the queue's clock for ``using`` (an aware datetime): the store's ``db_now``.
-
-    On PostgreSQL that is the database's ``now()`` (in autocommit, the statement's start), the
-    clock every due, lease and fire time is compared with; elsewhere (SQLite, whose jobs are
-    written with this process's clock) it is this process's ``timezone.now()``.
+    """Return the database's time at this statement: :func:`jobqueue.store.clock.statement_now`.
 
     Raises:
         django.db.Error: the database cannot be reached.
     """
-    return get_store(using).db_now()
+    return statement_now(using)
