@@ -30,6 +30,7 @@ from .errors import InvalidPayload, UnknownJobType
 from .history import error_entry
 from .jobtypes import JobContext, JobType, resolve
 from .logging import job_extra
+from .models import Job
 from .payloads import to_json
 from .retries import Outcome, decide
 from .states import JobState
@@ -98,6 +99,8 @@ def resolve_handler(type_name: str) -> JobType:
         return resolve(type_name)
     except UnknownJobType as unknown:
         try:
+            # Here, not at module level: django.tasks exists only from Django 6.0, and a type
+            # no process registered may still be a task whose module loads on demand.
             from .tasks.backend import task_job_type
         except ImportError:  # no django.tasks (Django 5.2): it cannot be a task
             raise unknown from None
@@ -105,8 +108,6 @@ def resolve_handler(type_name: str) -> JobType:
 
 
 def _send_started(claimed: ClaimedJob, context: JobContext) -> None:
-    from .models import Job
-
     responses = signals.job_started.send_robust(
         sender=Job,
         job_id=claimed.id,
@@ -218,8 +219,6 @@ def send_outcome_signal(
     its cancel was requested while it ran), or ``"lost"`` (``job_lease_lost``: the outcome was
     discarded). Receivers' exceptions are logged, never raised: the outcome is already recorded.
     """
-    from .models import Job
-
     common = {
         "sender": Job,
         "job_id": claimed.id,

@@ -195,8 +195,6 @@ class CronEntryWrites:
         Returns:
             The names of the entries deleted, by name.
         """
-        from ..models import CronEntry  # the app registry, as above
-
         with transaction.atomic(using=self.alias):
             rows = CronEntry.objects.using(self.alias).filter(pk__in=list(entry_ids))
             names = sorted(rows.values_list("name", flat=True))

@@ -21,6 +21,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from ..errors import DuplicateJob, LeaseLost
+from ..models import Job
 from ..retries import Outcome
 from ..states import CLAIMABLE, LIVE, JobState
 from .base import (
@@ -69,8 +70,6 @@ class GenericStore(
 
     @property
     def _jobs(self):
-        from ..models import Job
-
         return Job.objects.using(self.alias)
 
     def _held(self, job_id: int, lease_token: uuid.UUID):
@@ -81,8 +80,6 @@ class GenericStore(
         return job_id, created
 
     def enqueue_stamped(self, job: NewJob) -> tuple[int, bool, datetime]:
-        from ..models import Job
-
         now = timezone.now()
         run_at = job.run_at or now + timedelta(seconds=job.delay_s)
         for _ in range(5):
