@@ -187,7 +187,12 @@ def test_exclude_queues_leaves_that_queue_ready(workers):
         kept = [jobqueue.enqueue("kept", jobs.noop, {"n": n}) for n in range(3)]
         served = [jobqueue.enqueue(q, jobs.noop, {"n": n}) for q in ("s1", "s2") for n in range(3)]
     result = workers.run(
-        "--queues", "*", "--exclude-queues", "kept", "--burst", settings=FAST_WORKER_SETTINGS,
+        "--queues",
+        "*",
+        "--exclude-queues",
+        "kept",
+        "--burst",
+        settings=FAST_WORKER_SETTINGS,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
@@ -202,8 +207,14 @@ def test_max_tasks_exits_0_after_that_many_jobs(workers):
         ids = [jobqueue.enqueue("mt", jobs.noop, {"n": n}) for n in range(12)]
     # Not --burst: the process must end by itself once it finished five.
     result = workers.run(
-        "--queues", "mt", "--max-tasks", "5", "--concurrency", "4",
-        settings=FAST_WORKER_SETTINGS, timeout=120,
+        "--queues",
+        "mt",
+        "--max-tasks",
+        "5",
+        "--concurrency",
+        "4",
+        settings=FAST_WORKER_SETTINGS,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert Counter(Job.objects.filter(id__in=ids).values_list("state", "attempts")) == {
@@ -219,8 +230,16 @@ def test_supervisor_replaces_children_that_reached_max_tasks(workers):
     with transaction.atomic():
         ids = [jobqueue.enqueue("mtp", jobs.noop, {"n": n}) for n in range(12)]
     proc = workers.start(
-        "--queues", "mtp", "--processes", "2", "--max-tasks", "3", "--concurrency", "2",
-        "--no-scheduler", settings=FAST_WORKER_SETTINGS,
+        "--queues",
+        "mtp",
+        "--processes",
+        "2",
+        "--max-tasks",
+        "3",
+        "--concurrency",
+        "2",
+        "--no-scheduler",
+        settings=FAST_WORKER_SETTINGS,
     )
     wait_for(
         lambda: Job.objects.filter(id__in=ids, state="succeeded").count() == len(ids),

@@ -139,6 +139,9 @@ class GenericStore(
         lease_until = now + timedelta(seconds=lease_s)
         claimed: list[ClaimedJob] = []
         with transaction.atomic(using=self.alias):
+            if plan.every:
+                found = self._jobs.filter(state__in=CLAIMABLE).order_by().values_list("queue")
+                queues, plan = plan.with_others(queues, (q for (q,) in found.distinct()))
             claimable = self._jobs.filter(queue__in=queues, state__in=CLAIMABLE)
             # order_by(): Job's default ordering would add "id" to the DISTINCT.
             pairs = sorted(claimable.order_by().values_list("queue", "tenant_id").distinct())
