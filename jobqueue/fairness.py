@@ -15,8 +15,8 @@ A worker serves its queues in one of two ways:
   claimable job.
 
 A last ``*`` in the list (``runworkers --queues 'critical:6,*'``) stands for every other queue,
-now and later, minus ``exclude``: the claim itself finds the queues that have claimable jobs
-(``ClaimPlan.every``), each weighing what ``*`` weighs (1 unless ``*:N``). A queue first served
+now and later, minus ``exclude``: at each claim the store finds the queues that have claimable
+jobs (``ClaimPlan.every``), each weighing what ``*`` weighs (1 unless ``*:N``). A queue first served
 that way joins the list here, with its own virtual start from then on; one never served yet
 enters at the current tag, like a queue back from idle. In strict order the other queues come
 after the listed ones, by name.

@@ -24,7 +24,7 @@ from jobqueue.store.postgres import sql
 from jobqueue.worker import Worker as QueueWorker
 
 from .conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
-from .factories import claim_params, make_jobs
+from .factories import make_jobs
 from .testapp import jobs
 
 pytestmark = pytest.mark.django_db(databases=["default", "sqlite"], transaction=True)
@@ -136,23 +136,23 @@ def test_max_tasks_never_claims_past_its_count(using):
 
 @pytest.mark.slow  # a load of a few thousand rows, then the planner
 @requires_postgres()
-def test_claim_of_every_queue_reads_the_claim_index():
+def test_finding_every_queue_reads_the_claim_index_once_per_queue():
+    """Before each claim of ``*`` the store reads which queues have claimable jobs: a loose index
+    scan, one probe per queue, never a read of the table or of every claimable row."""
     for n in range(20):
         make_jobs(150, JobState.READY, queue=f"q{n}")
     make_jobs(3000, JobState.SUCCEEDED, queue="q1")
-    params = {
-        **claim_params(["q0"], max_jobs=10),
-        "every": True,
-        "others_weight": 1.0,
-        "others_start": 0.0,
-        "exclude": ["q3"],
-    }
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobqueue_job")
-        cursor.execute("EXPLAIN " + sql("claim"), params)
+        cursor.execute("EXPLAIN ANALYZE " + sql("claimable_queues"), {})
         plan = "\n".join(r[0] for r in cursor.fetchall())
-    assert "jobqueue_job_claim" in plan, plan
-    assert "Seq Scan on jobqueue_job" not in plan, plan
+        cursor.execute(sql("claimable_queues"), {})
+        found = [name for (name,) in cursor.fetchall()]
+    assert found == sorted(f"q{n}" for n in range(20))
+    assert "Index Only Scan using jobqueue_job_claim" in plan, plan
+    assert "Seq Scan" not in plan, plan
+    # One probe per queue found (and one that finds no more), not one per row.
+    assert "rows=1 loops=20" in plan, plan
 
 
 # -- real processes --------------------------------------------------------------------------

@@ -53,8 +53,9 @@ class ClaimPlan:
         start: one virtual start tag per queue (see ``jobqueue/fairness.py``).
         strict: serve queues in list order instead of by weight.
         caps: the per-tenant caps.
-        every: also serve every other queue with claimable jobs (``runworkers --queues '*'``),
-            found by the claim itself, so a queue created after the worker started is served.
+        every: also serve every other queue with claimable jobs (``runworkers --queues '*'``):
+            the store reads which queues have some at each claim, so a queue created after the
+            worker started is served by its next claim.
         others_weight: the weight of each such other queue.
         others_start: the virtual start tag of each such other queue.
         exclude: queues ``every`` never serves (``--exclude-queues``).
@@ -74,7 +75,7 @@ class ClaimPlan:
     ) -> tuple[list[str], ClaimPlan]:
         """Return the claim's queues and plan with the other queues ``every`` serves added.
 
-        The SQL claim does the same inside its statement; the ORM store calls this.
+        Both stores call this with the queues they found, so they serve them alike.
 
         Args:
             queues: the claim's listed queues, in the plan's order.

@@ -200,16 +200,16 @@ class PostgresStore(
     ) -> list[ClaimedJob]:
         queues = list(queues)
         plan = plan or ClaimPlan.even(len(queues))
+        if plan.every:
+            with self._execute("claimable_queues", {}) as cursor:
+                found = [name for (name,) in cursor.fetchall()]
+            queues, plan = plan.with_others(queues, found)
         caps = plan.caps
         params = {
             "queues": queues,
             "weights": list(plan.weights),
             "start": list(plan.start),
             "strict": plan.strict,
-            "every": plan.every,
-            "others_weight": plan.others_weight,
-            "others_start": plan.others_start,
-            "exclude": list(plan.exclude),
             "default_cap": caps.default,
             "cap_tenants": list(caps.overrides),
             "cap_values": list(caps.overrides.values()),

@@ -20,37 +20,11 @@
 -- or hand out the same job, and a claim reads past the rows another claim holds instead of coming
 -- back empty. A row another claim leased since this statement's snapshot fails the re-checked
 -- state condition and is skipped. Rows locked but not picked are unlocked at commit.
---
--- With every (runworkers --queues '*'), the claim also serves every other queue that has claimable
--- jobs, but the excluded ones, each with others_weight and others_start, after the listed ones
--- (by name) in strict order. "found" finds them by a loose index scan of the claim index: one
--- probe per queue with claimable jobs. Found here, not listed by the worker, so a queue created
--- after the worker started is served by its next claim. Without every, "found" is one probe that
--- the constant false condition skips.
 WITH RECURSIVE
-listed AS (
+queues AS (
     SELECT q.name, q.weight, q.start, q.pos
     FROM unnest(%(queues)s::text[], %(weights)s::float8[], %(start)s::float8[])
          WITH ORDINALITY AS q(name, weight, start, pos)
-),
-found AS (
-    SELECT (SELECT min(j.queue) FROM jobqueue_job AS j
-            WHERE %(every)s AND j.state IN ('ready', 'scheduled')) AS name
-    UNION ALL
-    SELECT (SELECT min(j.queue) FROM jobqueue_job AS j
-            WHERE j.state IN ('ready', 'scheduled') AND j.queue > f.name)
-    FROM found AS f
-    WHERE f.name IS NOT NULL
-),
-queues AS (
-    SELECT l.name, l.weight, l.start, l.pos FROM listed AS l
-    UNION ALL
-    SELECT f.name, %(others_weight)s::float8, %(others_start)s::float8,
-           (SELECT count(*) FROM listed) + row_number() OVER (ORDER BY f.name)
-    FROM found AS f
-    WHERE f.name IS NOT NULL
-      AND f.name <> ALL (%(queues)s::text[])
-      AND f.name <> ALL (%(exclude)s::text[])
 ),
 tenants AS (
     SELECT q.name AS queue,
