@@ -16,9 +16,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, transaction
+from django.utils import timezone
 
 import jobqueue
 from jobqueue.models import Job, Worker
+from jobqueue.ops.queues import queue_status
 from jobqueue.states import JobState
 from jobqueue.store.postgres import sql
 from jobqueue.worker import Worker as QueueWorker
@@ -116,6 +118,20 @@ def test_a_named_weight_beside_star_gets_its_share(using):
     assert states(using, "hot")[JobState.SUCCEEDED] == 6
     assert states(using, "a")[JobState.SUCCEEDED] == 2
     assert states(using, "b")[JobState.SUCCEEDED] == 2
+
+
+@both_stores
+def test_a_star_worker_serves_every_queue_but_the_excluded_in_queue_status(using):
+    """The dashboard and ``manage.py jobqueue`` read who serves what from the Worker rows: a
+    ``*`` worker serves every queue but those it excludes, and ``*`` is no queue of its own."""
+    for queue in ("a", "x"):
+        make_jobs(1, using=using, queue=queue, type=NOOP, payload={})
+    w = worker(using, ["*"], exclude_queues=["x"])
+    w._register()
+    status = {s.name: s for s in queue_status(timezone.now(), using)}
+    assert (status["a"].workers, status["a"].unserved) == (1, False)
+    assert (status["x"].workers, status["x"].unserved) == (0, True)
+    assert set(status) == {"a", "x"}
 
 
 # -- max tasks, in process -------------------------------------------------------------------
