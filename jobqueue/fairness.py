@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 # Queue specs ("critical:6,default:3") are parsed by the leaf queuespec; re-exported here.
-from .queuespec import EVERY_QUEUE
+from .queuespec import EVERY_QUEUE, advertised_queues
 from .queuespec import MAX_WEIGHT as MAX_WEIGHT
 from .queuespec import parse_queue_spec as parse_queue_spec
 from .store.plan import ClaimPlan, TenantCaps
@@ -106,6 +106,10 @@ class QueueSelector:
         if self.exclude:
             text += f" (except {','.join(self.exclude)})"
         return text + " (strict)" if self.strict else text
+
+    def advertised(self) -> list[str]:
+        """Return the queues as the Worker row lists them: ``["a", "*", "!x"]``."""
+        return advertised_queues([q for q, _ in self._spec], self.exclude)
 
     def serves(self, queue: str) -> bool:
         """Return whether this worker claims from ``queue`` (its notifications wake the worker)."""

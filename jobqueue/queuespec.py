@@ -14,7 +14,14 @@ from typing import Any
 from .errors import JobQueueConfigurationError
 from .validation import validate_queue_name
 
-__all__ = ["EVERY_QUEUE", "MAX_WEIGHT", "parse_queue_spec", "parse_queues_setting"]
+__all__ = [
+    "EVERY_QUEUE",
+    "MAX_WEIGHT",
+    "advertised_queues",
+    "parse_queue_spec",
+    "parse_queues_setting",
+    "serves",
+]
 
 #: Largest queue weight: a ratio beyond 1000:1 is a strict order in all but name.
 MAX_WEIGHT = 1000
@@ -22,6 +29,9 @@ MAX_WEIGHT = 1000
 #: ``runworkers --queues`` item meaning every queue not named before it, now and later (never a
 #: queue's own name: ``validate_queue_name`` refuses it).
 EVERY_QUEUE = "*"
+
+# In a Worker row's queue list, an excluded queue: "!" is no character of a queue name.
+_EXCLUDED = "!"
 
 # A ":<number>" suffix is read as a weight, also when the number is bad (":0", ":-1", ":1.5"),
 # so a mistyped weight is an error instead of silently becoming part of a queue's name.
@@ -81,6 +91,28 @@ def parse_queue_spec(
     if duplicated:
         raise ValueError(f"queue named twice in {spec!r}: {', '.join(duplicated)}")
     return tuple(names), tuple(weights)
+
+
+def advertised_queues(queues: Sequence[str], exclude: Sequence[str] = ()) -> list[str]:
+    """Return the queue list a worker writes to its Worker row: ``["a", "*", "!x"]``.
+
+    Args:
+        queues: the worker's queue names as given, a last ``*`` included.
+        exclude: the queues ``*`` leaves out; written as ``!name``.
+    """
+    return [*queues, *(_EXCLUDED + name for name in exclude)]
+
+
+def serves(advertised: Sequence[object], queue: str) -> bool:
+    """Return whether a worker whose row lists ``advertised`` claims from ``queue``.
+
+    Args:
+        advertised: a Worker row's ``queues`` (:func:`advertised_queues`; non-strings ignored).
+        queue: a queue name.
+    """
+    if queue in advertised:
+        return True
+    return EVERY_QUEUE in advertised and _EXCLUDED + queue not in advertised
 
 
 def parse_queues_setting(value: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:

@@ -254,7 +254,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         if stats.lag_s is not None and (totals.lag_s is None or stats.lag_s > totals.lag_s):
             totals.lag_s = stats.lag_s
     worker_rows = workers(using)
-    served = served_queues([w for w in worker_rows if w.is_alive])
+    served = served_queues([w for w in worker_rows if w.is_alive], [s.name for s in queues])
     for stats in queues:
         stats.unserved = stats.due > 0 and stats.name not in served
     refresh = REFRESH_SECONDS if request.GET.get("refresh") != "0" else 0

@@ -308,11 +308,10 @@ class Worker:
         return ended
 
     def _register(self) -> None:
+        queues, beat_s = self.selector.advertised(), self.heartbeat_interval_s
         while not self._stopping.is_set():
             try:
-                self.store.register_worker(
-                    self.worker_id, self.queues, self.concurrency, self.heartbeat_interval_s
-                )
+                self.store.register_worker(self.worker_id, queues, self.concurrency, beat_s)
                 self._backoff.recovered()
                 return
             except DatabaseError as exc:
