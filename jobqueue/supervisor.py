@@ -238,7 +238,8 @@ class Supervisor:
         if code == EXIT_RECYCLE:
             slot.restart_at = time.monotonic()
             logger.warning(
-                "worker process of slot %d recycled (a job overran, or --max-tasks); replacing it",
+                "worker process of slot %d recycled (a job overran, or it reached --max-tasks); "
+                "replacing it",
                 slot.index,
             )
             return
