@@ -266,5 +266,6 @@ def test_supervisor_replaces_children_that_reached_max_tasks(workers):
     log = workers.log(proc)
     # 12 jobs, at most 3 per child, at most two children alive at the end with fewer than 3.
     assert log.count("reached max_tasks") >= 3, log
+    assert log.count("recycled (a job overran, or it reached --max-tasks)") >= 3, log
     assert "restarting in" not in log, log
     assert set(Job.objects.filter(id__in=ids).values_list("attempts", flat=True)) == {1}
