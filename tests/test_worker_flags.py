@@ -121,6 +121,18 @@ def test_a_named_weight_beside_star_gets_its_share(using):
 
 
 @both_stores
+def test_strict_star_serves_the_named_queue_first_then_the_others_by_name(using):
+    make_jobs(1, using=using, queue="z-first", type=NOOP, payload={})
+    for queue in ("c", "b"):
+        make_jobs(2, using=using, queue=queue, type=NOOP, payload={})
+    w = worker(using, ["z-first", "*"], strict=True, concurrency=2)
+    assert w.run_once() == 2
+    assert states(using, "z-first") == {JobState.SUCCEEDED: 1}
+    assert states(using, "b") == {JobState.SUCCEEDED: 1, JobState.READY: 1}
+    assert states(using, "c") == {JobState.READY: 2}
+
+
+@both_stores
 def test_a_star_worker_serves_every_queue_but_the_excluded_in_queue_status(using):
     """The dashboard and ``manage.py jobqueue`` read who serves what from the Worker rows: a
     ``*`` worker serves every queue but those it excludes, and ``*`` is no queue of its own."""
