@@ -14,6 +14,13 @@ A worker serves its queues in one of two ways:
 * **strict**: the first queue listed is drained first; the next is served only when it has no
   claimable job.
 
+A last ``*`` in the list (``runworkers --queues 'critical:6,*'``) stands for every other queue,
+now and later, minus ``exclude``: at each claim the store finds the queues that have claimable
+jobs (``ClaimPlan.every``), each weighing what ``*`` weighs (1 unless ``*:N``). A queue first served
+that way joins the list here, with its own virtual start from then on; one never served yet
+enters at the current tag, like a queue back from idle. In strict order the other queues come
+after the listed ones, by name.
+
 Tenant fairness and caps are computed by the store inside the claim (see ``store/sql/claim.sql``);
 the plan a claim takes and the caps it carries are the store's value types
 (:mod:`jobqueue.store.plan`), re-exported here.
@@ -25,6 +32,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 # Queue specs ("critical:6,default:3") are parsed by the leaf queuespec; re-exported here.
+from .queuespec import EVERY_QUEUE, advertised_queues
 from .queuespec import MAX_WEIGHT as MAX_WEIGHT
 from .queuespec import parse_queue_spec as parse_queue_spec
 from .store.plan import ClaimPlan, TenantCaps
@@ -62,35 +70,64 @@ class QueueSelector:
         *,
         strict: bool = False,
         caps: TenantCaps | None = None,
+        exclude: Sequence[str] = (),
     ) -> None:
         """Serve ``queues`` with ``weights`` (default: all 1), or in list order with ``strict``.
 
+        A last ``"*"`` in ``queues`` serves every other queue but those in ``exclude``, each
+        with the weight given to ``"*"``.
+
         Raises:
-            ValueError: ``weights`` does not give one positive weight per queue.
+            ValueError: ``weights`` does not give one positive weight per queue, or ``exclude``
+                is given without ``"*"``.
         """
-        self.queues = tuple(queues)
-        self.weights = tuple(float(w) for w in (weights or [1] * len(self.queues)))
-        if len(self.weights) != len(self.queues) or any(w <= 0 for w in self.weights):
+        names = tuple(queues)
+        given = tuple(float(w) for w in (weights or [1] * len(names)))
+        if len(given) != len(names) or any(w <= 0 for w in given):
             raise ValueError(f"need one positive weight per queue, got {weights!r}")
+        self._spec = tuple(zip(names, given, strict=True))
+        self.every = bool(names) and names[-1] == EVERY_QUEUE
+        if exclude and not self.every:
+            raise ValueError(f"exclude needs '*' among the queues, got {names!r}")
+        self.exclude = tuple(exclude)
+        #: The listed queues (without ``*``), then the ones ``*`` served so far.
+        self.queues = names[:-1] if self.every else names
+        self.weights = given[:-1] if self.every else given
+        self.others_weight = given[-1] if self.every else 1.0
         self.strict = strict
         self.caps = caps or TenantCaps()
         self._start = dict.fromkeys(self.queues, 0.0)
+        self._others_start = 0.0
 
     def describe(self) -> str:
         """Return the queues as the log shows them: ``critical:6,default:3`` or ``a,b (strict)``."""
-        if self.strict:
-            return ",".join(self.queues) + " (strict)"
-        if all(w == 1 for w in self.weights):
-            return ",".join(self.queues)
-        return ",".join(f"{q}:{w:g}" for q, w in zip(self.queues, self.weights, strict=True))
+        plain = self.strict or all(w == 1 for _, w in self._spec)
+        text = ",".join(q if plain else f"{q}:{w:g}" for q, w in self._spec)
+        if self.exclude:
+            text += f" (except {','.join(self.exclude)})"
+        return text + " (strict)" if self.strict else text
+
+    def advertised(self) -> list[str]:
+        """Return the queues as the Worker row lists them: ``["a", "*", "!x"]``."""
+        return advertised_queues([q for q, _ in self._spec], self.exclude)
+
+    def serves(self, queue: str) -> bool:
+        """Return whether this worker claims from ``queue`` (its notifications wake the worker)."""
+        if self.every:
+            return queue not in self.exclude
+        return queue in self._start
 
     def plan(self) -> ClaimPlan:
-        """Return the plan for the next claim."""
+        """Return the plan for the next claim (of :attr:`queues`, and the others with ``*``)."""
         return ClaimPlan(
             weights=self.weights,
             start=tuple(self._start[q] for q in self.queues),
             strict=self.strict,
             caps=self.caps,
+            every=self.every,
+            others_weight=self.others_weight,
+            others_start=self._others_start,
+            exclude=self.exclude,
         )
 
     def claimed(self, jobs: Sequence[Claimed]) -> None:
@@ -104,6 +141,11 @@ class QueueSelector:
             tags[job.queue] = max(tags.get(job.queue, job.tag), job.tag)
         if self.strict or not tags:
             return
+        for queue in sorted(tags.keys() - self._start.keys()):
+            # Found by "*": listed from now on, so it keeps its own place in the rotation.
+            self.queues += (queue,)
+            self.weights += (self.others_weight,)
+            self._start[queue] = 0.0
         now = min(tags.values())
         for queue, weight in zip(self.queues, self.weights, strict=True):
             if queue in tags:
@@ -112,7 +154,10 @@ class QueueSelector:
                 # An idle (or out-served) queue may not fall further behind than "its next job
                 # gets the current tag": credit from an idle spell would let it starve the rest.
                 self._start[queue] = max(self._start[queue], now - 1.0 / weight)
+        # A queue "*" has not served yet would enter at the current tag, like one back from idle.
+        self._others_start = max(self._others_start, now - 1.0 / self.others_weight)
         # Only differences matter; keep the numbers small over a long run.
         floor = min(self._start.values())
         for queue in self._start:
             self._start[queue] -= floor
+        self._others_start -= floor

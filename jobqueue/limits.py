@@ -87,6 +87,8 @@ RANGES: dict[str, Range] = {
     # Case 31: at most 10,000 rows per delete statement.
     "PRUNE_BATCH_SIZE": _count(1, 10_000, "rows"),
     "PROCESSES": _count(1, 256),
+    # runworkers --max-tasks (a flag only): a billion tasks is "never" for any process.
+    "MAX_TASKS": _count(1, 1_000_000_000, "tasks"),
 }
 
 #: Command flag -> the key of its range (flags take the range of the setting they override).
@@ -96,6 +98,7 @@ FLAGS: dict[str, str] = {
     "--grace": "GRACE_SECONDS",
     "--concurrency": "CONCURRENCY",
     "--processes": "PROCESSES",
+    "--max-tasks": "MAX_TASKS",
     "--older-than": "RETENTION",
     "--batch-size": "PRUNE_BATCH_SIZE",
 }

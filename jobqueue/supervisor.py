@@ -3,8 +3,8 @@
 The supervisor itself touches no database. It forks each worker (so Django is set up once, and a
 child starts in milliseconds), watches them, and restarts a child that died, after a backoff that
 grows while a slot keeps dying young, so a crash loop does not spin. A child that exits with
-:data:`EXIT_RECYCLE` (its handler ran past its timeout and its thread could not be stopped) is
-replaced at once.
+:data:`EXIT_RECYCLE` (its handler ran past its timeout and its thread could not be stopped, or it
+finished its ``--max-tasks``) is replaced at once.
 
 A child that dies (killed, or exiting with an error) may leave leases behind. When given a
 ``hand_back`` callable, the supervisor forks a short-lived process that runs it with the dead
@@ -238,7 +238,9 @@ class Supervisor:
         if code == EXIT_RECYCLE:
             slot.restart_at = time.monotonic()
             logger.warning(
-                "worker process of slot %d recycled (a job overran); replacing it", slot.index
+                "worker process of slot %d recycled (a job overran, or it reached --max-tasks); "
+                "replacing it",
+                slot.index,
             )
             return
         slot.quick_deaths = 0 if lived >= STABLE_AFTER_S else slot.quick_deaths + 1

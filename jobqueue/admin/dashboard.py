@@ -256,7 +256,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         if stats.lag_s is not None and (totals.lag_s is None or stats.lag_s > totals.lag_s):
             totals.lag_s = stats.lag_s
     worker_rows = workers(using)
-    served = served_queues([w for w in worker_rows if w.is_alive])
+    served = served_queues([w for w in worker_rows if w.is_alive], [s.name for s in queues])
     pauses = list(Pause.objects.using(using).order_by("kind", "name"))
     paused_queues = {p.name: p for p in pauses if p.kind == "queue"}
     for stats in queues:

@@ -47,11 +47,30 @@ def in_range(flag: str) -> Callable[[str], float]:
 
 
 def queue_spec(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """Parse ``critical:6,default:3,bulk`` into queue names and weights (1 when not given)."""
+    """Parse ``critical:6,default:3,bulk`` or ``critical:6,*`` into queue names and weights.
+
+    A weight not given is 1; a last ``*`` item means every other queue, now and later.
+    """
     try:
-        return parse_queue_spec(text)
+        return parse_queue_spec(text, every=True)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def queue_names(text: str) -> tuple[str, ...]:
+    """Parse ``bulk,reports``: queue names as ``--queues`` writes them, without weights or ``*``.
+
+    Raises:
+        argparse.ArgumentTypeError: an empty or invalid name, a name given twice, or a weight.
+    """
+    try:
+        names, _ = parse_queue_spec(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    weighted = [item.strip() for item in text.split(",") if item.strip() not in names]
+    if weighted:
+        raise argparse.ArgumentTypeError(f"queue names only, no weights: got {weighted[0]!r}")
+    return names
 
 
 #: Longest worker id: the width of ``Worker.worker_id`` and ``Job.leased_by``.

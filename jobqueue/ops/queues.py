@@ -7,14 +7,14 @@ claimable job by its ``run_at``, so a job delayed into the future never looks li
 it is None (not a stale age) when nothing is claimable.
 
 A queue is *unserved* when it has ready jobs and no live, running (not draining) worker lists it
-among its queues: the jobs wait for a worker that does not exist, and ``waiting_s`` says for how
-long (the lag). A *paused* queue's jobs wait on purpose: it is never unserved, and its row says
-who paused it and since when.
+among its queues (or serves every queue, ``*``, without excluding it): the jobs wait for a worker
+that does not exist, and ``waiting_s`` says for how long (the lag). A *paused* queue's jobs wait on
+purpose: it is never unserved, and its row says who paused it and since when.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 from django.db.models import Count, Min, Q
 
 from ..models import DependencyBreaker, Job, Pause, Worker
+from ..queuespec import EVERY_QUEUE, serves
 from ..states import CLAIMABLE, JobState
 
 #: The window of the succeeded rate, seconds.
@@ -94,15 +95,24 @@ def live_workers(now: datetime, using: str = "default") -> list[Worker]:
     ]
 
 
-def served_queues(workers: list[Worker]) -> dict[str, int]:
-    """Return queue name -> how many of ``workers`` claim from it (draining ones do not)."""
+def served_queues(workers: list[Worker], names: Iterable[str] = ()) -> dict[str, int]:
+    """Return queue name -> how many of ``workers`` claim from it (draining ones do not).
+
+    Args:
+        workers: Worker rows.
+        names: queues to count a ``*`` worker for (it serves every queue but the excluded).
+
+    Returns:
+        The queues the workers name, and those of ``names`` some ``*`` worker serves.
+    """
     served: dict[str, int] = {}
     for worker in workers:
         if worker.status != "running":
             continue
-        for name in worker.queues or []:
-            if isinstance(name, str):
-                served[name] = served.get(name, 0) + 1
+        listed = [name for name in worker.queues or [] if isinstance(name, str)]
+        named = {name for name in listed if name != EVERY_QUEUE and not name.startswith("!")}
+        for name in named | {name for name in names if serves(listed, name)}:
+            served[name] = served.get(name, 0) + 1
     return served
 
 
@@ -168,7 +178,7 @@ def queue_status(
         .order_by()
     ):
         row(r["queue"]).succeeded_recent = r["n"]
-    for name, count in served_queues(workers).items():
+    for name, count in served_queues(workers, list(queues)).items():
         row(name).workers = count
     for pause in Pause.objects.using(using).filter(kind="queue"):
         status = row(pause.name)

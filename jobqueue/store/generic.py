@@ -139,6 +139,9 @@ class GenericStore(
         claimed: list[ClaimedJob] = []
         with transaction.atomic(using=self.alias):
             paused_queues, paused_types = self._paused_names()
+            if plan.every:
+                found = self._jobs.filter(state__in=CLAIMABLE).order_by().values_list("queue")
+                queues, plan = plan.with_others(queues, (q for (q,) in found.distinct()))
             claimable = self._jobs.filter(queue__in=queues, state__in=CLAIMABLE).exclude(
                 Q(queue__in=paused_queues) | Q(type__in=paused_types)
             )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connections
@@ -55,16 +55,17 @@ class ReadyListener:
 
     Args:
         alias: database alias of the queues (PostgreSQL).
-        queues: the queue names the worker serves; notifications for other queues are ignored.
+        serves: ``serves(queue)``: whether the worker claims from ``queue`` (with ``*``, every
+            queue but the excluded ones); notifications for other queues are ignored.
         wake: ``wake(delay_s)``, called on the listener's thread; must be cheap and thread-safe.
         name: the connection's ``application_name`` (shown in ``pg_stat_activity``).
     """
 
     def __init__(
-        self, alias: str, queues: Iterable[str], wake: Callable[[float], None], name: str
+        self, alias: str, serves: Callable[[str], bool], wake: Callable[[float], None], name: str
     ) -> None:
         self.alias = alias
-        self.queues = frozenset(queues)
+        self.serves = serves
         self.wake = wake
         self.name = name[:63]  # PostgreSQL truncates application_name to 63 bytes
         self.connected = threading.Event()
@@ -119,7 +120,7 @@ class ReadyListener:
         while not self._stop.is_set():
             for notify in conn.notifies(timeout=STOP_CHECK_S):
                 queue, _, due = notify.payload.partition(" ")
-                if queue in self.queues:
+                if self.serves(queue):
                     try:
                         self.wake(float(due) if due else 0.0)
                     except ValueError:

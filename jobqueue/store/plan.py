@@ -7,8 +7,8 @@ and both stores read them (``store/sql/claim.sql``, ``store/ranking.py``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 __all__ = ["ClaimPlan", "TenantCaps"]
@@ -53,12 +53,48 @@ class ClaimPlan:
         start: one virtual start tag per queue (see ``jobqueue/fairness.py``).
         strict: serve queues in list order instead of by weight.
         caps: the per-tenant caps.
+        every: also serve every other queue with claimable jobs (``runworkers --queues '*'``):
+            the store reads which queues have some at each claim, so a queue created after the
+            worker started is served by its next claim.
+        others_weight: the weight of each such other queue.
+        others_start: the virtual start tag of each such other queue.
+        exclude: queues ``every`` never serves (``--exclude-queues``).
     """
 
     weights: tuple[float, ...]
     start: tuple[float, ...]
     strict: bool = False
     caps: TenantCaps = field(default_factory=TenantCaps)
+    every: bool = False
+    others_weight: float = 1.0
+    others_start: float = 0.0
+    exclude: tuple[str, ...] = ()
+
+    def with_others(
+        self, queues: Sequence[str], found: Iterable[str]
+    ) -> tuple[list[str], ClaimPlan]:
+        """Return the claim's queues and plan with the other queues ``every`` serves added.
+
+        Both stores call this with the queues they found, so they serve them alike.
+
+        Args:
+            queues: the claim's listed queues, in the plan's order.
+            found: the queues that have claimable jobs now.
+
+        Returns:
+            ``(queues, plan)``: the listed queues, then the others (by name, ``exclude`` left
+            out), each with ``others_weight`` and ``others_start``; unchanged without ``every``.
+        """
+        if not self.every:
+            return list(queues), self
+        others = sorted(set(found) - set(queues) - set(self.exclude))
+        plan = replace(
+            self,
+            weights=(*self.weights, *[self.others_weight] * len(others)),
+            start=(*self.start, *[self.others_start] * len(others)),
+            every=False,
+        )
+        return [*queues, *others], plan
 
     @classmethod
     def even(cls, queues: int, caps: TenantCaps | None = None) -> ClaimPlan:

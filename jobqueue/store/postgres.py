@@ -202,6 +202,10 @@ class PostgresStore(
     ) -> list[ClaimedJob]:
         queues = list(queues)
         plan = plan or ClaimPlan.even(len(queues))
+        if plan.every:
+            with self._execute("claimable_queues", {}) as cursor:
+                found = [name for (name,) in cursor.fetchall()]
+            queues, plan = plan.with_others(queues, found)
         caps = plan.caps
         params = {
             "queues": queues,

@@ -48,6 +48,7 @@ from ..supervisor import EXIT_RECYCLE
 from .completer import OUTCOME_BATCH_WINDOW_S, Completer
 from .heartbeat import Heartbeat
 from .outage import DatabaseBackoff
+from .quota import TaskQuota
 from .reaper import Reaper
 from .rows import WorkerRowPruner
 from .runs import Runs
@@ -69,9 +70,11 @@ class Worker:
     """A worker process's loops. Build it, then call :meth:`run` (blocking).
 
     Args:
-        queues: queue names to claim from.
+        queues: queue names to claim from; a last ``"*"``: every other queue, now and later.
         weights: one weight per queue (default all 1): saturated queues are served in
             proportion (see ``jobqueue/fairness.py``).
+        exclude_queues: queues ``"*"`` leaves out.
+        max_tasks: finish at most this many jobs, then stop claiming and drain (``quota.py``).
         strict: serve queues in list order instead: a queue only when those before it have no
             claimable job.
         concurrency: jobs run at once (threads), >= 1.
@@ -115,6 +118,8 @@ class Worker:
         recycle_on_overrun: bool = False,
         listen_notify: bool | None = None,
         stop_signals: StopSignals = STANDALONE,
+        exclude_queues: Sequence[str] = (),
+        max_tasks: int | None = None,
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
@@ -123,6 +128,7 @@ class Worker:
             weights,
             strict=strict,
             caps=TenantCaps(conf.tenant_max_running, conf.tenant_max_running_overrides),
+            exclude=exclude_queues,
         )
         self.concurrency = concurrency or conf.concurrency
         self.lease_s = lease_s or conf.lease_seconds
@@ -158,14 +164,10 @@ class Worker:
         # of our connections never lock the same rows in different orders (no deadlock).
         db_lock = threading.Lock()
         self._backoff = DatabaseBackoff(self.using, self._stopping)
-        self.stats = {
-            "succeeded": 0,
-            "retried": 0,
-            "dead": 0,
-            "cancelled": 0,
-            "lost": 0,
-            "released": 0,
-        }
+        self.stats = dict.fromkeys(("succeeded", "retried", "dead", "cancelled", "lost"), 0)
+        self.stats["released"] = 0
+        #: The ``max_tasks`` count (``quota.py``); it caps every claim.
+        self.quota = TaskQuota(max_tasks, self.stats, self._runs.__len__, self.stop)
         #: Records outcomes (``completer.py``).
         self.completer = Completer(
             self.store,
@@ -253,7 +255,7 @@ class Worker:
         if self.listen_notify:
             self._listener = ReadyListener(
                 self.using,
-                self.queues,
+                self.selector.serves,
                 self._wakeups.wake,
                 name=f"jobqueue-listener {self.worker_id}",
             )
@@ -306,11 +308,10 @@ class Worker:
         return ended
 
     def _register(self) -> None:
+        queues, beat_s = self.selector.advertised(), self.heartbeat_interval_s
         while not self._stopping.is_set():
             try:
-                self.store.register_worker(
-                    self.worker_id, self.queues, self.concurrency, self.heartbeat_interval_s
-                )
+                self.store.register_worker(self.worker_id, queues, self.concurrency, beat_s)
                 self._backoff.recovered()
                 return
             except DatabaseError as exc:
@@ -321,6 +322,7 @@ class Worker:
         while True:
             self._starter.enforce_timeouts()
             self.completer.record_ready()
+            self.quota.check()
             if self._stopping.is_set():
                 if deadline is None:
                     deadline = time.monotonic() + self.grace_s
@@ -342,16 +344,16 @@ class Worker:
     def _free_slots(self) -> int:
         # Claim for free slots only (no local buffer), and never past the thread cap; a
         # suspect job runs alone.
-        return self._solo.claim_size(
-            min(self.concurrency - len(self._runs), self._handlers.room()), self._runs
-        )
+        free = min(self.concurrency - len(self._runs), self._handlers.room())
+        return self.quota.cap(self._solo.claim_size(free, self._runs))
 
     def _claim(self, free: int) -> list[ClaimedJob] | None:
         """Claim up to ``free`` jobs and start those admitted; None after a database error."""
         self._wakeups.claiming()
         try:
+            # The selector's queues: those listed, then those "*" served so far.
             claimed = self.store.claim(
-                self.queues, self.worker_id, free, self.lease_s, plan=self.selector.plan()
+                self.selector.queues, self.worker_id, free, self.lease_s, plan=self.selector.plan()
             )
             self._backoff.recovered()
         except DatabaseError as exc:
@@ -437,11 +439,8 @@ class Worker:
         except DatabaseError as exc:
             logger.error("could not deregister worker %s: %s", self.worker_id, exc)
         connections.close_all()
-        logger.info(
-            "worker %s stopped: %s",
-            self.worker_id,
-            ", ".join(f"{k} {v}" for k, v in self.stats.items()),
-        )
+        counts = ", ".join(f"{k} {v}" for k, v in self.stats.items())
+        logger.info("worker %s stopped: %s", self.worker_id, counts)
 
     @property
     def abandoned_jobs(self) -> int:

@@ -18,10 +18,12 @@ from jobqueue.deaths import hand_back_leases
 from jobqueue.management.arguments import (
     MAX_WORKER_ID_LENGTH,
     in_range,
+    queue_names,
     queue_spec,
     worker_id_text,
 )
 from jobqueue.pruning import Pruner
+from jobqueue.queuespec import EVERY_QUEUE
 from jobqueue.stopping import STANDALONE, SUPERVISED
 from jobqueue.supervisor import EXIT_RECYCLE, Supervisor, reexec
 from jobqueue.worker import Worker, default_worker_id
@@ -56,6 +58,23 @@ def _require_migrations(alias: str) -> None:
         )
 
 
+def _check_exclusions(queues: tuple[str, ...], exclude: tuple[str, ...]) -> None:
+    """Refuse ``--exclude-queues`` without ``*``, or naming a queue ``--queues`` names."""
+    if not exclude:
+        return
+    if EVERY_QUEUE not in queues:
+        raise CommandError(
+            f"--exclude-queues only with '*' in --queues (it leaves queues out of every queue); "
+            f"--queues {','.join(queues)} serves only the queues it names"
+        )
+    both = [name for name in exclude if name in queues]
+    if both:
+        raise CommandError(
+            f"--exclude-queues {both[0]!r} is also in --queues: a queue is served or left out, "
+            "not both"
+        )
+
+
 class Command(BaseCommand):
     help = (
         "Run a jobqueue worker: claim jobs from the queues, run them on a thread pool, "
@@ -72,7 +91,23 @@ class Command(BaseCommand):
             metavar="NAME[:WEIGHT],...",
             help="queues to serve, each with an optional weight: 'critical:6,default:3,bulk:1' "
             "serves busy queues 6:3:1 (default weight 1; default: JOBQUEUE['QUEUES'], i.e. "
-            "'default')",
+            "'default'); a last '*' (or '*:N') serves every other queue too, including ones "
+            "created later, each with weight 1 (or N): '*' alone serves them all",
+        )
+        parser.add_argument(
+            "--exclude-queues",
+            type=queue_names,
+            default=(),
+            metavar="NAME,...",
+            help="queues '*' leaves out (only with '*' in --queues; not a queue named there)",
+        )
+        parser.add_argument(
+            "--max-tasks",
+            type=in_range("--max-tasks"),
+            default=None,
+            metavar="N",
+            help="finish N jobs (whatever their outcome), then stop claiming, drain and exit 0; "
+            "under --processes the supervisor replaces the process at once (recycling)",
         )
         parser.add_argument(
             "--strict",
@@ -147,6 +182,7 @@ class Command(BaseCommand):
                 "--strict serves queues in the order listed, so weights do not apply: drop "
                 f"--strict or the :N weights ({_spec(queues, weights)})"
             )
+        _check_exclusions(queues, options["exclude_queues"])
         settings = {
             "queues": queues,
             "weights": weights,
@@ -157,6 +193,8 @@ class Command(BaseCommand):
             "grace_s": options["grace"],
             "burst": options["burst"],
             "using": using,
+            "exclude_queues": options["exclude_queues"],
+            "max_tasks": options["max_tasks"],
         }
         with_scheduler = not options["no_scheduler"] and not options["burst"]
 
@@ -227,8 +265,11 @@ class Command(BaseCommand):
             return default_worker_id()
 
         def run_slot(slot: int, worker_id: str) -> int:
-            code = run_worker(worker_id, recycle=True).exit_code
+            worker = run_worker(worker_id, recycle=True)
+            code = worker.exit_code
             assert code is not None  # as above
+            if code == 0 and worker.quota.spent and not worker.stop_requested:
+                return EXIT_RECYCLE  # done with --max-tasks: the supervisor replaces it now
             return code
 
         grace = conf.grace_seconds if options["grace"] is None else options["grace"]
