@@ -50,7 +50,7 @@ def fleet():
         pid=1,
         queues=["emails"],
         concurrency=4,
-        heartbeat_interval_s=10,
+        heartbeat_interval_s=600,  # alive for 30 min: the CLI may take long to start here
     )
     # Its heartbeat stopped an hour ago: it serves nothing.
     Worker.objects.create(
@@ -59,7 +59,7 @@ def fleet():
         pid=2,
         queues=["emial"],
         concurrency=4,
-        heartbeat_interval_s=10,
+        heartbeat_interval_s=600,
         last_seen_at=ago(hours=1),
     )
     return jobs

@@ -28,7 +28,9 @@ def ago(**kwargs: float):
 
 
 def worker_row(worker_id: str = "w1", host: str = HOST, **fields) -> Worker:
-    fields.setdefault("heartbeat_interval_s", 10)
+    # Alive for three heartbeats of 10 minutes: a loaded machine may take longer than 30 s just to start the
+    # `health` process, and a live row must not die of that. Tests of silence say their interval.
+    fields.setdefault("heartbeat_interval_s", 600)
     return Worker.objects.create(
         worker_id=worker_id, host=host, pid=1, queues=["default"], concurrency=1, **fields
     )
@@ -66,7 +68,7 @@ def test_healthy_while_a_real_worker_runs_on_this_host_and_not_after_it_stops(wo
 
 
 def test_a_silent_worker_is_dead_unless_the_silence_limit_allows_it():
-    worker_row(last_seen_at=ago(minutes=5))  # 3 heartbeats of 10 s: dead after 30 s
+    worker_row(last_seen_at=ago(minutes=5), heartbeat_interval_s=10)  # dead after 30 s
     result = cli("health")
     assert result.returncode == 1
     assert f"FAIL  workers: no live worker on {HOST} (1 silent)" in result.stdout

@@ -84,7 +84,7 @@ def rows():
         pid=1,
         queues=["emails", "bulk"],
         concurrency=2,
-        heartbeat_interval_s=10,
+        heartbeat_interval_s=600,
     )
     Worker.objects.create(
         worker_id="old",
@@ -92,7 +92,7 @@ def rows():
         pid=2,
         queues=["orphan"],
         concurrency=2,
-        heartbeat_interval_s=10,
+        heartbeat_interval_s=600,
         last_seen_at=ago(hours=1),
     )
     CronEntry.objects.create(
