@@ -28,8 +28,9 @@ def ago(**kwargs: float):
 
 
 def worker_row(worker_id: str = "w1", host: str = HOST, **fields) -> Worker:
-    # Alive for three heartbeats of 10 minutes: a loaded machine may take longer than 30 s just to start the
-    # `health` process, and a live row must not die of that. Tests of silence say their interval.
+    # Alive for three heartbeats of 10 minutes: a loaded machine may take longer than 30 s just
+    # to start the `health` process, and a live row must not die of that. Tests of silence say
+    # their interval.
     fields.setdefault("heartbeat_interval_s", 600)
     return Worker.objects.create(
         worker_id=worker_id, host=host, pid=1, queues=["default"], concurrency=1, **fields
