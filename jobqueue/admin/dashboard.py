@@ -24,6 +24,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from ..models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
+from ..ops.clock import humanize_seconds
 from ..ops.queues import served_queues
 from ..states import CLAIMABLE, JobState
 from .filters import known_queues
@@ -219,21 +220,6 @@ def dead_letters(using: str = "default") -> list[Mapping[str, Any]]:
 def workers(using: str = "default") -> list[Worker]:
     """Return every worker row, with ``is_alive`` to tell the running from the vanished."""
     return list(Worker.objects.using(using).order_by("host", "pid"))
-
-
-def humanize_seconds(seconds: float | None) -> str:
-    """Return ``"850 ms"``, ``"4.2 s"``, ``"12 min"`` or ``"3 h 5 min"``."""
-    if seconds is None:
-        return "-"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds // 60:.0f} min"
-    if seconds < 86400:
-        return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:.0f} min"
-    return f"{seconds // 86400:.0f} d {seconds % 86400 // 3600:.0f} h"
 
 
 def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:

@@ -6,6 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..ops.clock import humanize_seconds
+
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Return ``rows`` under ``headers`` as aligned columns (numbers right, text left).
@@ -48,18 +50,13 @@ def cell_text(value: Any) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """Return ``"850 ms"``, ``"4.2 s"``, ``"12 min"``, ``"3 h 5 min"`` or ``"2 d 4 h"``."""
-    if seconds is None:
-        return "-"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds // 60:.0f} min"
-    if seconds < 86400:
-        return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:.0f} min"
-    return f"{seconds // 86400:.0f} d {seconds % 86400 // 3600:.0f} h"
+    """Return ``seconds`` as the dashboard shows it: ``"850 ms"``, ``"12 min"``, ``"2 d 4 h"``.
+
+    Args:
+        seconds: a duration in seconds, or None (shown as ``"-"``).
+    """
+    # One wording for the admin and the CLI: the dashboard's.
+    return humanize_seconds(seconds)
 
 
 def to_json(value: Any) -> str:
