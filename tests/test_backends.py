@@ -6,9 +6,10 @@ processes are in ``test_process_backends.py``.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -491,6 +492,74 @@ def test_the_result_enqueued_late_in_an_atomic_block_is_the_stored_result():
         _db_sleep()
         assert result == default_task_backend.get_result(result.id)
     assert result == default_task_backend.get_result(result.id)
+
+
+def _differences(returned, read) -> list[str]:
+    """Return each field of two ``TaskResult``s (and of their tasks) whose values differ."""
+    found = [
+        f"{f.name}: {getattr(returned, f.name)!r} != {getattr(read, f.name)!r}"
+        for f in fields(returned)
+        if f.name != "task" and getattr(returned, f.name) != getattr(read, f.name)
+    ]
+    if type(returned.task) is not type(read.task):
+        return [*found, f"task class: {type(returned.task)} != {type(read.task)}"]
+    found += [
+        f"task.{f.name}: {getattr(returned.task, f.name)!r} != {getattr(read.task, f.name)!r}"
+        for f in fields(returned.task)
+        if getattr(returned.task, f.name) != getattr(read.task, f.name)
+    ]
+    return found
+
+
+_IN_AN_HOUR = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=ZoneInfo("Europe/Paris"))
+
+
+@pytest.mark.parametrize(
+    ("declared", "options"),
+    [
+        ("add", {}),
+        ("add", {"priority": -40}),
+        ("add", {"queue_name": "emails"}),
+        ("add", {"run_after": _IN_AN_HOUR}),
+        ("declared_elsewhere", {"backend": "default"}),
+        ("add", {"max_attempts": 5}),
+        ("add", {"timeout": 90}),
+        ("add", {"timeout": 2.5}),
+        ("add", {"timeout": timedelta(minutes=2)}),
+        ("add", {"dedupe_key": "one-key"}),
+        ("add", {"dedupe_key": tasks.key_of_arguments}),
+        ("add", {"tenant": "acme"}),
+        ("add", {"tenant": tasks.key_of_arguments}),
+        ("flaky", {"max_attempts": 7, "timeout": 30}),  # takes_context, its own max_attempts
+        ("charge", {}),  # dedupe_key and tenant declared as functions (lambdas)
+        ("charge", {"max_attempts": 2, "priority": 3, "run_after": _IN_AN_HOUR}),
+        (
+            "add",
+            {
+                "priority": 9,
+                "queue_name": "tasks",
+                "run_after": _IN_AN_HOUR,
+                "backend": "default",
+                "max_attempts": 4,
+                "timeout": timedelta(seconds=45),
+                "dedupe_key": tasks.key_of_arguments,
+                "tenant": "t9",
+            },
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) else ",".join(value) or "none",
+)
+def test_every_option_reads_back_as_enqueued(declared, options):
+    task_ = getattr(tasks, declared).using(**options)
+    args = {"flaky": ("/nowhere", 1), "charge": (11,)}.get(declared, (1, 2))
+    returned = task_.enqueue(*args)
+    read = default_task_backend.get_result(returned.id)
+    assert _differences(returned, read) == []
+    assert returned == read
+    assert task_.get_result(returned.id) == returned  # through the task's own backend
+    refreshed = replace(returned)
+    refreshed.refresh()
+    assert _differences(returned, refreshed) == []
 
 
 @pytest.mark.django_db(transaction=True)

@@ -11,7 +11,9 @@ Put it in ``TASKS`` and code written against Django's standard API runs on jobqu
     }
 
 A task is stored as a job whose type is the task's module path (``shop.tasks.send_receipt``) and
-whose payload is ``{"args": [...], "kwargs": {...}, "backend": alias, "run_after": iso|None}``.
+whose payload is ``{"args": [...], "kwargs": {...}, "backend": alias, "run_after": iso|None}``,
+plus ``"task_options"`` when the task sets jobqueue's own options (so a result reads back the
+task as enqueued).
 Workers find the task by importing that path, run it with Django's ``TaskContext``, and send
 Django's ``task_started`` and ``task_finished`` signals. Retries, timeouts and dead letters are
 jobqueue's: ``max_attempts``, ``timeout_s`` and ``backoff`` come from the task

@@ -27,6 +27,7 @@ from .options import (
     BackendOptions,
     JobQueueTask,
     call_option,
+    extras_to_payload,
     parse_backend_params,
     task_option,
     validate_extras,
@@ -122,6 +123,10 @@ class JobQueueBackend(BaseTaskBackend):
             "backend": self.alias,
             "run_after": task.run_after.isoformat() if task.run_after else None,
         }
+        extras = extras_to_payload(task)
+        if extras:
+            # The task's own options, so get_result reads back the task as enqueued.
+            payload["task_options"] = extras
         timeout_s = task_option(task, "timeout_s") or self.config.timeout_s
         job_id, created, enqueued_at = _queueing().enqueue_or_get(
             task.queue_name,

@@ -8,6 +8,7 @@ of a ``TASKS`` entry. Both raise Django's own errors (``InvalidTask``, ``Invalid
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -16,6 +17,7 @@ from typing import Any, cast
 from django.conf import settings as django_settings
 from django.tasks import DEFAULT_TASK_QUEUE_NAME, Task
 from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
+from django.utils.module_loading import import_string
 
 from ..arguments import validate_options
 from ..errors import JobQueueConfigurationError
@@ -26,6 +28,8 @@ __all__ = [
     "BackendOptions",
     "JobQueueTask",
     "call_option",
+    "extras_from_payload",
+    "extras_to_payload",
     "parse_backend_params",
     "task_option",
     "validate_extras",
@@ -137,6 +141,74 @@ def validate_extras(task: JobQueueTask) -> None:
         value = getattr(task, name)
         if value is not None and not isinstance(value, str) and not callable(value):
             raise InvalidTask(f"{name} must be a string or a function of the task's arguments")
+
+
+def _function_path(function: Callable[..., Any]) -> str | None:
+    """Return the import path of a module-level function; None for a lambda or a closure."""
+    module = sys.modules.get(getattr(function, "__module__", "") or "")
+    name = getattr(function, "__qualname__", "")
+    if module is None or "." in name or getattr(module, name, None) is not function:
+        return None
+    return f"{module.__name__}.{name}"
+
+
+def extras_to_payload(task: Task) -> dict[str, Any]:
+    """Internal: jobqueue's options set on ``task``, as JSON for its job's payload.
+
+    So that ``get_result`` reads back the task as it was enqueued (``.using(max_attempts=3)``
+    included), not as declared: the job row holds only the effective values (a default filled
+    in), which are not the task's own. A ``timeout`` keeps its type (seconds or a ``timedelta``);
+    a ``dedupe_key``/``tenant`` function is stored by its import path when it has one (a lambda
+    has none: ``get_result`` then shows the declared task's).
+
+    Returns:
+        ``{option: value}`` for each option set (empty for a plain ``Task``).
+    """
+    if not isinstance(task, JobQueueTask):
+        return {}
+    stored: dict[str, Any] = {}
+    if task.max_attempts is not None:
+        stored["max_attempts"] = task.max_attempts
+    if isinstance(task.timeout, timedelta):
+        stored["timeout"] = {"timedelta_seconds": task.timeout.total_seconds()}
+    elif task.timeout is not None:
+        stored["timeout"] = task.timeout
+    for name in ("dedupe_key", "tenant"):
+        value = getattr(task, name)
+        if isinstance(value, str):
+            stored[name] = value
+        elif value is not None and (path := _function_path(value)) is not None:
+            stored[name] = {"function": path}
+    return stored
+
+
+def extras_from_payload(stored: Any) -> dict[str, Any]:
+    """Internal: the task options :func:`extras_to_payload` stored, as ``JobQueueTask`` fields.
+
+    Anything unreadable (a function renamed since) is left out: the declared value stands.
+    """
+    if not isinstance(stored, dict):
+        return {}
+    found: dict[str, Any] = {}
+    if isinstance(stored.get("max_attempts"), int):
+        found["max_attempts"] = stored["max_attempts"]
+    timeout = stored.get("timeout")
+    if isinstance(timeout, dict) and isinstance(timeout.get("timedelta_seconds"), int | float):
+        found["timeout"] = timedelta(seconds=timeout["timedelta_seconds"])
+    elif isinstance(timeout, int | float):
+        found["timeout"] = timeout
+    for name in ("dedupe_key", "tenant"):
+        value = stored.get(name)
+        if isinstance(value, str):
+            found[name] = value
+        elif isinstance(value, dict) and isinstance(value.get("function"), str):
+            try:
+                function = import_string(value["function"])
+            except ImportError:
+                continue
+            if callable(function):
+                found[name] = function
+    return found
 
 
 # -- configuration -------------------------------------------------------------------------

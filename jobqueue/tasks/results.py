@@ -23,6 +23,7 @@ from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultD
 from django.utils.module_loading import import_string
 
 from ..states import JobState
+from .options import JobQueueTask, extras_from_payload
 
 __all__ = [
     "read_job",
@@ -92,7 +93,7 @@ def read_result(result_id: Any, backend: BaseTaskBackend, using: str) -> TaskRes
 
 
 def _task_for(job: Any, backend: BaseTaskBackend) -> Task:
-    """Return the task a job runs, as enqueued (priority, queue, backend, run_after)."""
+    """Return the task a job runs, as enqueued (priority, queue, backend, run_after, extras)."""
     try:
         base = import_string(job.type)
     except ImportError:
@@ -101,6 +102,9 @@ def _task_for(job: Any, backend: BaseTaskBackend) -> Task:
     if not isinstance(base, Task) or not {"args", "kwargs"} <= set(payload):
         raise TaskResultDoesNotExist(f"{job.id}: job type {job.type!r} is not a django.tasks task")
     run_after = payload.get("run_after")
+    # jobqueue's own options (.using(max_attempts=...)) as set on the task, not the row's
+    # effective values; only a JobQueueTask has them.
+    extras = extras_from_payload(payload.get("task_options"))
     try:
         return replace(
             base,
@@ -108,6 +112,7 @@ def _task_for(job: Any, backend: BaseTaskBackend) -> Task:
             queue_name=job.queue,
             backend=payload.get("backend") or backend.alias,
             run_after=datetime.fromisoformat(run_after) if run_after else None,
+            **(extras if isinstance(base, JobQueueTask) else {}),
         )
     except (InvalidTask, InvalidTaskBackend, ValueError):
         # The settings changed since the job was enqueued (a queue or alias gone): describe

@@ -82,6 +82,10 @@ if task is not None:
     def charge(order_id):
         return order_id
 
+    def key_of_arguments(*args, **kwargs):
+        """A dedupe key (or tenant) function that ``.using()`` can name (module level)."""
+        return f"key:{args}:{sorted(kwargs.items())}"
+
     @task
     def echo(*args, **kwargs):
         """Return what it was given, as it was given (tuples stay tuples until normalised)."""
