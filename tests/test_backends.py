@@ -562,6 +562,14 @@ def test_every_option_reads_back_as_enqueued(declared, options):
     assert _differences(returned, refreshed) == []
 
 
+@pytest.mark.parametrize("name", ["dedupe_key", "tenant"])
+def test_using_refuses_a_function_it_could_not_give_back(name):
+    # A job keeps a .using() function by import path: a lambda's would read back as another.
+    with pytest.raises(InvalidTask, match=rf"\.using\({name}=\.\.\.\) takes a string or a module"):
+        tasks.add.using(**{name: lambda *args: "k"})
+    assert Job.objects.count() == 0
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_result_enqueued_outside_a_transaction_is_the_stored_result():
     result = tasks.add.enqueue(2, b=3)

@@ -36,6 +36,15 @@ __all__ = [
 ]
 
 
+def _function_path(function: Callable[..., Any]) -> str | None:
+    """Return the import path of a module-level function; None for a lambda or a closure."""
+    module = sys.modules.get(getattr(function, "__module__", "") or "")
+    name = getattr(function, "__qualname__", "")
+    if module is None or "." in name or getattr(module, name, None) is not function:
+        return None
+    return f"{module.__name__}.{name}"
+
+
 # -- the task class ------------------------------------------------------------------------
 
 
@@ -75,7 +84,21 @@ class JobQueueTask(Task):
         dedupe_key: str | Callable[..., str | None] | None = None,
         tenant: str | Callable[..., str] | None = None,
     ) -> JobQueueTask:
-        """Return a copy with changed defaults: Django's options plus jobqueue's."""
+        """Return a copy with changed defaults: Django's options plus jobqueue's.
+
+        Raises:
+            InvalidTask: a ``dedupe_key`` or ``tenant`` function that is not a module-level
+                function (a lambda, a closure): the job keeps the task's options by import path
+                (so that ``get_result`` gives back this task), and such a function has none.
+                Declare it on ``@task``, or pass the string it would return.
+        """
+        for name, value in (("dedupe_key", dedupe_key), ("tenant", tenant)):
+            if callable(value) and _function_path(value) is None:
+                raise InvalidTask(
+                    f".using({name}=...) takes a string or a module-level function, got "
+                    f"{getattr(value, '__qualname__', value)!r}: its job keeps the function by "
+                    "import path; declare a lambda on @task, or pass the string it returns"
+                )
         # Task.using returns replace(self, ...): a JobQueueTask here (django-stubs says Task).
         task = cast(
             JobQueueTask,
@@ -141,15 +164,6 @@ def validate_extras(task: JobQueueTask) -> None:
         value = getattr(task, name)
         if value is not None and not isinstance(value, str) and not callable(value):
             raise InvalidTask(f"{name} must be a string or a function of the task's arguments")
-
-
-def _function_path(function: Callable[..., Any]) -> str | None:
-    """Return the import path of a module-level function; None for a lambda or a closure."""
-    module = sys.modules.get(getattr(function, "__module__", "") or "")
-    name = getattr(function, "__qualname__", "")
-    if module is None or "." in name or getattr(module, name, None) is not function:
-        return None
-    return f"{module.__name__}.{name}"
 
 
 def extras_to_payload(task: Task) -> dict[str, Any]:
