@@ -9,8 +9,8 @@ from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
 
 from .conf import DEFAULT_DISCOVER_MODULES, get_settings
+from .early_stops import hold_stops_during_start_up
 from .errors import JobQueueConfigurationError
-from .stopping import hold_stops_during_start_up
 
 
 class JobQueueConfig(AppConfig):
@@ -25,6 +25,7 @@ class JobQueueConfig(AppConfig):
         super().__init__(app_name, app_module)
         # The earliest moment jobqueue's code runs in `manage.py runworkers`: Django is only
         # starting to build the app registry, and a SIGTERM now must not kill the process.
+        # (`python -m jobqueue runworkers` held it already, before importing Django.)
         hold_stops_during_start_up(sys.argv)
 
     def ready(self) -> None:

@@ -16,15 +16,14 @@ separate SIGTERM to the group or to the supervisor alone still forces, and a gro
 exactly like one sent to the supervisor. SIGINT (Ctrl-C reaches the whole foreground group)
 releases at once everywhere. See docs/decisions.md, "Stops and process deaths".
 
-A stop sent while ``runworkers`` is still starting is held (:func:`hold_stops_during_start_up`)
-until the worker or the supervisor can handle it.
+A stop sent while ``runworkers`` is still starting is held
+(``jobqueue.early_stops.hold_stops_during_start_up``) until the worker or the supervisor can
+handle it.
 """
 
 from __future__ import annotations
 
 import signal
-import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: The supervisor's "drain" to its children (also what a child gets when its supervisor dies).
@@ -78,22 +77,3 @@ SUPERVISED = StopSignals(
     escalating=frozenset(),
     force=frozenset({signal.SIGINT, FORCE_SIGNAL}),
 )
-
-
-def hold_stops_during_start_up(argv: Sequence[str]) -> None:
-    """Hold SIGTERM in a ``runworkers`` process until its worker (or supervisor) handles it.
-
-    Called as Django builds the app registry, long before the worker installs its handlers: a
-    SIGTERM sent meanwhile (systemd and Kubernetes stop a process at any moment) waits, blocked,
-    instead of killing the process with status -15. The worker and the supervisor unblock it
-    once their handlers are in place; it is then a drain of a process that claimed nothing, and
-    the process exits 0. Does nothing in any other command, or outside the main thread.
-
-    Args:
-        argv: the process's command line (``sys.argv``); ``argv[1]`` names the command.
-    """
-    if list(argv[1:2]) != ["runworkers"]:
-        return
-    if threading.current_thread() is not threading.main_thread():
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})

@@ -77,13 +77,17 @@ class WorkerProcesses:
         self.procs: list[subprocess.Popen] = []
 
     def start(
-        self, *args: str, settings: dict | None = None, log_name: str | None = None
+        self,
+        *args: str,
+        settings: dict | None = None,
+        log_name: str | None = None,
+        module: str = "django",
     ) -> subprocess.Popen:
-        """Start ``runworkers *args``; its stdout and stderr go to ``proc.log_path``."""
+        """Start ``python -m <module> runworkers *args``; its output goes to ``proc.log_path``."""
         log = self.tmp_path / (log_name or f"worker-{len(self.procs)}.log")
         with log.open("ab") as out:  # the child keeps its own copy of the descriptor
             proc = subprocess.Popen(
-                [sys.executable, "-m", "django", "runworkers", *args],
+                [sys.executable, "-m", module, "runworkers", *args],
                 cwd=ROOT,
                 env=subprocess_env(**(settings or {})),
                 stdout=out,

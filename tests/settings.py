@@ -9,6 +9,11 @@ import importlib.util
 import django
 import environ
 
+from tests.testapp.startup_pause import pause_if_asked
+
+# A test may stop a worker process here, before any app config exists (test_command.py).
+pause_if_asked("settings")
+
 env = environ.Env()
 
 DATABASES = {

@@ -44,6 +44,7 @@ PARTS: dict[str, set[str]] = {
         "txlimits",
         "outage",
         "stopping",
+        "early_stops",
         "recovery",
         "handler_threads",
         "logging",
@@ -74,7 +75,7 @@ PARTS: dict[str, set[str]] = {
         "pruning",
         "pausing",
     },
-    "surfaces": {"admin", "management", "ops", "metrics", "health", "checks", "apps"},
+    "surfaces": {"admin", "management", "ops", "metrics", "health", "checks", "apps", "__main__"},
     "api": {""},
 }
 

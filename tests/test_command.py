@@ -8,6 +8,7 @@ writes a Worker row. These run on SQLite too: parsing fails before any database 
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -107,34 +108,90 @@ def test_longest_worker_id_is_accepted(workers):
 # -- SIGTERM at any moment of start-up exits 0 (issue 20) ----------------------------------
 
 
-@requires_postgres()
-@pytest.mark.parametrize(
-    ("flags", "moment"),
-    [
-        ((), "setup"),
-        ((), "registered"),
-        (("--processes", "2"), "setup"),
-        (("--processes", "2"), "children started"),
-    ],
-    ids=["alone-during-django-setup", "alone-running", "supervisor-setup", "supervisor-running"],
-)
-def test_sigterm_at_any_moment_of_start_up_exits_0(workers, tmp_path, monkeypatch, flags, moment):
-    job_id = jobqueue.enqueue("startup-stop", "tests.testapp.jobs.noop", {})
-    pause = tmp_path / "pause"
-    pause.mkdir()
-    if moment == "setup":
+def _sigterm_held(pid: int) -> bool:
+    """Return whether process ``pid`` blocks SIGTERM now (``SigBlk`` of /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk:"))
+    return bool(int(mask, 16) & (1 << (signal.SIGTERM - 1)))
+
+
+def _stop_during_start_up(workers, pause, monkeypatch, module, flags, moment):
+    """Start ``python -m <module> runworkers``, SIGTERM it at ``moment``; return its exit status.
+
+    ``held``: as soon as /proc shows SIGTERM blocked (the first statement of ``python -m
+    jobqueue``; Django is still being imported). ``settings``/``models``: paused there by
+    tests/testapp/startup_pause.py (before any app config exists / halfway through building the
+    app registry). ``running``/``children started``: once the worker (supervisor) logged it.
+    """
+    if moment in {"settings", "models"}:
         monkeypatch.setenv("JOBQUEUE_TEST_PAUSE_DIR", str(pause))  # subprocesses inherit it
-    proc = workers.start("--queues", "startup-stop", "-v", "2", *flags)
-    if moment == "setup":
-        # Halfway through Django's set-up (tests/testapp/startup_pause.py): no handler of the
-        # worker is installed yet. The signal arrives there; then the start-up goes on.
+        monkeypatch.setenv("JOBQUEUE_TEST_PAUSE_AT", moment)
+    proc = workers.start("--queues", "startup-stop", "-v", "2", *flags, module=module)
+    if moment == "held":
+        wait_for(lambda: _sigterm_held(proc.pid) or proc.poll() is not None, 120, interval=0.001)
+        proc.send_signal(signal.SIGTERM)
+    elif moment in {"settings", "models"}:
+        # No handler of the worker is installed yet. The signal arrives there; then the
+        # start-up goes on.
         wait_for(lambda: (pause / "paused").exists() or proc.poll() is not None, timeout=120)
         proc.send_signal(signal.SIGTERM)
         (pause / "go").touch()
     else:
-        workers.wait_for_log(proc, "concurrency" if moment == "registered" else "started worker")
+        workers.wait_for_log(proc, "concurrency" if moment == "running" else "started worker")
         proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == 0, workers.log(proc)
+    return workers.exit_code(proc, timeout=120)
+
+
+@requires_postgres()
+@pytest.mark.parametrize(
+    ("module", "flags", "moment"),
+    [
+        ("jobqueue", (), "held"),
+        ("jobqueue", (), "settings"),
+        ("jobqueue", (), "models"),
+        ("jobqueue", ("--processes", "2"), "held"),
+        ("jobqueue", ("--processes", "2"), "settings"),
+        ("django", (), "models"),
+        ("django", (), "running"),
+        ("django", ("--processes", "2"), "models"),
+        ("django", ("--processes", "2"), "children started"),
+    ],
+    ids=[
+        "python-m-jobqueue-alone-first-line",
+        "python-m-jobqueue-alone-settings",
+        "python-m-jobqueue-alone-app-registry",
+        "python-m-jobqueue-supervisor-first-line",
+        "python-m-jobqueue-supervisor-settings",
+        "manage-py-alone-app-registry",
+        "manage-py-alone-running",
+        "manage-py-supervisor-app-registry",
+        "manage-py-supervisor-running",
+    ],
+)
+def test_sigterm_at_any_moment_of_start_up_exits_0(
+    workers, tmp_path, monkeypatch, module, flags, moment
+):
+    job_id = jobqueue.enqueue("startup-stop", "tests.testapp.jobs.noop", {})
+    code = _stop_during_start_up(workers, tmp_path, monkeypatch, module, flags, moment)
+    assert code == 0, workers.log(workers.procs[-1])
     job = Job.objects.get(id=job_id)
-    # Nothing lost: never claimed, or done; never charged for the stop.
-    assert (job.state, job.attempts) in {("ready", 0), ("succeeded", 1)}, workers.log(proc)
+    # Nothing lost: never claimed, or done once; never charged for the stop.
+    assert (job.state, job.attempts) in {("ready", 0), ("succeeded", 1)}, workers.log(
+        workers.procs[-1]
+    )
+
+
+@requires_postgres()
+def test_manage_py_runworkers_is_unguarded_before_jobqueues_app_config(
+    workers, tmp_path, monkeypatch
+):
+    # The window README and docs/deployment.md name for plain `manage.py runworkers` (and the
+    # reason to deploy `python -m jobqueue runworkers`): the settings import comes before
+    # jobqueue's code runs, so SIGTERM there is the default action.
+    job_id = jobqueue.enqueue("startup-stop", "tests.testapp.jobs.noop", {})
+    code = _stop_during_start_up(workers, tmp_path, monkeypatch, "django", (), "settings")
+    assert code == -signal.SIGTERM, workers.log(workers.procs[-1])
+    assert Job.objects.filter(id=job_id, state="ready", attempts=0).exists()

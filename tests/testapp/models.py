@@ -4,7 +4,7 @@ from django.db import models
 
 from tests.testapp.startup_pause import pause_if_asked
 
-pause_if_asked()
+pause_if_asked("models")
 
 
 class Run(models.Model):
