@@ -6,7 +6,8 @@ A private cluster (tests/pgcluster.py) with a private PgBouncer in front of it
 through the pooler but each worker's one listening connection, on the ``direct`` alias. Sized
 for CI: 300 jobs, 2 worker processes of 4 slots, one SIGTERMed midway and replaced, a ``*/10 s``
 cron entry watched for about 30 s. The negative: pooler mode off behind the same pooler,
-``runworkers`` refuses to start naming the setting, and ``check --database`` reports it.
+``runworkers`` refuses to start naming the setting, and ``check --database`` reports it. And a
+pooled alias without ``LISTEN_DATABASE``: the worker polls, and nothing LISTENs anywhere.
 
 Also the connection budget (docs/deployment.md): server connections of one real ``runworkers``
 process, idle and busy, counted in ``pg_stat_activity`` by application name.
@@ -273,6 +274,33 @@ def test_fc27_negative_unmarked_pooler_refuses_to_start_naming_the_setting(bounc
     assert check.returncode != 0
     assert "jobqueue.E021" in check.stderr
     assert "POOLED_DATABASES" in check.stderr
+
+
+def test_pooled_without_a_listen_alias_polls_and_never_listens(bounced, tmp_path):
+    cluster, bouncer = bounced
+    direct_url, _ = migrated_database(cluster, "jq_poll")
+    env = subprocess_env(POOLED_DATABASES={"default": {}}, POLL_INTERVAL_SECONDS=1)
+    env["DATABASE_URL"] = bouncer.url("jq_poll")
+    log = tmp_path / "w.log"
+    (proc,) = start_runworkers(env, [log], "--queues", "q", "--concurrency", "2")
+
+    def one(query: str, params: object = None) -> object:
+        with psycopg.connect(direct_url, autocommit=True) as conn:
+            return conn.execute(query, params).fetchone()[0]
+
+    try:
+        with psycopg.connect(direct_url, autocommit=True) as conn:
+            insert_ready_jobs(conn, "q", WORK, 10)
+        wait_for(
+            lambda: one("SELECT count(*) FROM jobqueue_job WHERE state = 'succeeded'") == 10,
+            timeout=120,
+        )
+        assert one("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%%'") == 0
+    finally:
+        proc.send_signal(15)
+        assert proc.wait(timeout=60) == 0
+    assert one("SELECT count(*) FROM testapp_run") == 10
+    assert "Traceback" not in log.read_text()
 
 
 def _connections(url: str, name: str, worker_id: str) -> int:
