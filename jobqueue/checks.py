@@ -17,6 +17,18 @@
 * ``jobqueue.E006`` — a ``TASKS`` entry names ``JobQueueBackend`` but ``"jobqueue"`` is not in
   ``INSTALLED_APPS``. Reported by the backend's own ``check()`` (``jobqueue/tasks/backend.py``):
   without the app, nothing here is registered.
+* ``jobqueue.E020`` — ``JOBQUEUE["POOLED_DATABASES"]`` names an alias that is not a PostgreSQL
+  alias of ``DATABASES``, or a ``LISTEN_DATABASE`` that is not one, or that is pooled itself.
+* ``jobqueue.W020`` — a pooled alias whose ``OPTIONS`` set ``prepare_threshold``: psycopg would
+  prepare statements there (jobqueue turns it off on that alias's connections; say so in the
+  settings, where every reader sees it).
+* ``jobqueue.W021`` — a pooled alias without ``DISABLE_SERVER_SIDE_CURSORS = True``: Django's
+  ``.iterator()`` server-side cursors do not survive transaction pooling.
+* ``jobqueue.W022`` — a PostgreSQL alias not marked pooled whose ``PORT`` is 6432 (PgBouncer's
+  own): statically, it looks like a pooler.
+* ``jobqueue.E021`` — ``manage.py check --database ALIAS`` (and ``migrate``): the alias is behind
+  a transaction pooler (two open connections share a server backend) and not marked in
+  ``POOLED_DATABASES``, or its ``LISTEN_DATABASE`` is. ``runworkers`` refuses to start then.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.core import checks
 from django.db import connections
 
@@ -33,6 +46,11 @@ from .cron.spec import parse_cron_setting
 from .errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
 from .executor import resolve_handler
 from .options import allows_unregistered
+from .poolspec import LISTEN_DATABASE
+
+# Importing the pooler also registers its connection_created receiver (no prepared statements
+# on a pooled alias): this module is imported by AppConfig.ready in every process.
+from .store.pooler import refuse_unmarked_pooler
 from .validation import is_count
 
 BACKEND_PATH = "jobqueue.backends.JobQueueBackend"
@@ -252,6 +270,115 @@ def check_job_types(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
                     "see JOBQUEUE['DISCOVER_MODULES']); if only other workers define it, "
                     "allow it with JOBQUEUE['ENQUEUE_UNREGISTERED'] (a list of prefixes).",
                     id="jobqueue.E004",
+                )
+            )
+    return messages
+
+
+#: PgBouncer's default port: an alias on it that is not marked pooled is worth a look.
+PGBOUNCER_PORT = "6432"
+
+
+def _is_postgres(params: Any) -> bool:
+    return isinstance(params, dict) and "postgresql" in str(params.get("ENGINE", ""))
+
+
+@checks.register()
+def check_pooled_databases(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Check pooler mode against ``DATABASES`` (jobqueue.E020, W020, W021, W022).
+
+    Only what the settings show; a pooler that is really there is found by the database check
+    (:func:`check_transaction_pooler`, E021) and by ``runworkers`` at start-up.
+    """
+    try:
+        pooled = get_settings().pooled_databases
+    except JobQueueConfigurationError:
+        return []  # reported by check_settings (E001)
+    databases = django_settings.DATABASES
+    where = "JOBQUEUE['POOLED_DATABASES']"
+    messages: list[checks.CheckMessage] = []
+    for alias, listen in pooled.items():
+        if not _is_postgres(databases.get(alias)):
+            messages.append(
+                checks.Error(
+                    f"{where} names {alias!r}, which is not a PostgreSQL alias of DATABASES.",
+                    hint="Name the DATABASES alias that goes through PgBouncer.",
+                    id="jobqueue.E020",
+                )
+            )
+            continue
+        if listen is not None and (not _is_postgres(databases.get(listen)) or listen in pooled):
+            messages.append(
+                checks.Error(
+                    f"{where}[{alias!r}]['{LISTEN_DATABASE}'] is {listen!r}: not a PostgreSQL "
+                    "alias of DATABASES that reaches the primary directly.",
+                    hint="Add a DATABASES alias for the same database without the pooler (host "
+                    "and port of the primary), or set it to None to poll.",
+                    id="jobqueue.E020",
+                )
+            )
+        params = databases[alias]
+        if params.get("OPTIONS", {}).get("prepare_threshold") is not None:
+            messages.append(
+                checks.Warning(
+                    f"DATABASES[{alias!r}]['OPTIONS']['prepare_threshold'] lets psycopg prepare "
+                    "statements, which clash behind a transaction pooler "
+                    "(DuplicatePreparedStatement, InvalidSqlStatementName).",
+                    hint="Remove it or set it to None; jobqueue turns it off on this alias's "
+                    "connections, but other code reading the settings would not.",
+                    id="jobqueue.W020",
+                )
+            )
+        if not params.get("DISABLE_SERVER_SIDE_CURSORS"):
+            messages.append(
+                checks.Warning(
+                    f"DATABASES[{alias!r}] is pooled but keeps server-side cursors: "
+                    "QuerySet.iterator() outside a transaction fails behind a transaction pooler.",
+                    hint=f"Set DATABASES[{alias!r}]['DISABLE_SERVER_SIDE_CURSORS'] = True.",
+                    id="jobqueue.W021",
+                )
+            )
+    for alias, params in databases.items():
+        if alias in pooled or not _is_postgres(params):
+            continue
+        if str(params.get("PORT") or "") == PGBOUNCER_PORT:
+            messages.append(
+                checks.Warning(
+                    f"DATABASES[{alias!r}] uses port {PGBOUNCER_PORT}, PgBouncer's: if it is a "
+                    "transaction pooler, workers refuse to start (LISTEN, prepared statements "
+                    "and session state break there).",
+                    hint=f"Mark it: {where} = {{{alias!r}: {{'{LISTEN_DATABASE}': <a direct "
+                    "alias, or None to poll>}}; `manage.py check --database "
+                    f"{alias}` looks for a pooler (jobqueue.E021).",
+                    id="jobqueue.W022",
+                )
+            )
+    return messages
+
+
+@checks.register(checks.Tags.database)
+def check_transaction_pooler(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Report a transaction pooler on an alias not marked pooled (jobqueue.E021).
+
+    Runs with ``manage.py check --database ALIAS`` (and ``migrate``): two connections are opened
+    to each alias named and asked for their server backend (``store/pooler.py``).
+    """
+    try:
+        get_settings()
+    except JobQueueConfigurationError:
+        return []  # reported by check_settings (E001)
+    messages: list[checks.CheckMessage] = []
+    for alias in databases or ():
+        try:
+            refuse_unmarked_pooler(alias)
+        except JobQueueConfigurationError as exc:
+            messages.append(
+                checks.Error(
+                    str(exc),
+                    hint="See 'Behind PgBouncer' in docs/deployment.md.",
+                    id="jobqueue.E021",
                 )
             )
     return messages

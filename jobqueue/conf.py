@@ -5,9 +5,9 @@ the cache on Django's ``setting_changed`` signal, so ``override_settings`` works
 
 Each key has one parser (:data:`FIELDS`); the nested settings are parsed by the module that owns
 their value: ``policies`` (``BACKOFF``, ``BREAKER``, ``RETRY_BUDGET``), ``txlimits``
-(``TRANSACTION_LIMITS``), ``queuespec`` (``QUEUES``). Ranges come from the one table
-in ``limits``. ``Backoff``, ``Breaker``, ``RetryBudgetSettings`` and ``TransactionLimits`` are
-re-exported here, the types of the settings' fields.
+(``TRANSACTION_LIMITS``), ``queuespec`` (``QUEUES``), ``poolspec`` (``POOLED_DATABASES``).
+Ranges come from the one table in ``limits``. ``Backoff``, ``Breaker``, ``RetryBudgetSettings``
+and ``TransactionLimits`` are re-exported here, the types of the settings' fields.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from .policies import (
     parse_breaker,
     parse_retry_budget,
 )
+from .poolspec import parse_pooled_databases
 from .queuespec import parse_queues_setting
 from .txlimits import TransactionLimits, parse_transaction_limits
 from .validation import is_count, is_text
@@ -68,7 +69,8 @@ DEFAULT_POLL_INTERVAL_SECONDS = 1.0
 DEFAULT_LISTEN_NOTIFY = True
 """On PostgreSQL, idle workers LISTEN for the notification an enqueue sends at commit and claim at
 once; polling stays as the fallback. Set False where LISTEN cannot work (PgBouncer in
-transaction mode): workers then only poll every ``POLL_INTERVAL_SECONDS``."""
+transaction mode, without ``POOLED_DATABASES``): workers then only poll every
+``POLL_INTERVAL_SECONDS``. A pooled alias never LISTENs through the pooler (``poolspec``)."""
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 """Largest payload accepted by enqueue, measured as UTF-8 JSON."""
@@ -161,6 +163,9 @@ class JobQueueSettings:
     transaction_limits: TransactionLimits = field(default_factory=TransactionLimits)
     #: Type-name prefixes enqueue accepts unregistered; ``("",)`` accepts any name (True).
     enqueue_unregistered: tuple[str, ...] = ()
+    #: Pooler mode (``jobqueue/poolspec.py``): pooled alias -> the alias its workers LISTEN on,
+    #: or None (they poll). Aliases not in it are direct connections.
+    pooled_databases: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def _ranged(key: str) -> Callable[[Any], float]:
@@ -340,6 +345,7 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
     "RETRY_BUDGET": ("retry_budget", parse_retry_budget),
     "TRANSACTION_LIMITS": ("transaction_limits", parse_transaction_limits),
     "ENQUEUE_UNREGISTERED": ("enqueue_unregistered", parse_enqueue_unregistered),
+    "POOLED_DATABASES": ("pooled_databases", parse_pooled_databases),
 }
 
 _KEYS = {*FIELDS, "CRON"}

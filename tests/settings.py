@@ -29,6 +29,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"transaction_mode": "IMMEDIATE", "timeout": 30}
     )
 
+# Pooler-mode tests (tests/test_process_pooler.py): DATABASE_URL goes through PgBouncer,
+# JOBQUEUE_DIRECT_URL reaches the same database directly (the "direct" alias, for LISTEN).
+if env("JOBQUEUE_DIRECT_URL", default=""):
+    DATABASES["direct"] = env.db("JOBQUEUE_DIRECT_URL")
+# A worker process's connections, told apart in pg_stat_activity (the connection budget test).
+if env("JOBQUEUE_TEST_APPLICATION_NAME", default=""):
+    DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = env(
+        "JOBQUEUE_TEST_APPLICATION_NAME"
+    )
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -46,6 +56,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Many tests enqueue type names nothing registers ("shop.jobs.charge") to test the queue
 # itself; tests of the default (refused) override JOBQUEUE without this key.
 JOBQUEUE = {"ENQUEUE_UNREGISTERED": True, **env.json("JOBQUEUE_SETTINGS", default={})}
+if "default" in JOBQUEUE.get("POOLED_DATABASES", {}):
+    # As docs/deployment.md says for a pooled alias (Django's own advice for PgBouncer).
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 if importlib.util.find_spec("django.tasks") is not None:  # Django 6.0+
     # The tasks of tests/testapp/tasks.py run on jobqueue; "immediate" is Django's own backend,
     # for a task declared elsewhere and moved onto jobqueue with .using(backend="default").

@@ -41,6 +41,7 @@ PARTS: dict[str, set[str]] = {
         "retries",
         "claimed",
         "queuespec",
+        "poolspec",
         "txlimits",
         "outage",
         "stopping",

@@ -41,8 +41,9 @@ def listen_connection_params(alias: str) -> dict[str, Any]:
         django.core.exceptions.ImproperlyConfigured: the alias is not usable PostgreSQL.
     """
     params = dict(connections[alias].get_connection_params())
-    # Django's cursor class and type adapters are for its own connections; ours only LISTENs.
-    for key in ("cursor_factory", "context", "prepare_threshold"):
+    # Django's cursor class and type adapters are for its own connections; ours only LISTENs,
+    # under its own application_name (an OPTIONS one would be passed twice: a TypeError).
+    for key in ("cursor_factory", "context", "prepare_threshold", "application_name"):
         params.pop(key, None)
     return params
 

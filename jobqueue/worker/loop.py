@@ -12,7 +12,8 @@ Threads, and what each one owns:
 * the maintenance thread (``services.py``): the heartbeat (``heartbeat.py``: every lease/3,
   one statement extends all the leases the process holds), the reaper (``reaper.py``) and the
   pruning of dead workers' rows (``rows.py``);
-* one thread per service the worker is given (the cron scheduler, the pruner);
+* the services the worker is given (``services.start_services``: the cron scheduler joins the
+  maintenance thread, the pruner has its own);
 * on PostgreSQL with ``LISTEN_NOTIFY``, the listener thread (``store/notify.py``): wakes the claim
   loop (``wakeups.py``) when one of its queues got ready jobs, so an idle worker claims at once
   instead of at its next poll.
@@ -44,6 +45,7 @@ from ..stopping import STANDALONE, StopSignals
 from ..store import ClaimedJob, get_store
 from ..store.bounded import timed_out
 from ..store.notify import ReadyListener
+from ..store.pooler import listen_alias
 from ..supervisor import EXIT_RECYCLE
 from .completer import OUTCOME_BATCH_WINDOW_S, Completer
 from .heartbeat import Heartbeat
@@ -52,7 +54,7 @@ from .quota import TaskQuota
 from .reaper import Reaper
 from .rows import WorkerRowPruner
 from .runs import Runs
-from .services import Service, ServiceRunner
+from .services import Service, ServiceRunner, start_services
 from .shutdown import release_runs
 from .starting import Starter, resolve_type
 from .stops import Stops
@@ -90,8 +92,8 @@ class Worker:
             (default) or, under the supervisor, ``SUPERVISED``.
         listen_notify: wake on PostgreSQL notifications (default ``JOBQUEUE["LISTEN_NOTIFY"]``);
             always off on other databases, where the worker polls.
-        services: background loops to run beside the claim loop while the worker is up
-            (each on its own thread, ``run_once`` every ``interval_s``); default none.
+        services: background loops to run beside the claim loop while the worker claims
+            (``run_once`` every ``interval_s``; where: ``services.start_services``); default none.
         recycle_on_overrun: recycle at the first handler that runs past its timeout, not
             only when such runaways outnumber ``concurrency`` (``jobqueue/handler_threads.py``).
             Either way the worker stops claiming, drains, and :meth:`run` returns
@@ -151,6 +153,7 @@ class Worker:
         self._guard = DependencyGuard(self.store, self.lease_s)
         # A suspect job (its process died beside others) runs alone: a hook in _claim.
         self._solo = SoloGate()
+        self.listen_on = listen_alias(self.using)  # never through a pooler (store/pooler.py)
         self.listen_notify = (
             conf.listen_notify if listen_notify is None else listen_notify
         ) and connections[self.using].vendor == "postgresql"
@@ -242,19 +245,16 @@ class Worker:
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             self._stops.install()
         self._register()
-        maintenance = self._maintenance.thread()
-        maintenance.start()
         # Services stop when claiming stops: a draining process must not fire cron for work
         # it will not do, nor take the leader lease from a process that stays.
-        service_threads = [
-            ServiceRunner([s], name=s.name, using=self.using, stop=self._stopping).thread()
-            for s in self.services
-        ]
-        for thread in service_threads:
-            thread.start()
-        if self.listen_notify:
+        service_threads = start_services(
+            self.services, self._maintenance, using=self.using, stopping=self._stopping
+        )
+        maintenance = self._maintenance.thread()
+        maintenance.start()
+        if self.listen_notify and self.listen_on is not None:
             self._listener = ReadyListener(
-                self.using,
+                self.listen_on,
                 self.selector.serves,
                 self._wakeups.wake,
                 name=f"jobqueue-listener {self.worker_id}",

@@ -1,8 +1,11 @@
 """Internal: services (periodic duties with ``run_once``) and the runner that runs them on a thread.
 
 A worker runs its own services (heartbeat, reaper, worker-row pruning: one runner, one thread)
-and the ones it is given (the cron scheduler, the pruner: one runner and thread each, so a slow
-one never delays a heartbeat).
+and the ones it is given (:func:`start_services`): a frequent one (the cron scheduler, every
+second) joins that runner while the worker claims, so it needs no connection of its own; a rare
+one (the pruner, every minute) gets its own runner, so its slow rounds never delay a heartbeat,
+and that runner closes its connection between rounds. The connection budget this gives is in
+docs/deployment.md.
 """
 
 from __future__ import annotations
@@ -16,6 +19,10 @@ from typing import Protocol
 from django.db import DatabaseError, connections
 
 logger = logging.getLogger("jobqueue.worker")
+
+#: A runner that ticks this rarely (seconds) closes its connection after each tick: one connect
+#: a minute costs less than a server connection held idle (and a pooled slot) all the time.
+RELEASE_IDLE_S = 10.0
 
 
 class Service(Protocol):
@@ -105,6 +112,12 @@ class ServiceRunner:
         self._next: list[float] = []
         self._schedule()
 
+    def add(self, service: Service) -> None:
+        """Add ``service`` (before :meth:`loop` starts); it runs one interval from now."""
+        self.services.append(service)
+        self.tick_s = min(self.tick_s, service.interval_s)
+        self._next.append(time.monotonic() + service.interval_s)
+
     def _schedule(self) -> None:
         """Set every service's first run: now, or one interval from now."""
         now = time.monotonic()
@@ -149,6 +162,8 @@ class ServiceRunner:
         try:
             while not self._stop.is_set():
                 self.run_due()
+                if self.tick_s >= RELEASE_IDLE_S:
+                    connections[self.using].close()
                 if self._stop.wait(self.tick_s):
                     break
             for service in self.services:
@@ -164,3 +179,74 @@ class ServiceRunner:
     def thread(self) -> threading.Thread:
         """Return a daemon thread that runs :meth:`loop` (not started)."""
         return threading.Thread(target=self.loop, name=f"jobqueue-{self.name}", daemon=True)
+
+
+class WhileClaiming:
+    """A given service run on the maintenance runner, only while the worker claims.
+
+    Once claiming stops its rounds end and its ``stop()`` runs (the scheduler resigns the
+    leader lease): a draining process must not fire cron for work it will not do.
+    """
+
+    def __init__(self, service: Service, stopping: threading.Event) -> None:
+        self.service = service
+        self.name = service.name
+        self.interval_s = service.interval_s
+        self._stopping = stopping
+        self._stopped = False
+
+    def ready(self) -> bool:
+        """Return whether the service may run now: the worker claims, and it is ready."""
+        if self._stopping.is_set():
+            self.stop()
+            return False
+        ready = getattr(self.service, "ready", None)
+        return True if ready is None else bool(ready())
+
+    def run_once(self) -> object:
+        """Run one round of the service."""
+        return self.service.run_once()
+
+    def stop(self) -> None:
+        """Call the service's ``stop()`` once (a database error is logged: it lapses anyway)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        stop = getattr(self.service, "stop", None)
+        if stop is not None:
+            try:
+                stop()
+            except DatabaseError as exc:
+                logger.error("%s: could not stop cleanly: %s", self.name, exc)
+
+
+def start_services(
+    services: Sequence[Service],
+    maintenance: ServiceRunner,
+    *,
+    using: str,
+    stopping: threading.Event,
+) -> list[threading.Thread]:
+    """Place a worker's given services and start the threads of those that need their own.
+
+    Args:
+        services: the services (``interval_s`` in seconds).
+        maintenance: the worker's maintenance runner, not started yet: a service that ticks
+            more often than every :data:`RELEASE_IDLE_S` seconds joins it (:class:`WhileClaiming`).
+        using: database alias.
+        stopping: set once the worker stops claiming; it ends the services.
+
+    Returns:
+        The threads started, one per rare service (its runner releases its connection between
+        rounds); the caller joins them at shutdown.
+    """
+    threads = []
+    for service in services:
+        if service.interval_s < RELEASE_IDLE_S:
+            maintenance.add(WhileClaiming(service, stopping))
+            continue
+        runner = ServiceRunner([service], name=service.name, using=using, stop=stopping)
+        thread = runner.thread()
+        thread.start()
+        threads.append(thread)
+    return threads

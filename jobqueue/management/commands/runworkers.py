@@ -15,6 +15,7 @@ from django.db import DatabaseError, connections
 from jobqueue.conf import get_settings
 from jobqueue.cron.scheduler import Scheduler
 from jobqueue.deaths import hand_back_leases
+from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.management.arguments import (
     MAX_WORKER_ID_LENGTH,
     in_range,
@@ -25,6 +26,7 @@ from jobqueue.management.arguments import (
 from jobqueue.pruning import Pruner
 from jobqueue.queuespec import EVERY_QUEUE
 from jobqueue.stopping import STANDALONE, SUPERVISED
+from jobqueue.store.pooler import refuse_unmarked_pooler
 from jobqueue.supervisor import EXIT_RECYCLE, Supervisor, reexec
 from jobqueue.worker import Worker, default_worker_id
 
@@ -176,6 +178,12 @@ class Command(BaseCommand):
             raise CommandError(f"--database {options['database']!r} is not in DATABASES")
         _require_migrations(options["database"])
         using = options["database"]
+        try:
+            # Behind a transaction pooler not marked as such, LISTEN loses wake-ups and session
+            # state leaks between clients: refuse now, not after the first lost job.
+            refuse_unmarked_pooler(using)
+        except JobQueueConfigurationError as exc:
+            raise CommandError(str(exc)) from exc
         queues, weights = options["queues"] or (conf.queues, conf.queue_weights)
         if options["strict"] and any(weight != 1 for weight in weights):
             raise CommandError(
