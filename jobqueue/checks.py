@@ -120,10 +120,15 @@ def check_cron_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     return messages
 
 
-@checks.register(checks.Tags.database)
-def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any):
-    """Warn when the default database is not PostgreSQL (jobqueue.W001)."""
-    if not databases or "default" not in databases:
+@checks.register()
+def check_database(app_configs: Any = None, **kwargs: Any):
+    """Warn when the default database is not PostgreSQL (jobqueue.W001, jobqueue.W002).
+
+    It reads ``DATABASES`` only (no connection), so it is not tagged ``database``: a plain
+    ``manage.py check`` shows it, as the README says (the tag would hide it unless
+    ``--database`` is given).
+    """
+    if "default" not in connections:
         return []
     connection = connections["default"]
     vendor = connection.vendor

@@ -32,6 +32,10 @@ logger = logging.getLogger("jobqueue.supervisor")
 def hand_back_leases(worker_id: str, using: str = "default") -> HandBack:
     """Hand back the leases of the dead worker process ``worker_id``; return what was done.
 
+    Its Worker row goes too, as at a clean exit: the supervisor saw it die, so the dashboard,
+    ``jobqueue status`` and ``health`` must not count it as a silent worker for the hour the
+    row pruner would take.
+
     Args:
         worker_id: the id the dead process held its leases under. No live process may use it
             (the supervisor restarts the slot only after this returns).
@@ -44,8 +48,10 @@ def hand_back_leases(worker_id: str, using: str = "default") -> HandBack:
         django.db.DatabaseError: the database could not be reached; the leases then expire and
             are charged as before.
     """
+    store = get_store(using)
     try:
-        done = get_store(using).hand_back(worker_id)  # its default decision: the one rule
+        done = store.hand_back(worker_id)  # its default decision: the one rule
+        store.deregister_worker(worker_id)
     finally:
         connections[using].close()
     if done != HandBack():

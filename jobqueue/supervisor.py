@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
@@ -93,8 +94,10 @@ class Supervisor:
             its leases under ``worker_id`` (it must not return into the supervisor).
         grace_s: the workers' grace period, seconds; the supervisor waits that long plus
             :data:`KILL_AFTER_GRACE_S` for children to exit after SIGTERM before killing them.
-        worker_id_for: ``worker_id_for(slot)`` names the next child of a slot, in the
-            supervisor before the fork, so the supervisor knows whose leases a dead child held.
+        worker_id_for: ``worker_id_for(slot, pid, nonce)`` names a child of a slot by its own
+            pid: called in the child and in the supervisor after the fork with the same
+            ``nonce`` (drawn before it), so both agree and the supervisor knows whose leases a
+            dead child held.
         hand_back: ``hand_back(worker_id)``, run in a forked process after a child died (not
             while stopping) to hand back its leases; None leaves them to expire.
 
@@ -108,7 +111,7 @@ class Supervisor:
         processes: int,
         run_worker: Callable[[int, str], int],
         grace_s: float,
-        worker_id_for: Callable[[int], str],
+        worker_id_for: Callable[[int, int, str], str],
         hand_back: Callable[[str], object] | None = None,
     ) -> None:
         if processes < 1:
@@ -154,7 +157,7 @@ class Supervisor:
         connections.close_all()
         # The child is born with the stop signals blocked; its worker unblocks them once its
         # handlers are in place, so a stop sent in between is held, not lost or fatal.
-        slot.worker_id = self.worker_id_for(slot.index)
+        nonce = uuid.uuid4().hex[:6]
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED.handled)
         pid = os.fork()
         if pid == 0:  # the child
@@ -163,13 +166,15 @@ class Supervisor:
                 for signum in SUPERVISED.handled:
                     signal.signal(signum, signal.SIG_DFL)
                 _terminate_with_parent()
-                code = self.run_worker(slot.index, slot.worker_id)
+                worker_id = self.worker_id_for(slot.index, os.getpid(), nonce)
+                code = self.run_worker(slot.index, worker_id)
             except BaseException:
                 logger.exception("worker process %d crashed", os.getpid())
             finally:
                 logging.shutdown()
                 os._exit(code)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        slot.worker_id = self.worker_id_for(slot.index, pid, nonce)
         slot.pid = pid
         slot.started = time.monotonic()
         slot.restart_at = None

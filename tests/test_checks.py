@@ -69,13 +69,32 @@ def test_a_valid_jobqueue_setting_is_silent():
 
 
 def test_a_database_that_is_not_postgresql_is_w001():
-    messages = checks.check_database(databases=["default"])
+    messages = checks.check_database()
     if connection.vendor == "postgresql":
         assert messages == []
     else:
         assert ids(messages) == ["jobqueue.W001"]
         assert "fine for development" in messages[0].msg
-    assert checks.check_database(databases=None) == []
+
+
+def test_plain_check_shows_w001_and_w002_without_database(tmp_path):
+    """A plain ``manage.py check`` (no --database) warns about SQLite without IMMEDIATE, as the
+    README says (before: the checks were tagged ``database`` and only ``check --database`` or
+    ``migrate`` ran them)."""
+    (tmp_path / "sqlite_settings.py").write_text(
+        "INSTALLED_APPS = ['django.contrib.contenttypes', 'django.contrib.auth', 'jobqueue']\n"
+        "DATABASES = {'default': {'ENGINE': 'django.db.backends.sqlite3',"
+        f" 'NAME': {str(tmp_path / 'x.sqlite3')!r}}}}}\n"
+        "SECRET_KEY = 'w001'\nUSE_TZ = True\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "sqlite_settings"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check"], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "jobqueue.W001" in done.stderr and "jobqueue.W002" in done.stderr, done.stderr
 
 
 # -- E002 / E003: TASKS --------------------------------------------------------------------

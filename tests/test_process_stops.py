@@ -173,3 +173,39 @@ def test_a_process_killing_job_is_charged_alone_and_its_neighbours_never(workers
     beside = Job.objects.filter(id__in=innocent, errors__contains=[{"kind": "process_died"}])
     assert beside.exists(), workers.log(sup)
     assert sup.poll() is None
+
+
+# -- worker ids and rows under the supervisor ------------------------------------------------------
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def test_leased_by_names_the_child_and_a_killed_childs_row_goes_with_its_leases(workers, tmp_path):
+    """Under --processes 2, a running job's ``leased_by`` carries the pid of the child that runs
+    it (host:pid:random), not the supervisor's: the pid an operator would signal. When that child
+    is killed with SIGKILL, its leases are handed back and its Worker row is removed at once
+    (before: it stayed "running" until the row pruner, and health counted a silent worker)."""
+    path = tmp_path / "runs.txt"
+    q = "childids"
+    job_id = jobqueue.enqueue(q, jobs.record, {"path": str(path), "sleep_s": 30}, timeout_s=120)
+    sup = workers.start(
+        "--queues", q, "--processes", "2", "--concurrency", "1", settings=FAST_WORKER_SETTINGS
+    )  # fmt: skip
+    wait_for(lambda: len(record_lines(path)) == 1, timeout=60)
+    leased_by = Job.objects.get(id=job_id).leased_by
+    pid = int(leased_by.split(":")[1])
+    assert pid != sup.pid
+    assert parent_of(pid) == sup.pid, (leased_by, sup.pid)
+    assert Worker.objects.get(worker_id=leased_by).pid == pid
+
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not Worker.objects.filter(worker_id=leased_by).exists(), timeout=60)
+    # Handed back, not left to expire: the job is free again (charged, it ran alone).
+    wait_for(lambda: Job.objects.get(id=job_id).leased_by != leased_by, timeout=60)
+    # The replacement child registered under its own pid.
+    wait_for(lambda: Worker.objects.count() == 2, timeout=60)
+    assert set(Worker.objects.values_list("pid", flat=True)) & {sup.pid, pid} == set()
+    assert sup.poll() is None

@@ -265,12 +265,13 @@ class Command(BaseCommand):
                 sys.exit(code)
             return
 
-        def slot_worker_id(slot: int) -> str:
-            # Chosen by the supervisor, so that it knows whose leases a dead child held.
+        def slot_worker_id(slot: int, pid: int, nonce: str) -> str:
+            # Named by the child's pid (leased_by points at the process to signal), with a
+            # nonce the supervisor drew, so that it knows whose leases a dead child held.
             worker_id = options["worker_id"]
             if worker_id:
                 return f"{worker_id}-{slot}"[:MAX_WORKER_ID_LENGTH]
-            return default_worker_id()
+            return default_worker_id(pid, nonce)
 
         def run_slot(slot: int, worker_id: str) -> int:
             worker = run_worker(worker_id, recycle=True)
