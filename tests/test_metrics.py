@@ -283,3 +283,20 @@ def assert_no_seq_scan_on_jobs(captured: list[dict], at_least: int) -> list[str]
             assert not SEQ_SCAN.search(plan), f"{sql}\n{plan}"
             plans.append(plan)
     return plans
+
+
+def test_listener_up_per_live_worker(scraped):
+    """FIELD-CASES 26: 1 or 0 per live worker; a worker without LISTEN (None) is absent."""
+    for worker_id, up in (("deaf", False), ("fine", True), ("polls", None)):
+        Worker.objects.create(
+            worker_id=worker_id,
+            host="h",
+            pid=7,
+            concurrency=1,
+            heartbeat_interval_s=600,
+            listener_up=up,
+        )
+    s = scraped()
+    assert s['jobqueue_listener_up{worker="deaf",host="h",pid="7"}'] == 0
+    assert s['jobqueue_listener_up{worker="fine",host="h",pid="7"}'] == 1
+    assert not any("polls" in key for key in s if key.startswith("jobqueue_listener_up"))

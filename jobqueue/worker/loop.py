@@ -43,10 +43,10 @@ from ..solo import SoloGate, give_back
 from ..stopping import STANDALONE, StopSignals
 from ..store import ClaimedJob, get_store
 from ..store.bounded import timed_out
-from ..store.notify import ReadyListener
 from ..supervisor import EXIT_RECYCLE
 from .completer import OUTCOME_BATCH_WINDOW_S, Completer
 from .heartbeat import Heartbeat
+from .listening import ListenerHealth
 from .outage import DatabaseBackoff
 from .quota import TaskQuota
 from .reaper import Reaper
@@ -154,9 +154,11 @@ class Worker:
         self.listen_notify = (
             conf.listen_notify if listen_notify is None else listen_notify
         ) and connections[self.using].vendor == "postgresql"
-        self._listener: ReadyListener | None = None
         self._runs = Runs()
         self._wakeups = WakeUps()
+        # The listener (if any) and its health: fast polling while down, its state on our row.
+        self._listener = ListenerHealth(self.store, self.worker_id, self.using, self.listen_notify)
+        self._listener.attach(self.selector.serves, self._wakeups.wake)
         self._stops = Stops(stop_signals, self._wakeups, self._runs.__len__, self.grace_s)
         self._stopping, self._force = self._stops.stopping, self._stops.force
         self._maintenance_stop = threading.Event()
@@ -204,7 +206,7 @@ class Worker:
             self.store, interval_s=self.reaper_interval_s, hold=hold, stopping=self._stopping
         )
         self._maintenance = ServiceRunner(
-            [self.heartbeat, self.reaper, WorkerRowPruner(self.store)],
+            [self.heartbeat, self.reaper, WorkerRowPruner(self.store), self._listener],
             name="heartbeat",
             using=self.using,
             stop=self._maintenance_stop,
@@ -252,14 +254,7 @@ class Worker:
         ]
         for thread in service_threads:
             thread.start()
-        if self.listen_notify:
-            self._listener = ReadyListener(
-                self.using,
-                self.selector.serves,
-                self._wakeups.wake,
-                name=f"jobqueue-listener {self.worker_id}",
-            )
-            self._listener.start()
+        self._listener.start()
         logger.info(
             "worker %s: queues %s, concurrency %d, lease %.1f s%s",
             self.worker_id,
@@ -339,7 +334,7 @@ class Worker:
                     return
                 if claimed and len(claimed) == free:
                     continue
-            self._wait(self.poll_interval_s)
+            self._wait(self._listener.idle_wait_s(self.poll_interval_s))
 
     def _free_slots(self) -> int:
         # Claim for free slots only (no local buffer), and never past the thread cap; a
@@ -424,8 +419,7 @@ class Worker:
         self, maintenance: threading.Thread, service_threads: Sequence[threading.Thread] = ()
     ) -> None:
         self._stopping.set()
-        if self._listener is not None:
-            self._listener.stop()
+        self._listener.stop()
         self.completer.record_ready()
         release_runs(self.store, self._runs, self.stats)
         self._abandoned = self._handlers.busy
