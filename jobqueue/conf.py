@@ -66,6 +66,10 @@ DEFAULT_MAX_ATTEMPTS = 8
 DEFAULT_POLL_INTERVAL_SECONDS = 1.0
 """How long an idle worker waits between claims."""
 
+DEFAULT_METRICS_INTERVAL_SECONDS = 5.0
+"""How old the metrics' cluster-wide gauge reading may be before one process recomputes it
+(FIELD-CASES 30: once per interval for the whole cluster, however many processes are scraped)."""
+
 DEFAULT_LISTEN_NOTIFY = True
 """On PostgreSQL, idle workers LISTEN for the notification an enqueue sends at commit and claim at
 once; polling stays as the fallback. Set False where LISTEN cannot work (PgBouncer in
@@ -137,6 +141,7 @@ class JobQueueSettings:
     backoff: Backoff = field(default_factory=Backoff)
     poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS
     listen_notify: bool = DEFAULT_LISTEN_NOTIFY
+    metrics_interval_seconds: float = DEFAULT_METRICS_INTERVAL_SECONDS
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     reaper_interval_seconds: float = DEFAULT_REAPER_INTERVAL_SECONDS
@@ -318,6 +323,10 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
     "BACKOFF": ("backoff", parse_backoff),
     "POLL_INTERVAL_SECONDS": ("poll_interval_seconds", _ranged("POLL_INTERVAL_SECONDS")),
     "LISTEN_NOTIFY": ("listen_notify", _listen_notify),
+    "METRICS_INTERVAL_SECONDS": (
+        "metrics_interval_seconds",
+        _ranged("METRICS_INTERVAL_SECONDS"),
+    ),
     "MAX_PAYLOAD_BYTES": ("max_payload_bytes", _ranged("MAX_PAYLOAD_BYTES")),
     "GRACE_SECONDS": ("grace_seconds", _ranged("GRACE_SECONDS")),
     "REAPER_INTERVAL_SECONDS": ("reaper_interval_seconds", _ranged("REAPER_INTERVAL_SECONDS")),

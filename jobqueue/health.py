@@ -1,10 +1,11 @@
 """Internal: the health check behind ``manage.py jobqueue health`` (Kubernetes exec probe, systemd).
 
-Three checks, each a small bounded read: the database answers; this host's workers are alive and
-making progress (a heartbeat within their silence limit: the heartbeat runs beside the claim loop
-and stops with it); the scheduler fires (no enabled cron entry is overdue by more than the limit,
-which catches both a missing leader and a leader that holds the lease but fires nothing). The
-cron check passes when there are no enabled entries.
+Three bounded reads: the database answers; this host's workers are alive and making progress (a
+heartbeat within their silence limit: the heartbeat runs beside the claim loop and stops with it)
+and none has lost its LISTEN connection (FIELD-CASES 26; from the same rows); the scheduler fires
+(no enabled cron entry is overdue by more than the limit, which catches both a missing leader and
+a leader that holds the lease but fires nothing). The cron check passes when there are no
+enabled entries.
 """
 
 from __future__ import annotations
@@ -92,12 +93,9 @@ def check(
         detail=f"reachable ({elapsed_ms:.0f} ms)",
         data={"latency_ms": round(elapsed_ms, 1)},
     )
+    workers = _workers(using, host, now, max_silence_s)
     return Health(
-        checks=(
-            database,
-            _workers(using, host, now, max_silence_s),
-            _scheduler(using, now, cron_max_delay_s),
-        )
+        checks=(database, workers, _listeners(workers), _scheduler(using, now, cron_max_delay_s))
     )
 
 
@@ -113,6 +111,7 @@ def _workers(using: str, host: str, now: Any, max_silence_s: float | None) -> Ch
         "alive": len(alive),
         "silent": len(rows) - len(alive),
         "workers": [w.worker_id for w in alive],
+        "listener_down": [w.worker_id for w in alive if w.listener_up is False],
     }
     if not alive:
         why = f"{len(rows)} silent" if rows else "none registered"
@@ -121,6 +120,22 @@ def _workers(using: str, host: str, now: Any, max_silence_s: float | None) -> Ch
         )
     silent = f", {len(rows) - len(alive)} silent" if len(rows) > len(alive) else ""
     return Check(name="workers", ok=True, detail=f"{len(alive)} alive on {host}{silent}", data=data)
+
+
+def _listeners(workers: Check) -> Check:
+    """Fail while a live worker of this host has lost its LISTEN connection (FIELD-CASES 26).
+
+    Read from the rows ``_workers`` already read: no statement of its own.
+    """
+    down = workers.data.get("listener_down", [])
+    if down:
+        return Check(
+            name="listener",
+            ok=False,
+            detail=f"listener down (polling every second) on {', '.join(down)}",
+            data={"listener_down": down},
+        )
+    return Check(name="listener", ok=True, detail="up (or not used)", data={"listener_down": []})
 
 
 def _scheduler(using: str, now: Any, max_delay_s: float) -> Check:

@@ -62,6 +62,8 @@ RANGES: dict[str, Range] = {
     "TIMEOUT_SECONDS": _seconds(0.01, 7 * DAY),
     "MAX_ATTEMPTS": _count(1, 10_000),  # client.MAX_ATTEMPTS_LIMIT
     "POLL_INTERVAL_SECONDS": _seconds(0.01, HOUR),
+    # 0: every scrape computes the gauges (tests; a single small site).
+    "METRICS_INTERVAL_SECONDS": _seconds(0, HOUR),
     "GRACE_SECONDS": _seconds(0, DAY),
     "REAPER_INTERVAL_SECONDS": _seconds(0.01, HOUR),
     # jsonb values are at most 255 MiB (PostgreSQL's limit).

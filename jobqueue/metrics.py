@@ -8,15 +8,18 @@ or a decorator)::
 
     urlpatterns = [path("metrics/", jobqueue.metrics.view), ...]
 
-Or ``jobqueue.metrics.cached_view(15)`` to compute the gauges once per 15 s for every process
-that shares your cache (FIELD-CASES 30: one reading per interval for the cluster).
+The cluster-wide gauges are one shared reading (a row of ``jobqueue_gaugesnapshot``), recomputed
+by one process once it is older than ``METRICS_INTERVAL_SECONDS`` (default 5 s) and served to
+every scrape of every process meanwhile: a scrape costs one primary-key read, and the gauges are
+computed once per interval for the whole cluster (FIELD-CASES 30). ``cached_view(15)`` also
+keeps the text in Django's cache for 15 s.
 
-Every value is a gauge read from the database at scrape time through an index (the claim,
-running, lease, finished and dead partial indexes of ``jobqueue_job``) or from the small worker,
-breaker, budget and cron tables, so a scrape stays cheap with millions of finished rows
-(FIELD-CASES 30): succeeded and cancelled totals, which only grow until pruned, are deliberately
-not counted; ``jobqueue_rows_awaiting_prune`` says how many of them are past retention.
-Rates and latency histograms need counters kept by the worker process; they are not here yet.
+Computing them reads ``jobqueue_job`` only through bounded walks of its partial indexes (the
+store's ``queue_gauges``, ``dead_gauges``, ``running_gauges``, ``prunable_by_state``; counts exact
+up to 10,000 and 10,000 past it), and the small worker, pause, breaker, budget and cron tables,
+so its cost does not grow with the millions of finished rows a site keeps: succeeded and
+cancelled totals, which only grow until pruned, are deliberately not counted;
+``jobqueue_rows_awaiting_prune`` says how many of them are past retention.
 """
 
 from __future__ import annotations
@@ -24,22 +27,29 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 
 from django.core.cache import caches
-from django.db.models import Count
+from django.db.models import DurationField, ExpressionWrapper, F, Q
+from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
 from .conf import get_settings
-from .models import CronEntry, Job, RetryBudget
+from .models import CronEntry, GaugeSnapshot, Pause, RetryBudget
 from .ops.clock import db_now
 from .ops.prunable import EXACT_UP_TO, awaiting_prune
-from .ops.queues import live_workers, open_breakers, queue_status
-from .states import JobState
+from .ops.queues import live_workers, open_breakers, served_queues
+from .store import get_store
+from .store.gauges import COUNT_CAP
 
 #: The exposition format's media type.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Tenants listed in ``jobqueue_running_jobs_by_tenant`` (the most running first).
 TOP_TENANTS = 20
+#: The name of the shared reading's row.
+SNAPSHOT = "metrics"
+#: How long a process may take to recompute the reading before another may take over, seconds.
+COMPUTE_HOLD_S = 60.0
 
 Sample = tuple[dict[str, str], float]
 
@@ -71,63 +81,154 @@ def family(name: str, help_text: str, samples: Iterable[Sample]) -> list[str]:
     return lines
 
 
-def collect(using: str = "default") -> str:
+def collect(using: str = "default", max_age_s: float | None = None) -> str:
     """Return every metric in the Prometheus text format (version 0.0.4).
+
+    The cluster-wide gauges come from one shared reading (:class:`~jobqueue.models.GaugeSnapshot`)
+    at most ``max_age_s`` old: a scrape reads that row (one primary-key read); when it is older,
+    one process (a compare-and-set) recomputes it with :func:`compute` while the others serve
+    the previous reading. So the gauges are computed once per interval for the cluster, however
+    many processes are scraped (FIELD-CASES 30).
 
     Args:
         using: database alias of the queue.
+        max_age_s: oldest reading served, seconds (default ``METRICS_INTERVAL_SECONDS``;
+            0: compute now, share nothing).
 
     Raises:
         django.db.Error: the database cannot be reached (the view answers 500, and Prometheus
             records the scrape as failed: ``up == 0``).
     """
     started = time.perf_counter()
+    if max_age_s is None:
+        max_age_s = get_settings().metrics_interval_seconds
+    body, age_s = _reading(using, max_age_s)
+    out = [body.rstrip("\n")]
+    out += family(
+        "jobqueue_gauges_age_seconds",
+        "Age of the cluster-wide reading this scrape served (recomputed once per "
+        "METRICS_INTERVAL_SECONDS for the whole cluster), seconds.",
+        [({}, age_s)],
+    )
+    out += family(
+        "jobqueue_scrape_duration_seconds",
+        "Time this scrape spent reading the database, seconds.",
+        [({}, time.perf_counter() - started)],
+    )
+    return "\n".join(out) + "\n"
+
+
+def _reading(using: str, max_age_s: float) -> tuple[str, float]:
+    """Return ``(gauge text, its age in seconds)``: the shared reading, or a fresh one."""
+    if max_age_s <= 0:
+        return compute(using), 0.0
+    rows = GaugeSnapshot.objects.using(using).filter(name=SNAPSHOT)
+    age = ExpressionWrapper(Now() - F("computed_at"), output_field=DurationField())
+    snap = rows.annotate(age=age).values_list("body", "computed_at", "age").first()
+    if snap is not None and snap[1] is not None and snap[2].total_seconds() <= max_age_s:
+        return snap[0], max(snap[2].total_seconds(), 0.0)
+    if snap is None:
+        GaugeSnapshot.objects.using(using).bulk_create(
+            [GaugeSnapshot(name=SNAPSHOT)], ignore_conflicts=True
+        )
+    # One process recomputes: the one whose update finds the reading stale and nobody on it.
+    stale = Q(computed_at__isnull=True) | Q(computed_at__lt=Now() - timedelta(seconds=max_age_s))
+    free = Q(computing_until__isnull=True) | Q(computing_until__lt=Now())
+    hold = Now() + timedelta(seconds=COMPUTE_HOLD_S)
+    if rows.filter(stale, free).update(computing_until=hold):
+        body = compute(using)
+        rows.update(body=body, computed_at=Now(), computing_until=None)
+        return body, 0.0
+    if snap is not None and snap[1] is not None:
+        return snap[0], max(snap[2].total_seconds(), 0.0)  # another process is on it
+    return compute(using), 0.0  # the very first reading is being made elsewhere
+
+
+def compute(using: str = "default") -> str:
+    """Return the cluster-wide gauges in the text format, read from the database now.
+
+    Every statement on ``jobqueue_job`` is a bounded walk of a partial index (the store's
+    ``queue_gauges``, ``dead_gauges``, ``running_gauges``, ``prunable_by_state``); the rest
+    reads the small worker, pause, breaker, budget and cron tables.
+
+    Args:
+        using: database alias of the queue.
+
+    Raises:
+        django.db.Error: the database cannot be reached.
+    """
+    store = get_store(using)
     now = db_now(using)
     workers = live_workers(now, using)
-    queues = queue_status(now, using, workers)
-    jobs = Job.objects.using(using)
+    gauges = {g.queue: g for g in store.queue_gauges(COUNT_CAP)}
+    dead = store.dead_gauges(COUNT_CAP)
+    running = store.running_gauges(TOP_TENANTS)
+    paused = {p.name for p in Pause.objects.using(using).filter(kind="queue")}
+    names = set(gauges) | set(dead) | set(running.by_queue) | paused
+    served = served_queues(workers, sorted(names))
+    names |= set(served)
+    queues = sorted(names)
     out: list[str] = []
-    by_state = [
-        ({"queue": q.name, "state": state}, float(getattr(q, state)))
-        for q in queues
-        for state in ("ready", "scheduled", "leased", "dead")
-    ]
+    by_state = []
+    for name in queues:
+        g = gauges.get(name)
+        counts = {
+            "ready": g.ready if g else 0,
+            "scheduled": g.scheduled if g else 0,
+            "leased": running.by_queue.get(name, 0),
+            "dead": dead.get(name, 0),
+        }
+        by_state += [({"queue": name, "state": k}, float(v)) for k, v in counts.items()]
     out += family(
         "jobqueue_jobs",
         "Jobs by queue and lifecycle state (ready = claimable now; succeeded and cancelled "
-        "are not counted).",
+        f"are not counted). Exact up to {COUNT_CAP}; {COUNT_CAP} means that many or more.",
         by_state,
     )
+    ages = []
+    for name in queues:
+        oldest = gauges[name].oldest_due if name in gauges else None
+        ages.append(({"queue": name}, max((now - oldest).total_seconds(), 0.0) if oldest else 0.0))
     out += family(
         "jobqueue_oldest_claimable_age_seconds",
-        "Age of the oldest job claimable now, by its run_at (0 when none), seconds.",
-        [({"queue": q.name}, q.lag_s or 0.0) for q in queues],
+        "Age of the oldest job claimable now, by its run_at (future run_at ignored; 0 when "
+        "none), seconds.",
+        ages,
     )
+
+    def unserved(name: str) -> bool:
+        ready = gauges[name].ready if name in gauges else 0
+        return ready > 0 and not served.get(name) and name not in paused
+
     out += family(
         "jobqueue_queue_unserved",
         "1 if the queue has ready jobs and no live worker serves it.",
-        [({"queue": q.name}, float(q.unserved)) for q in queues],
+        [({"queue": name}, float(unserved(name))) for name in queues],
     )
     out += family(
         "jobqueue_running_jobs",
         "Leased (running) jobs by queue.",
-        [({"queue": q.name}, float(q.leased)) for q in queues],
-    )
-    tenants = (
-        jobs.filter(state=JobState.LEASED)
-        .values("tenant_id")
-        .annotate(n=Count("*"))
-        .order_by("-n", "tenant_id")[:TOP_TENANTS]
+        [({"queue": name}, float(running.by_queue.get(name, 0))) for name in queues],
     )
     out += family(
         "jobqueue_running_jobs_by_tenant",
         f"Leased (running) jobs of the {TOP_TENANTS} tenants running the most.",
-        [({"tenant": r["tenant_id"]}, float(r["n"])) for r in tenants],
+        [({"tenant": tenant}, float(n)) for tenant, n in running.top_tenants],
     )
     out += family(
         "jobqueue_workers_alive",
         "Worker processes that heartbeated within three heartbeat intervals.",
         [({}, float(len(workers)))],
+    )
+    out += family(
+        "jobqueue_listener_up",
+        "1 if the live worker process's LISTEN connection is up, 0 while it is lost (the "
+        "worker then polls every second); workers that poll without LISTEN are absent.",
+        [
+            ({"worker": w.worker_id, "host": w.host, "pid": str(w.pid)}, float(w.listener_up))
+            for w in workers
+            if w.listener_up is not None
+        ],
     )
     breakers = open_breakers(using)
     out += family(
@@ -167,11 +268,6 @@ def collect(using: str = "default") -> str:
         f"{EXACT_UP_TO}, PostgreSQL's estimate above).",
         [({"state": state}, float(n)) for state, n in prunable.items()],
     )
-    out += family(
-        "jobqueue_scrape_duration_seconds",
-        "Time this scrape spent reading the database, seconds.",
-        [({}, time.perf_counter() - started)],
-    )
     return "\n".join(out) + "\n"
 
 
@@ -180,9 +276,8 @@ def cached_view(
 ) -> Callable[[HttpRequest], HttpResponse]:
     """Return a view that serves :func:`collect`'s text from Django's cache for ``seconds``.
 
-    With a cache every process shares (Redis, Memcached, the database cache), the gauges are
-    computed at most once per ``seconds`` for the whole cluster, however many processes are
-    scraped (FIELD-CASES 30); with the per-process local-memory cache, once per process.
+    The gauges are computed at most once per ``seconds`` for the whole cluster either way
+    (the shared reading, :func:`collect`); the cache also saves the one read of that row.
 
     Args:
         seconds: how long one reading is served, 0.1 to 3600 (your scrape interval suits).
@@ -200,7 +295,7 @@ def cached_view(
         shared = caches[cache]
         text = shared.get(key)
         if text is None:
-            text = collect(using)
+            text = collect(using, max_age_s=seconds)
             shared.set(key, text, seconds)
         return HttpResponse(text, content_type=CONTENT_TYPE)
 
@@ -210,10 +305,12 @@ def cached_view(
 def view(request: HttpRequest) -> HttpResponse:
     """Answer a Prometheus scrape with :func:`collect` of the ``default`` database.
 
+    The gauges are the shared reading, at most ``METRICS_INTERVAL_SECONDS`` old.
+
     The view does no access control of its own: mount it where only your scraper reaches it,
     or wrap it (``staff_member_required(jobqueue.metrics.view)``).
     """
     return HttpResponse(collect(), content_type=CONTENT_TYPE)
 
 
-__all__ = ["CONTENT_TYPE", "cached_view", "collect", "family", "view"]
+__all__ = ["CONTENT_TYPE", "cached_view", "collect", "compute", "family", "view"]

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from . import validation
 from .crontab import validate_cron_expression, validate_timezone
+from .gauge_model import GaugeSnapshot  # noqa: F401  (re-exported: its model module)
 from .pause_model import Pause, PauseKind  # noqa: F401  (re-exported: its model module)
 from .states import CLAIMABLE, FINISHED, LIVE, DeadReason, JobState
 
@@ -197,6 +198,11 @@ class Worker(models.Model):
         max_length=16,
         default="running",
         help_text="running, or draining (told to stop: claims nothing new).",
+    )
+    listener_up = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="Its LISTEN connection is up (None: it polls, no LISTEN).",
     )
 
     class Meta:

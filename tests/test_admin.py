@@ -220,6 +220,15 @@ def test_worker_page_is_read_only_and_tells_alive_from_dead(admin):
     assert admin.get(reverse("admin:jobqueue_worker_add")).status_code == 403
 
 
+def test_worker_page_shows_whether_each_listener_is_up(admin):
+    """FIELD-CASES 26: a lost LISTEN connection shows in the worker list."""
+    Worker.objects.create(worker_id="w-deaf", host="h1", pid=1, concurrency=4, listener_up=False)
+    page = text(admin.get(WORKERS))
+    assert "listening" in page.lower()
+    # alive (True) and listening (False): one of each icon.
+    assert page.count('alt="True"') == 1 and page.count('alt="False"') == 1
+
+
 # -- filters and search ----------------------------------------------------------------------
 
 

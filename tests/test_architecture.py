@@ -51,7 +51,7 @@ PARTS: dict[str, set[str]] = {
         "logging",
     },
     "settings": {"conf", "arguments"},
-    "schema": {"models", "pause_model"},
+    "schema": {"models", "pause_model", "gauge_model"},
     "registry": {"jobtypes", "options", "backoff"},
     "store": {"store"},
     "consumer": {

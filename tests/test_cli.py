@@ -231,3 +231,11 @@ def test_retry_without_ids_or_filters_is_bad_usage():
     assert "name the jobs to retry" in result.stderr
     both = cli("cancel", "5", "--queue", "x", in_process=False)
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_status_shows_a_worker_whose_listener_is_down(fleet):
+    Worker.objects.filter(worker_id="live").update(listener_up=False)
+    result = cli("status")
+    assert "Listener down (polling every second): live" in result.stdout
+    data = cli("status", "--json").json()
+    assert [w["listener_up"] for w in data["workers"]] == [False]

@@ -120,3 +120,20 @@ def test_other_verbs_say_the_database_is_unreachable_without_a_traceback():
     assert result.returncode == 1, result
     assert "the queue database 'default' is unreachable" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_live_worker_whose_listener_is_down_makes_this_host_unhealthy():
+    """FIELD-CASES 26/30: the probe reports a lost LISTEN connection, from the worker's row."""
+    worker_row("deaf", listener_up=False)
+    worker_row("fine", listener_up=True)
+    worker_row("polls", listener_up=None)  # LISTEN_NOTIFY off: nothing to report
+    result = cli("health", "--json")
+    assert result.returncode == 1, result
+    checks = {c["name"]: c for c in result.json()["checks"]}
+    assert checks["workers"]["ok"] is True
+    assert checks["listener"]["ok"] is False
+    assert checks["listener"]["listener_down"] == ["deaf"]
+    Worker.objects.filter(worker_id="deaf").update(listener_up=True)
+    result = cli("health")
+    assert result.returncode == 0, result
+    assert "ok    listener: up (or not used)" in result.stdout

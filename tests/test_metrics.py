@@ -1,8 +1,10 @@
 """The Prometheus view (``jobqueue.metrics.view``), scraped through Django's test client.
 
-Known rows in, exact metric lines out. The PostgreSQL test at the end is FIELD-CASES 30's plan
+Known rows in, exact metric lines out. The PostgreSQL tests at the end are FIELD-CASES 30's plan
 check: every statement a scrape issues, EXPLAINed with the planner's statistics over a table of
-200,000 finished rows, uses an index on ``jobqueue_job`` (no sequential scan).
+200,000 finished rows, uses an index on ``jobqueue_job`` (no sequential scan); and the same at
+the case's own size, 1,000,000 succeeded rows, for every statement of the metrics, the health
+check, the reaper and the pruner (tests/test_scrape_plans.py).
 """
 
 from __future__ import annotations
@@ -19,16 +21,18 @@ from django.utils import timezone
 
 from jobqueue import metrics
 from jobqueue.breakers import open_breaker
-from jobqueue.models import CronEntry, Worker
+from jobqueue.models import CronEntry, GaugeSnapshot, Worker
 from jobqueue.states import JobState
 
 from .conftest import requires_postgres
-from .factories import make_job
+from .factories import make_job, make_jobs
 
 pytestmark = pytest.mark.django_db
 
 SAMPLE = re.compile(r"^(?P<name>[a-z_]+)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$")
 RETENTION = {"succeeded": 3600, "cancelled": 3600, "dead": None}
+ON_JOBS = re.compile(r"\bjobqueue_job\b")
+SEQ_SCAN = re.compile(r"Seq Scan on jobqueue_job\b")
 
 
 def ago(**kwargs: float):
@@ -39,8 +43,12 @@ def scrape(client, url: str = "/metrics/") -> dict[str, float]:
     response = client.get(url)
     assert response.status_code == 200
     assert response["Content-Type"] == metrics.CONTENT_TYPE
+    return parse(response.content.decode())
+
+
+def parse(text: str) -> dict[str, float]:
     samples = {}
-    for line in response.content.decode().splitlines():
+    for line in text.splitlines():
         if line.startswith("#"):
             assert line.startswith(("# HELP jobqueue_", "# TYPE jobqueue_")), line
             continue
@@ -53,10 +61,9 @@ def scrape(client, url: str = "/metrics/") -> dict[str, float]:
 
 @pytest.fixture
 def scraped(client):
-    def run(url: str = "/metrics/") -> dict[str, float]:
-        with override_settings(
-            ROOT_URLCONF="tests.metrics_urls", JOBQUEUE={"RETENTION": RETENTION}
-        ):
+    def run(url: str = "/metrics/", interval: float = 0) -> dict[str, float]:
+        settings = {"RETENTION": RETENTION, "METRICS_INTERVAL_SECONDS": interval}
+        with override_settings(ROOT_URLCONF="tests.metrics_urls", JOBQUEUE=settings):
             return scrape(client, url)
 
     return run
@@ -145,14 +152,72 @@ def test_cached_view_serves_one_reading_until_the_cache_lets_it_go(scraped):
     assert scraped("/cached/")['jobqueue_jobs{queue="emails",state="ready"}'] == 1
     make_job(queue="emails")
     assert scraped("/cached/")['jobqueue_jobs{queue="emails",state="ready"}'] == 1
-    assert scraped()['jobqueue_jobs{queue="emails",state="ready"}'] == 2  # uncached view
+    assert scraped()['jobqueue_jobs{queue="emails",state="ready"}'] == 2  # a fresh reading
     cache.clear()
+    GaugeSnapshot.objects.all().delete()  # and the shared reading (its interval is 3600 s too)
     assert scraped("/cached/")['jobqueue_jobs{queue="emails",state="ready"}'] == 2
 
 
 def test_cached_view_refuses_a_nonsense_interval():
     with pytest.raises(ValueError, match=r"seconds must be from 0\.1 to 3600, got 0"):
         metrics.cached_view(0)
+
+
+def test_one_reading_per_interval_is_shared_by_every_scrape(scraped):
+    """FIELD-CASES 30: cluster-wide gauges are computed once per interval, not per scrape."""
+    make_job(queue="emails")
+    first = scraped(interval=600)
+    assert first['jobqueue_jobs{queue="emails",state="ready"}'] == 1
+    make_job(queue="emails")
+    with CaptureQueriesContext(connection) as captured:
+        second = scraped(interval=600)
+    # The shared reading, not a new one: one read of its row, nothing of the jobs table.
+    assert second['jobqueue_jobs{queue="emails",state="ready"}'] == 1
+    assert second["jobqueue_gauges_age_seconds{}"] >= 0
+    statements = [q["sql"] for q in captured.captured_queries]
+    assert len(statements) == 1, statements
+    assert "jobqueue_gaugesnapshot" in statements[0]
+    # Once the reading is older than the interval, the next scrape recomputes it.
+    GaugeSnapshot.objects.update(computed_at=timezone.now() - timedelta(seconds=601))
+    assert scraped(interval=600)['jobqueue_jobs{queue="emails",state="ready"}'] == 2
+
+
+def test_a_reading_another_process_is_computing_is_served_stale(scraped):
+    make_job(queue="emails")
+    scraped(interval=600)
+    make_job(queue="emails")
+    # Stale, but another process holds the recomputation: this scrape serves the old reading.
+    GaugeSnapshot.objects.update(
+        computed_at=timezone.now() - timedelta(seconds=700),
+        computing_until=timezone.now() + timedelta(seconds=60),
+    )
+    s = scraped(interval=600)
+    assert s['jobqueue_jobs{queue="emails",state="ready"}'] == 1
+    assert s["jobqueue_gauges_age_seconds{}"] >= 690
+    # Its holder died: after computing_until, the next scrape takes over.
+    GaugeSnapshot.objects.update(computing_until=timezone.now() - timedelta(seconds=1))
+    assert scraped(interval=600)['jobqueue_jobs{queue="emails",state="ready"}'] == 2
+
+
+def test_field_case_30_gauge_semantics():
+    """Ready depth of a 10,000-job backlog, capped past it; oldest age ignores future run_at."""
+    # Due by the database clock, which in this test's transaction stands at its start.
+    make_jobs(3, queue="q", run_at=ago(seconds=30))
+    make_jobs(10_000, queue="backlog", run_at=ago(minutes=5))
+    make_jobs(500, JobState.SCHEDULED, queue="q", run_at=ago(days=-1))
+    make_jobs(200, JobState.SCHEDULED, queue="later", run_at=ago(hours=-3))
+    s = parse(metrics.compute())
+    assert s['jobqueue_jobs{queue="backlog",state="ready"}'] == 10_000
+    assert s['jobqueue_jobs{queue="q",state="ready"}'] == 3
+    assert s['jobqueue_jobs{queue="q",state="scheduled"}'] == 500
+    assert 300 <= s['jobqueue_oldest_claimable_age_seconds{queue="backlog"}'] < 3600
+    # The 500 rows a day ahead do not lift q's age above its due jobs' (30 s ago).
+    assert 0 < s['jobqueue_oldest_claimable_age_seconds{queue="q"}'] < 300
+    # Nothing claimable: 0, not a stale or future age.
+    assert s['jobqueue_oldest_claimable_age_seconds{queue="later"}'] == 0
+    # Past the cap the count reads as the cap (documented: "that many or more").
+    make_jobs(50, queue="backlog", run_at=ago(minutes=1))
+    assert parse(metrics.compute())['jobqueue_jobs{queue="backlog",state="ready"}'] == 10_000
 
 
 @requires_postgres()
@@ -192,14 +257,46 @@ def test_field_case_30_no_scrape_statement_scans_the_jobs_table(rows, scraped):
     assert s['jobqueue_queue_unserved{queue="backlog"}'] == 1
     # 169k succeeded rows are past the hour: more than are counted, so the planner estimates.
     assert 0.7 * 169_000 < s['jobqueue_rows_awaiting_prune{state="succeeded"}'] < 1.3 * 169_000
+    assert_no_seq_scan_on_jobs(captured.captured_queries, at_least=4)
+
+
+def statement_of(sql: str) -> str:
+    """Return the statement of a captured query, without the transaction limits before it."""
+    if sql.lstrip().startswith("-- limit_transaction"):
+        return sql.split(";\n", 1)[1]
+    return sql
+
+
+def assert_no_seq_scan_on_jobs(captured: list[dict], at_least: int) -> list[str]:
+    """EXPLAIN every captured statement on jobqueue_job; assert none scans it sequentially."""
     on_jobs = [
-        q["sql"]
-        for q in captured.captured_queries
-        if "jobqueue_job" in q["sql"] and not q["sql"].startswith("EXPLAIN")
+        statement_of(q["sql"])
+        for q in captured
+        if ON_JOBS.search(q["sql"]) and "EXPLAIN" not in q["sql"]
     ]
-    assert len(on_jobs) >= 6
+    assert len(on_jobs) >= at_least, on_jobs
+    plans = []
     with connection.cursor() as cursor:
         for sql in on_jobs:
             cursor.execute(f"EXPLAIN {sql}")
             plan = "\n".join(row[0] for row in cursor.fetchall())
-            assert "Seq Scan on jobqueue_job" not in plan, f"{sql}\n{plan}"
+            assert not SEQ_SCAN.search(plan), f"{sql}\n{plan}"
+            plans.append(plan)
+    return plans
+
+
+def test_listener_up_per_live_worker(scraped):
+    """FIELD-CASES 26: 1 or 0 per live worker; a worker without LISTEN (None) is absent."""
+    for worker_id, up in (("deaf", False), ("fine", True), ("polls", None)):
+        Worker.objects.create(
+            worker_id=worker_id,
+            host="h",
+            pid=7,
+            concurrency=1,
+            heartbeat_interval_s=600,
+            listener_up=up,
+        )
+    s = scraped()
+    assert s['jobqueue_listener_up{worker="deaf",host="h",pid="7"}'] == 0
+    assert s['jobqueue_listener_up{worker="fine",host="h",pid="7"}'] == 1
+    assert not any("polls" in key for key in s if key.startswith("jobqueue_listener_up"))

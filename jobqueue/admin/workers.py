@@ -24,6 +24,7 @@ class WorkerAdmin(InputGuardMixin, admin.ModelAdmin):
         "started_at",
         "last_seen_at",
         "alive",
+        "listener",
     )
     list_filter = ("status", "host")
     search_fields = ("worker_id", "host")
@@ -41,6 +42,11 @@ class WorkerAdmin(InputGuardMixin, admin.ModelAdmin):
     def alive(self, worker: Worker) -> bool:
         """Show whether it heartbeated within three of its heartbeat intervals."""
         return worker.is_alive
+
+    @admin.display(description="listening", boolean=True)
+    def listener(self, worker: Worker) -> bool | None:
+        """Show whether its LISTEN connection is up (unknown: it polls without LISTEN)."""
+        return worker.listener_up
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         """Refuse: workers register themselves."""

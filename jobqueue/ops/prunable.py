@@ -1,21 +1,18 @@
 """Internal: how many finished jobs wait for the pruner (FIELD-CASES 31's gauge), bounded.
 
 ``prunejobs --dry-run`` counts exactly; a scrape every few seconds must not walk a backlog of
-millions. So this counts at most :data:`EXACT_UP_TO` rows (``SELECT count(*) FROM (SELECT
-finished_at ... ORDER BY finished_at LIMIT n)``, which the planner serves from the finished index
-(state, finished_at) in its own order), and past that gives PostgreSQL's estimate of the whole
-range (one EXPLAIN, no rows read). Elsewhere (SQLite) the count is exact.
+millions. So this counts at most :data:`EXACT_UP_TO` rows per state (the store's
+``prunable_by_state``: a range of the finished index (state, finished_at) read in its own order,
+never the table), and past that gives PostgreSQL's estimate of the whole range (one EXPLAIN, no
+rows read). Elsewhere (SQLite, no estimate) it reads as the cap.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.db import connections
-
-from ..models import Job
-from .estimate import planner_rows
+from ..store import get_store
 
 #: Rows counted exactly per state in one scrape; past this, the planner's estimate.
 EXACT_UP_TO = 10_000
@@ -36,21 +33,13 @@ def awaiting_prune(
         exact_up_to: most rows counted per state; a bigger backlog is the planner's estimate
             on PostgreSQL (never less than this).
     """
-    counts = {}
-    postgres = connections[using].vendor == "postgresql"
-    for state, seconds in sorted(retention.items()):
-        if seconds is None:
-            continue
-        cutoff = now - timedelta(seconds=seconds)
-        rows = Job.objects.using(using).filter(state=state, finished_at__lt=cutoff)
-        if not postgres:
-            counts[state] = rows.count()
-            continue
-        # Ordered as the index is: reading it is then the cheaper plan even when most of the
-        # table has expired (a sequential scan would have to sort it all).
-        capped = rows.order_by("finished_at").values_list("finished_at")[:exact_up_to].count()
-        if capped < exact_up_to:
-            counts[state] = capped
-        else:
-            counts[state] = max(planner_rows(rows) or 0, exact_up_to)
+    kept = {state: float(s) for state, s in retention.items() if s is not None}
+    if not kept:
+        return {}
+    store = get_store(using)
+    counts = store.prunable_by_state(kept, exact_up_to, now)
+    for state, n in counts.items():
+        if n >= exact_up_to:
+            estimate = store.estimate_prunable(state, kept[state], now)
+            counts[state] = max(estimate or 0, exact_up_to)
     return counts

@@ -295,6 +295,11 @@ class WorkerRegistry:
                 last_seen_at=timezone.now(), running_jobs=running_jobs, status=status
             )
 
+    def set_listener_up(self, worker_id: str, up: bool | None) -> None:
+        """Record whether the worker's LISTEN connection is up (None: it does not LISTEN)."""
+        with own_transaction(self.alias):
+            Worker.objects.using(self.alias).filter(worker_id=worker_id).update(listener_up=up)
+
     def prune_workers(self, silent_for_s: float) -> int:
         """Delete the rows of workers not seen for ``silent_for_s`` seconds; return how many.
 

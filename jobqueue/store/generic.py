@@ -45,6 +45,7 @@ from .finishing import (
 from .generic_breakers import GenericDependencyStore
 from .generic_cron import GenericCronStore
 from .generic_deaths import GenericDeathStore
+from .generic_gauges import GenericGaugeStore
 from .generic_operator import GenericOperatorStore
 from .generic_pauses import GenericPauseStore
 from .plan import ClaimPlan
@@ -56,6 +57,7 @@ def _now(now: datetime | None) -> datetime:
 
 
 class GenericStore(
+    GenericGaugeStore,
     GenericCronStore,
     GenericDependencyStore,
     GenericDeathStore,

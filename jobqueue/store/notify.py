@@ -7,8 +7,10 @@ commit), and the statements that make existing jobs ready (release, retry, run n
 The listener holds its own psycopg connection, outside Django's connection handling: it sits
 idle in LISTEN for hours, which Django's per-thread connections (closed and reopened around
 requests and ``CONN_MAX_AGE``) are not built for. If the connection drops (a database restart,
-``pg_terminate_backend``, a failover) it reconnects with backoff and LISTENs again, and wakes the
-worker once, for whatever was enqueued while it was deaf. Polling covers the gap meanwhile.
+``pg_terminate_backend``, a failover) it says so at once (``on_state(False)``: the worker logs it,
+records it on its row and polls every second meanwhile), reconnects with backoff, LISTENs again
+on every channel it listened on, says so (``on_state(True)``) and wakes the worker once, for
+whatever was enqueued while it was deaf (FIELD-CASES 26).
 """
 
 from __future__ import annotations
@@ -27,11 +29,15 @@ logger = logging.getLogger("jobqueue.worker")
 
 #: Longest wait between attempts to re-open a dropped listening connection, seconds.
 MAX_RECONNECT_DELAY_S = 10.0
-#: How often an idle listening connection is checked with ``SELECT 1``, seconds: a connection
-#: cut without a TCP reset (a failover behind a load balancer) shows up within this long.
-PING_INTERVAL_S = 30.0
+#: How often an idle listening connection is checked (a repeated LISTEN), seconds: a connection
+#: cut without a TCP reset (a failover behind a load balancer) shows up within about this long
+#: (FIELD-CASES 26: within 5 s). One trivial statement per worker process every few seconds.
+PING_INTERVAL_S = 4.0
 #: Longest a notification wait blocks before the stop flag is looked at, seconds.
 STOP_CHECK_S = 0.5
+#: Longest idle wait of a worker whose listener is down, seconds: it claims at least this often
+#: whatever ``POLL_INTERVAL_SECONDS`` says (FIELD-CASES 26).
+FAST_POLL_S = 1.0
 
 
 def listen_connection_params(alias: str) -> dict[str, Any]:
@@ -60,14 +66,25 @@ class ReadyListener:
             queue but the excluded ones); notifications for other queues are ignored.
         wake: ``wake(delay_s)``, called on the listener's thread; must be cheap and thread-safe.
         name: the connection's ``application_name`` (shown in ``pg_stat_activity``).
+        on_state: ``on_state(up)``, called on the listener's thread when it has LISTENed on
+            every channel (True) and when its connection is lost or cannot be opened (False).
+        channels: the channels to LISTEN on, each again after every reconnect.
     """
 
     def __init__(
-        self, alias: str, serves: Callable[[str], bool], wake: Callable[[float], None], name: str
+        self,
+        alias: str,
+        serves: Callable[[str], bool],
+        wake: Callable[[float], None],
+        name: str,
+        on_state: Callable[[bool], None] | None = None,
+        channels: tuple[str, ...] = (NOTIFY_CHANNEL,),
     ) -> None:
         self.alias = alias
         self.serves = serves
         self.wake = wake
+        self.on_state = on_state
+        self.channels = channels
         self.name = name[:63]  # PostgreSQL truncates application_name to 63 bytes
         self.connected = threading.Event()
         self._stop = threading.Event()
@@ -93,7 +110,8 @@ class ReadyListener:
             try:
                 params = listen_connection_params(self.alias)
                 with psycopg.connect(**params, autocommit=True, application_name=self.name) as conn:
-                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    for channel in self.channels:
+                        conn.execute(f"LISTEN {channel}")
                     self._listening()
                     delay = 0.5
                     self._serve(conn)
@@ -101,7 +119,12 @@ class ReadyListener:
                 self.connected.clear()
                 self._failures += 1
                 if self._failures == 1:
-                    logger.warning("listener: connection lost (%s); polling until it is back", exc)
+                    logger.warning(
+                        "listener: connection lost (%s); polling every %.0f s until it is back",
+                        exc,
+                        FAST_POLL_S,
+                    )
+                    self._tell(False)
                 else:
                     logger.debug("listener: still no connection (%d): %s", self._failures, exc)
                 self._stop.wait(delay)
@@ -113,8 +136,18 @@ class ReadyListener:
             logger.warning("listener: listening again after %d failure(s)", self._failures)
             self._failures = 0
         self.connected.set()
+        self._tell(True)
         # Jobs enqueued while we were not listening sent notifications nobody heard.
         self.wake(0.0)
+
+    def _tell(self, up: bool) -> None:
+        if self.on_state is None:
+            return
+        try:
+            self.on_state(up)
+        except Exception:
+            # Reporting must never stop the listening itself.
+            logger.exception("listener: reporting its state failed")
 
     def _serve(self, conn: Any) -> None:
         last_ping = time.monotonic()
@@ -127,5 +160,8 @@ class ReadyListener:
                     except ValueError:
                         self.wake(0.0)  # not ours to judge: claim, which costs little
             if time.monotonic() - last_ping >= PING_INTERVAL_S:
-                conn.execute("SELECT 1")
+                # The ping is a LISTEN again (a no-op on a channel already listened on): a
+                # round trip that also keeps pg_stat_activity showing what this backend is for.
+                for channel in self.channels:
+                    conn.execute(f"LISTEN {channel}")
                 last_ping = time.monotonic()

@@ -42,6 +42,7 @@ from .plan import ClaimPlan
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
+from .postgres_gauges import PostgresGaugeStore
 from .postgres_operator import PostgresOperatorStore
 from .postgres_pauses import PostgresPauseStore
 from .rows import fetchall, fetchone
@@ -76,6 +77,7 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
 
 
 class PostgresStore(
+    PostgresGaugeStore,
     PostgresCronStore,
     PostgresDependencyStore,
     PostgresDeathStore,

@@ -107,6 +107,11 @@ class PostgresOperatorStore:
     def count_prunable(
         self, states: Sequence[str], older_than_s: float, now: datetime | None = None
     ) -> int:
-        params = {"states": list(states), "older_than_s": older_than_s, "now": now}
+        params = {
+            "states": list(states),
+            "older_than_s": [float(older_than_s)] * len(states),
+            "cap": None,
+            "now": now,
+        }
         with self._execute("count_prunable", params) as cursor:
-            return fetchone(cursor).prunable
+            return sum(row.prunable for row in fetchall(cursor))

@@ -28,6 +28,9 @@ class WorkerStore(Protocol):
     def touch_worker(self, worker_id: str, running_jobs: int = 0, status: str = "running") -> None:
         """Mark the worker seen now, with how many jobs it runs and its status (``draining``)."""
 
+    def set_listener_up(self, worker_id: str, up: bool | None) -> None:
+        """Record whether the worker's LISTEN connection is up (None: it does not LISTEN)."""
+
     def prune_workers(self, silent_for_s: float) -> int:
         """Delete the rows of workers not seen for ``silent_for_s`` seconds; return how many."""
 

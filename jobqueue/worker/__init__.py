@@ -15,7 +15,8 @@ benchmarks use.
 """
 
 from .completer import OUTCOME_BATCH_WINDOW_S
-from .loop import Worker, default_worker_id
+from .ids import default_worker_id
+from .loop import Worker
 from .outage import MAX_RECONNECT_DELAY_S
 from .rows import WORKER_PRUNE_INTERVAL_S, WORKER_ROW_RETENTION_S
 from .services import Service

@@ -27,11 +27,8 @@ signals mean what ``jobqueue/stopping.py`` says (a group-wide SIGTERM drains onc
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 
 from django.db import DatabaseError, connections
@@ -44,11 +41,12 @@ from ..solo import SoloGate, give_back
 from ..stopping import STANDALONE, StopSignals
 from ..store import ClaimedJob, get_store
 from ..store.bounded import timed_out
-from ..store.notify import ReadyListener
 from ..store.pooler import listen_alias
 from ..supervisor import EXIT_RECYCLE
 from .completer import OUTCOME_BATCH_WINDOW_S, Completer
 from .heartbeat import Heartbeat
+from .ids import default_worker_id
+from .listening import ListenerHealth
 from .outage import DatabaseBackoff
 from .quota import TaskQuota
 from .reaper import Reaper
@@ -61,19 +59,6 @@ from .stops import Stops
 from .wakeups import WakeUps
 
 logger = logging.getLogger("jobqueue.worker")
-
-
-def default_worker_id(pid: int | None = None, nonce: str | None = None) -> str:
-    """Return ``host:pid:random`` — unique even when a restarted container reuses host and pid.
-
-    Args:
-        pid: the process that will hold the leases; default this one. The supervisor names a
-            child by the child's pid, so ``leased_by`` points at the process to signal.
-        nonce: the random part; default 6 fresh hex digits.
-    """
-    pid = os.getpid() if pid is None else pid
-    nonce = uuid.uuid4().hex[:6] if nonce is None else nonce
-    return f"{socket.gethostname()}:{pid}:{nonce}"
 
 
 class Worker:
@@ -165,9 +150,17 @@ class Worker:
         self.listen_notify = (
             conf.listen_notify if listen_notify is None else listen_notify
         ) and connections[self.using].vendor == "postgresql"
-        self._listener: ReadyListener | None = None
         self._runs = Runs()
         self._wakeups = WakeUps()
+        # The listener (if any) and its health: fast polling while down, its state on our row.
+        # Its connection never goes through a pooler (store/pooler.py): none, then poll only.
+        self._listener = ListenerHealth(
+            self.store,
+            self.worker_id,
+            self.listen_on or self.using,
+            self.listen_notify and self.listen_on is not None,
+        )
+        self._listener.attach(self.selector.serves, self._wakeups.wake)
         self._stops = Stops(stop_signals, self._wakeups, self._runs.__len__, self.grace_s)
         self._stopping, self._force = self._stops.stopping, self._stops.force
         self._maintenance_stop = threading.Event()
@@ -215,7 +208,7 @@ class Worker:
             self.store, interval_s=self.reaper_interval_s, hold=hold, stopping=self._stopping
         )
         self._maintenance = ServiceRunner(
-            [self.heartbeat, self.reaper, WorkerRowPruner(self.store)],
+            [self.heartbeat, self.reaper, WorkerRowPruner(self.store), self._listener],
             name="heartbeat",
             using=self.using,
             stop=self._maintenance_stop,
@@ -260,14 +253,7 @@ class Worker:
         )
         maintenance = self._maintenance.thread()
         maintenance.start()
-        if self.listen_notify and self.listen_on is not None:
-            self._listener = ReadyListener(
-                self.listen_on,
-                self.selector.serves,
-                self._wakeups.wake,
-                name=f"jobqueue-listener {self.worker_id}",
-            )
-            self._listener.start()
+        self._listener.start()
         logger.info(
             "worker %s: queues %s, concurrency %d, lease %.1f s%s",
             self.worker_id,
@@ -347,7 +333,7 @@ class Worker:
                     return
                 if claimed and len(claimed) == free:
                     continue
-            self._wait(self.poll_interval_s)
+            self._wait(self._listener.idle_wait_s(self.poll_interval_s))
 
     def _free_slots(self) -> int:
         # Claim for free slots only (no local buffer), and never past the thread cap; a
@@ -432,8 +418,7 @@ class Worker:
         self, maintenance: threading.Thread, service_threads: Sequence[threading.Thread] = ()
     ) -> None:
         self._stopping.set()
-        if self._listener is not None:
-            self._listener.stop()
+        self._listener.stop()
         self.completer.record_ready()
         release_runs(self.store, self._runs, self.stats)
         self._abandoned = self._handlers.busy

@@ -182,6 +182,7 @@ class Command(BaseCommand):
                             "queues": w.queues,
                             "status": w.status,
                             "running_jobs": w.running_jobs,
+                            "listener_up": w.listener_up,
                         }
                         for w in workers
                     ],
@@ -218,6 +219,9 @@ class Command(BaseCommand):
             hosts[w.host] = hosts.get(w.host, 0) + 1
         where = ", ".join(f"{h}: {n}" for h, n in sorted(hosts.items()))
         self.stdout.write(f"\nWorkers alive: {len(workers)}" + (f" ({where})" if where else ""))
+        deaf = [w.worker_id for w in workers if w.listener_up is False]
+        if deaf:
+            self.stdout.write(f"Listener down (polling every second): {', '.join(deaf)}")
         names = ", ".join(f"{b.name} ({b.state})" for b in breakers) or "none"
         self.stdout.write(f"Breakers open: {names}")
         for p in types:

@@ -1,0 +1,85 @@
+"""Internal: the metrics' bounded reads on PostgreSQL. A mixin of the PostgreSQL store.
+
+Each statement walks a partial index of ``jobqueue_job`` (see its ``sql/*.sql`` header); they run
+in one transaction of jobqueue's own with JIT off (``gauges_begin.sql``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from . import bounded
+from .gauges import COUNT_CAP, MAX_TENANTS, QueueGauge, RunningGauge
+from .rows import fetchall
+
+
+class PostgresGaugeStore:
+    """The gauge reads on PostgreSQL; the host provides ``alias`` and ``_execute``."""
+
+    alias: str
+    _execute: Any
+
+    @contextmanager
+    def _gauge_transaction(self) -> Iterator[None]:
+        with bounded.own_transaction(self.alias):
+            with self._execute("gauges_begin", {}):
+                pass
+            yield
+
+    def queue_gauges(
+        self, cap: int = COUNT_CAP, max_tenants: int = MAX_TENANTS
+    ) -> list[QueueGauge]:
+        params = {"cap": int(cap), "max_tenants": int(max_tenants), "now": None}
+        with self._gauge_transaction(), self._execute("queue_gauges", params) as cursor:
+            rows = fetchall(cursor)
+        return [
+            QueueGauge(
+                queue=r.queue,
+                ready=r.ready,
+                scheduled=r.scheduled,
+                oldest_due=r.oldest_due,
+                truncated=r.truncated,
+            )
+            for r in rows
+        ]
+
+    def dead_gauges(self, cap: int = COUNT_CAP) -> dict[str, int]:
+        params = {"cap": int(cap), "max_pairs": 10_000}
+        with self._gauge_transaction(), self._execute("dead_gauges", params) as cursor:
+            return {r.queue: r.dead for r in fetchall(cursor)}
+
+    def running_gauges(self, top: int) -> RunningGauge:
+        with self._execute("running_gauges", {"top": int(top)}) as cursor:
+            rows = fetchall(cursor)
+        by_queue = {r.queue: r.n for r in rows if r.queue is not None}
+        tenants = [(r.tenant_id, r.n) for r in rows if r.queue is None]
+        return RunningGauge(by_queue=by_queue, top_tenants=tenants)
+
+    def prunable_by_state(
+        self,
+        retention: Mapping[str, float],
+        cap: int | None,
+        now: datetime | None = None,
+    ) -> dict[str, int]:
+        states = sorted(retention)
+        params = {
+            "states": states,
+            "older_than_s": [float(retention[s]) for s in states],
+            "cap": None if cap is None else int(cap),
+            "now": now,
+        }
+        with self._gauge_transaction(), self._execute("count_prunable", params) as cursor:
+            return {r.state: r.prunable for r in fetchall(cursor)}
+
+    def estimate_prunable(
+        self, state: str, older_than_s: float, now: datetime | None = None
+    ) -> int | None:
+        params = {"state": state, "older_than_s": float(older_than_s), "now": now}
+        with self._execute("estimate_prunable", params) as cursor:
+            (plan,) = cursor.fetchone()
+        plan = json.loads(plan) if isinstance(plan, str | bytes) else plan
+        return int(plan[0]["Plan"]["Plan Rows"])
