@@ -23,10 +23,12 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from ..crontab import has_seconds
 from ..models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
 from ..ops.clock import humanize_seconds
 from ..ops.queues import served_queues
 from ..states import CLAIMABLE, JobState
+from .cron import local
 from .filters import known_queues
 from .paginator import EXACT_COUNT_BELOW, planner_rows
 
@@ -86,6 +88,16 @@ class CronRow:
     next_fire_at: datetime | None
     last_fired_at: datetime | None
     url: str | None = None
+
+    @property
+    def next_fire(self) -> str:
+        """Return the next fire time in the entry's zone, to the second if it fires on seconds."""
+        return local(self.next_fire_at, self.timezone, seconds=has_seconds(self.cron_expr))
+
+    @property
+    def last_fired(self) -> str:
+        """Return the last fire time like :attr:`next_fire`."""
+        return local(self.last_fired_at, self.timezone, seconds=has_seconds(self.cron_expr))
 
 
 def cron_entries(using: str = "default") -> list[CronRow]:
