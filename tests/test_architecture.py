@@ -73,6 +73,7 @@ PARTS: dict[str, set[str]] = {
         "backends",
         "pruning",
         "pausing",
+        "audit",
     },
     "surfaces": {"admin", "management", "ops", "metrics", "health", "checks", "apps"},
     "api": {""},

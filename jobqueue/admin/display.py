@@ -274,7 +274,7 @@ def error_history_table(
                 entry.get("attempt", ""),
                 history_time(entry.get("at")),
                 entry.get("kind", "error"),
-                entry.get("worker", ""),
+                entry.get("worker") or (f"by {entry['by']}" if entry.get("by") else ""),
                 entry.get("type", ""),
                 mask_text(str(entry.get("message") or ""), secrets),
                 format_html(
@@ -289,7 +289,7 @@ def error_history_table(
     )
     return format_html(
         '<table class="jq-errors"><thead><tr><th>attempt</th><th>time</th><th>kind</th>'
-        "<th>worker</th><th>exception</th><th>message and traceback</th></tr></thead>"
+        "<th>worker or by</th><th>exception</th><th>message and traceback</th></tr></thead>"
         "<tbody>{}</tbody></table>",
         rows,
     )
