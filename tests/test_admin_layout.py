@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobqueue.models import Worker
+from jobqueue.models import Pause, Worker
 from jobqueue.states import DeadReason, JobState
 
 from . import test_admin_browser as harness
@@ -132,3 +132,29 @@ def test_cancel_and_history_buttons_line_up_on_a_ready_job(page, live_server, op
     assert cancel is not None and history is not None
     assert abs(cancel["y"] - history["y"]) <= 1, (cancel, history)
     assert abs(cancel["height"] - history["height"]) <= 1, (cancel, history)
+
+
+def test_dashboard_pause_and_resume_buttons_in_the_queue_table(page, live_server, operator):
+    make_jobs(2, JobState.READY, queue="emails")
+    log_in(page, live_server, operator)
+    page.goto(f"{live_server.url}/admin/jobqueue/job/dashboard/?refresh=0")
+    row = page.locator('tr[data-queue="emails"]')
+    button = row.locator("button.jq-pause")
+    # In its row, on one line with the counts.
+    row_box, button_box = row.bounding_box(), button.bounding_box()
+    assert row_box is not None and button_box is not None
+    assert (
+        row_box["y"]
+        <= button_box["y"]
+        <= button_box["y"] + button_box["height"]
+        <= (row_box["y"] + row_box["height"])
+    )
+    button.click()
+    assert "Paused queue emails." in page.locator("ul.messagelist").inner_text()
+    row = page.locator('tr[data-queue="emails"]')
+    assert row.locator(".jq-lag").inner_text().endswith("paused")
+    screenshot(page, "layout_dashboard_paused.png")
+    assert Pause.objects.get(name="emails").paused_by == "operator"
+    row.locator("button.jq-resume").click()
+    assert "Resumed queue emails." in page.locator("ul.messagelist").inner_text()
+    assert not Pause.objects.exists()

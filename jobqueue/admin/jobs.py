@@ -50,13 +50,22 @@ class JobAdmin(JobAdminBase):
                 "dashboard/",
                 self.admin_site.admin_view(self.dashboard_view),
                 name="jobqueue_dashboard",
-            )
+            ),
+            path(
+                "dashboard/pause/",
+                self.admin_site.admin_view(self.dashboard_pause_view),
+                name="jobqueue_dashboard_pause",
+            ),
         ]
         return urls + super().get_urls()
 
     def dashboard_view(self, request: HttpRequest):
         """Render the queue dashboard (needs the view permission on jobs)."""
         return dashboard.render(self, request)
+
+    def dashboard_pause_view(self, request: HttpRequest):
+        """Pause or resume a queue from the dashboard (POST; the Pauses page's permissions)."""
+        return dashboard.pause_or_resume(self, request)
 
 
 @admin.register(QueueDashboard)
