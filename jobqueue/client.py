@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from . import arguments, signals
+from . import arguments, audit, signals
 from .errors import InvalidJobOption
 from .jobtypes import JobType
 from .models import Job
@@ -228,7 +228,7 @@ def enqueue_many(
     return [job_id for job_id, _ in results]
 
 
-def cancel(job_id: int, *, using: str | None = None) -> bool:
+def cancel(job_id: int, *, by: Any = None, using: str | None = None) -> bool:
     """Cancel a ready, scheduled, leased or dead job (an operator action).
 
     A ready, scheduled or dead job is cancelled at once. A leased (running) job gets a cancel
@@ -241,15 +241,22 @@ def cancel(job_id: int, *, using: str | None = None) -> bool:
         True if the job was cancelled, or its cancel requested, now; False if it had already
         finished or a cancel was already requested (cancelling twice is a no-op).
 
+    ``by`` is who cancels (a Django user, or a name): the job's history names them, and a user
+    gets a ``LogEntry`` (:mod:`jobqueue.audit`).
+
     Raises:
         JobNotFound: no job has this id (or can have it: not an int in bigint range).
-        InvalidJobOption: ``using`` is not an alias.
+        InvalidJobOption: ``using`` is not an alias, or ``by`` is not a user or a name.
         QueueUnavailable: the database cannot be reached.
     """
     using = arguments.alias(using)
     job_id = arguments.job_id(job_id)
+    who = audit.actor_name(by)
     with _writing(using):
-        state = get_store(using).cancel_or_request(job_id)
+        state = get_store(using).cancel_or_request(job_id, who)
+    if state is not None:
+        said = "Cancelled" if state == JobState.CANCELLED else "Cancel requested"
+        _log(by, [job_id], f"{said} by operator.")
     if state == JobState.CANCELLED:
         # A running job's cancel is only requested here; its worker sends the signal when the
         # job ends cancelled.
@@ -257,11 +264,12 @@ def cancel(job_id: int, *, using: str | None = None) -> bool:
     return state is not None
 
 
-def retry(job_id: int, *, using: str | None = None) -> bool:
+def retry(job_id: int, *, by: Any = None, using: str | None = None) -> bool:
     """Send a dead or cancelled job back to ``ready`` now, with a fresh attempt budget.
 
-    Attempts go to 0, the error history is kept and gains a "retried by operator" entry, and
-    ``finished_at`` is cleared.
+    Attempts go to 0, the error history is kept and gains a "retried by operator" entry naming
+    ``by`` (a Django user, who also gets a ``LogEntry``, or a name), and ``finished_at`` is
+    cleared.
 
     Returns:
         True if the job was retried; False if it is not dead or cancelled.
@@ -275,8 +283,12 @@ def retry(job_id: int, *, using: str | None = None) -> bool:
     """
     using = arguments.alias(using)
     job_id = arguments.job_id(job_id)
+    who = audit.actor_name(by)
     with _writing(using):
-        return get_store(using).retry(job_id)
+        retried = get_store(using).retry(job_id, who)
+    if retried:
+        _log(by, [job_id], "Retried by operator.")
+    return retried
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -304,13 +316,14 @@ class BulkRetry:
 RETRY_MANY_BATCH = 1000
 
 
-def retry_many(job_ids: Iterable[int], *, using: str | None = None) -> BulkRetry:
+def retry_many(job_ids: Iterable[int], *, by: Any = None, using: str | None = None) -> BulkRetry:
     """Retry many dead or cancelled jobs: for each, exactly what :func:`retry` does.
 
     The ids go to the store a thousand per statement, not one statement each, so an operator can
     retry thousands of dead letters in one request. Each row is fenced on its state, gets the
     "retried by operator" history entry, and is refused (not raised) when a live job holds its
-    dedupe key; when several of the ids share one key, the lowest id is retried.
+    dedupe key; when several of the ids share one key, the lowest id is retried. ``by`` as
+    :func:`retry`'s.
 
     Returns:
         A :class:`BulkRetry` saying what happened to every id; a value no job can have as its
@@ -324,14 +337,22 @@ def retry_many(job_ids: Iterable[int], *, using: str | None = None) -> BulkRetry
     using = arguments.alias(using)
     valid, impossible = arguments.job_ids(job_ids)
     ids = sorted(set(valid))
+    who = audit.actor_name(by)
     with _writing(using):
-        return _retry_many(get_store(using), ids, impossible)
+        result = _retry_many(get_store(using), ids, impossible, who)
+    _log(by, result.retried, "Retried by operator.")
+    return result
 
 
-def _retry_many(store: Store, ids: list[int], impossible: list[Any]) -> BulkRetry:
+def _log(by: Any, job_ids: Iterable[int], message: str) -> None:
+    """Record an operator action on jobs in Django's admin history (a user's only)."""
+    audit.log(by, Job, ((job_id, f"job #{job_id}") for job_id in job_ids), audit.CHANGE, message)
+
+
+def _retry_many(store: Store, ids: list[int], impossible: list[Any], who: str) -> BulkRetry:
     retried: set[int] = set()
     for start in range(0, len(ids), RETRY_MANY_BATCH):
-        retried |= store.retry_many(ids[start : start + RETRY_MANY_BATCH])
+        retried |= store.retry_many(ids[start : start + RETRY_MANY_BATCH], who)
     rest = [job_id for job_id in ids if job_id not in retried]
     rows = Job.objects.using(store.alias).filter(id__in=rest) if rest else Job.objects.none()
     found = {i: (s, q, k) for i, s, q, k in rows.values_list("id", "state", "queue", "dedupe_key")}
@@ -358,10 +379,11 @@ def _key_holders(alias: str, keys: dict[int, tuple[str, str | None]]) -> dict[in
     return {i: holder[key] for i, key in keys.items() if key in holder}
 
 
-def run_now(job_id: int, *, using: str | None = None) -> bool:
+def run_now(job_id: int, *, by: Any = None, using: str | None = None) -> bool:
     """Make a ``scheduled`` job (delayed, or waiting for a retry) ``ready`` now.
 
-    Its attempts, history and priority are kept; only ``run_at`` moves to now.
+    Its attempts, history and priority are kept; only ``run_at`` moves to now. ``by`` as
+    :func:`retry`'s (the history gains an "operator_run_now" entry).
 
     Returns:
         True if the job is ready now; False if it is not scheduled (e.g. claimed meanwhile).
@@ -373,5 +395,9 @@ def run_now(job_id: int, *, using: str | None = None) -> bool:
     """
     using = arguments.alias(using)
     job_id = arguments.job_id(job_id)
+    who = audit.actor_name(by)
     with _writing(using):
-        return get_store(using).run_now(job_id)
+        made_ready = get_store(using).run_now(job_id, who)
+    if made_ready:
+        _log(by, [job_id], "Made ready now by operator.")
+    return made_ready

@@ -129,6 +129,22 @@ def _parse(expr: str) -> tuple[str, bool]:
     return normalized, seconds
 
 
+def has_seconds(expr: str) -> bool:
+    """Return True if ``expr`` has a leading seconds field (6 fields); False if not, or invalid.
+
+    Args:
+        expr: a cron expression, as :func:`parse_cron_expression` takes.
+
+    Returns:
+        Whether its fire times fall on seconds, so that showing them to the minute would hide
+        which fire is which (``*/10 * * * * *``).
+    """
+    try:
+        return _parse(expr)[1]
+    except InvalidCronExpression:
+        return False
+
+
 def parse_cron_expression(expr: str) -> str:
     """Return ``expr`` normalized (fields separated by one space).
 

@@ -182,6 +182,16 @@ class DeadLetter(Job):
         ordering = ["-finished_at"]
 
 
+class QueueDashboard(Job):
+    """No data: the site index lists models, so this puts the dashboard there (admin/jobs.py)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "queue dashboard"
+        verbose_name_plural = "queue dashboard"
+        default_permissions = ()
+
+
 class Worker(models.Model):
     """One running worker process, refreshed by its heartbeat and removed at clean exit."""
 

@@ -4,24 +4,21 @@ A pause stops every claim, on every worker and host, from taking jobs of the que
 the claim itself reads the pauses, so the next claim after the pause commits honours it. Jobs
 already running finish; enqueue keeps working, and the jobs wait, ready, for the resume.
 Resume wakes idle workers at once (PostgreSQL: a NOTIFY at commit; other databases: their
-next poll). Each call is one write of the store, on database ``using``, recorded with ``by``.
+next poll). Each call is one write of the store, on database ``using``, recorded with ``by``:
+a Django user (then also a ``LogEntry``, :mod:`jobqueue.audit`) or a name.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import arguments
+from . import arguments, audit
 from .jobtypes import JobType
-from .pause_model import PauseKind
+from .pause_model import Pause, PauseKind
 from .store import get_store
 from .store.pauses import Paused
 
 __all__ = ["Paused", "pause", "pause_type", "paused", "resume", "resume_type"]
-
-
-def _who(by: Any) -> str:
-    return arguments.text("by", by, 200) or ""
 
 
 def _type_name(job_type: Any) -> str:
@@ -29,12 +26,13 @@ def _type_name(job_type: Any) -> str:
     return arguments.type_name(name)
 
 
-def pause(queue: str, *, by: str = "", reason: str = "", using: str | None = None) -> bool:
+def pause(queue: str, *, by: Any = "", reason: str = "", using: str | None = None) -> bool:
     """Pause queue ``queue``: no worker claims its jobs until :func:`resume`.
 
     Args:
         queue: the queue name (``[A-Za-z0-9_.:-]{1,100}``, as enqueue's).
-        by: who pauses it (a user name), recorded and shown by the admin and ``status``.
+        by: who pauses it (a Django user or a name), recorded and shown by the admin and
+            ``status``; a user also gets a ``LogEntry``.
         reason: why, recorded (at most 200 characters).
         using: database alias of the queue (default ``"default"``).
 
@@ -50,7 +48,7 @@ def pause(queue: str, *, by: str = "", reason: str = "", using: str | None = Non
 
 
 def pause_type(
-    job_type: str | JobType, *, by: str = "", reason: str = "", using: str | None = None
+    job_type: str | JobType, *, by: Any = "", reason: str = "", using: str | None = None
 ) -> bool:
     """Pause job type ``job_type`` in every queue; as :func:`pause` otherwise.
 
@@ -69,8 +67,11 @@ def pause_type(
     return _pause(PauseKind.TYPE, _type_name(job_type), by, reason, using)
 
 
-def resume(queue: str, *, using: str | None = None) -> bool:
+def resume(queue: str, *, by: Any = None, using: str | None = None) -> bool:
     """Resume queue ``queue`` and wake idle workers for it.
+
+    ``by``: who resumes it (a Django user, logged in ``LogEntry``, or a name, which nothing
+    records: the pause row, with its ``paused_by``, is gone).
 
     Returns:
         True if it was paused; False if it was not (nothing changes).
@@ -78,12 +79,13 @@ def resume(queue: str, *, using: str | None = None) -> bool:
     Raises:
         InvalidJobOption: a bad queue name or alias.
     """
-    name = arguments.queue_name(queue)
-    return get_store(arguments.alias(using)).resume(PauseKind.QUEUE, name) is not None
+    return _resume(PauseKind.QUEUE, arguments.queue_name(queue), by, using)
 
 
-def resume_type(job_type: str | JobType, *, using: str | None = None) -> bool:
+def resume_type(job_type: str | JobType, *, by: Any = None, using: str | None = None) -> bool:
     """Resume job type ``job_type`` and wake idle workers of the queues holding its jobs.
+
+    ``by`` as :func:`resume`'s.
 
     Returns:
         True if it was paused; False if it was not (nothing changes).
@@ -91,8 +93,7 @@ def resume_type(job_type: str | JobType, *, using: str | None = None) -> bool:
     Raises:
         InvalidJobOption: a bad type name or alias.
     """
-    name = _type_name(job_type)
-    return get_store(arguments.alias(using)).resume(PauseKind.TYPE, name) is not None
+    return _resume(PauseKind.TYPE, _type_name(job_type), by, using)
 
 
 def paused(using: str | None = None) -> list[Paused]:
@@ -101,7 +102,35 @@ def paused(using: str | None = None) -> list[Paused]:
 
 
 def _pause(kind: str, name: str, by: Any, reason: Any, using: str | None) -> bool:
-    who = _who(by)
+    who = audit.actor_name(by)
     why = arguments.text("reason", reason, 200) or ""
-    _, created = get_store(arguments.alias(using)).pause(kind, name, who, why)
+    alias = arguments.alias(using)
+    _, created = get_store(alias).pause(kind, name, who, why)
+    if created:
+        _log(by, kind, name, alias, audit.ADDITION, f"Paused {kind} {name}.")
     return created
+
+
+def _resume(kind: str, name: str, by: Any, using: str | None) -> bool:
+    audit.actor_name(by)  # a bad ``by`` is refused before anything changes
+    alias = arguments.alias(using)
+    row: int | None = None
+    if audit.is_user(by):  # read first: the resume deletes the row the log names
+        rows = Pause.objects.using(alias).filter(kind=kind, name=name)
+        row = rows.values_list("pk", flat=True).first()
+    lifted = get_store(alias).resume(kind, name) is not None
+    if lifted:
+        _log(by, kind, name, alias, audit.DELETION, f"Resumed {kind} {name}.", row)
+    return lifted
+
+
+def _log(
+    by: Any, kind: str, name: str, alias: str, flag: int, message: str, pk: Any = None
+) -> None:
+    """Record a pause or resume in Django's admin history (a user's only)."""
+    if not audit.is_user(by):
+        return
+    if pk is None:
+        found = Pause.objects.using(alias).filter(kind=kind, name=name).values_list("pk", flat=True)
+        pk = found.first()
+    audit.log(by, Pause, [(pk, f"{kind} {name}")], flag, message)

@@ -92,7 +92,9 @@ class FinishContract:
             "",
         )
         assert cancel["finished_at"] is not None
-        [entry] = cancel["errors"]
+        # Who asked (the operator's entry), then how it ended.
+        asked, entry = cancel["errors"]
+        assert (asked["kind"], asked["previous_state"]) == ("operator_cancel", "leased")
         assert (entry["kind"], entry["attempt"], entry["worker"]) == ("cancelled", 1, "w1")
         assert "completed" in entry["message"]
 
@@ -179,8 +181,8 @@ class FinishContract:
         assert (row["state"], row["dead_reason"], row["attempts"]) == (JobState.CANCELLED, "", 1)
         assert row["finished_at"] is not None
         assert row["lease_token"] is row["lease_until"] is None
-        # The failure is its only entry: no "handler completed" entry for a failed run.
-        assert [e["message"] for e in row["errors"]] == ["x"]
+        # The request, then the failure: no "handler completed" entry for a failed run.
+        assert [e["message"] for e in row["errors"]] == ["cancel requested by operator", "x"]
 
     def test_reap_without_a_decision_uses_the_retry_rule(self, store):
         spent = self.make(max_attempts=1).id

@@ -75,6 +75,7 @@ PARTS: dict[str, set[str]] = {
         "backends",
         "pruning",
         "pausing",
+        "audit",
     },
     "surfaces": {"admin", "management", "ops", "metrics", "health", "checks", "apps", "__main__"},
     "api": {""},

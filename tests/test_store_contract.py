@@ -422,10 +422,17 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
     @pytest.mark.parametrize("state", [JobState.READY, JobState.SCHEDULED, JobState.DEAD])
     def test_cancel_moves_a_cancellable_job_to_cancelled(self, store, state):
         job = self.make(state)
-        assert store.cancel_or_request(job.id) == JobState.CANCELLED
+        assert store.cancel_or_request(job.id, "alice") == JobState.CANCELLED
         row = self.row(job.id)
         assert row["state"] == JobState.CANCELLED
         assert row["finished_at"] is not None
+        entry = row["errors"][-1]  # who cancelled it, from which state
+        assert (entry["kind"], entry["by"], entry["previous_state"], entry["message"]) == (
+            "operator_cancel",
+            "alice",
+            state,
+            "cancelled by operator",
+        )
         assert (row["lease_token"], row["lease_until"]) == (None, None)
         assert store.claim(["q"], "w1", 1, 30.0, now=self.now() + timedelta(days=1)) == []
 
@@ -478,8 +485,14 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         waiting = self.make().id
         assert store.cancel_or_request(waiting) == JobState.CANCELLED
         assert store.cancel_or_request(waiting) is None
-        assert store.cancel_or_request(running.id) == JobState.LEASED  # requested
+        assert store.cancel_or_request(running.id, "carol") == JobState.LEASED  # requested
         assert store.cancel_or_request(running.id) is None
+        # One entry for the one request (who, from which state); the no-ops wrote none.
+        assert [
+            (e["kind"], e["by"], e["previous_state"], e["message"])
+            for e in self.row(running.id)["errors"]
+        ] == [("operator_cancel", "carol", "leased", "cancel requested by operator")]
+        assert [e["kind"] for e in self.row(waiting)["errors"]] == ["operator_cancel"]
         with pytest.raises(JobNotFound):
             store.cancel_or_request(987654321)
 
@@ -508,7 +521,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         job = self.make(state, max_attempts=3)
         old_errors = self.row(job.id)["errors"]
         before = self.now()
-        assert store.retry(job.id) is True
+        assert store.retry(job.id, "alice") is True
         after = self.now()
         row = self.row(job.id)
         assert row["state"] == JobState.READY
@@ -523,6 +536,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         assert entry["kind"] == "operator_retry"
         assert entry["previous_state"] == state
         assert entry["message"] == "retried by operator"
+        assert entry["by"] == "alice"
         [claimed] = store.claim(["q"], "w1", 1, 30.0, now=after + timedelta(seconds=1))
         assert (claimed.id, claimed.attempt) == (job.id, 1)
 
@@ -561,7 +575,7 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
         snapshots = {job_id: self.row(job_id) for job_id in others.values()}
         old_errors = self.row(dead.id)["errors"]
         before = self.now()
-        retried = store.retry_many([cancelled.id, dead.id, *others.values(), 987654321])
+        retried = store.retry_many([cancelled.id, dead.id, *others.values(), 987654321], "bob")
         after = self.now()
         assert retried == {dead.id, cancelled.id}
         for job_id, previous in ((dead.id, JobState.DEAD), (cancelled.id, JobState.CANCELLED)):
@@ -571,10 +585,11 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
             assert (row["lease_token"], row["lease_until"], row["result"]) == (None, None, None)
             assert before <= row["run_at"] <= after
             entry = row["errors"][-1]
-            assert (entry["kind"], entry["previous_state"], entry["message"]) == (
+            assert (entry["kind"], entry["previous_state"], entry["message"], entry["by"]) == (
                 "operator_retry",
                 previous,
                 "retried by operator",
+                "bob",
             )
         assert self.row(dead.id)["errors"][:-1] == old_errors
         for job_id, snapshot in snapshots.items():
@@ -609,13 +624,20 @@ class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntry
     def test_run_now_makes_a_scheduled_job_ready_and_keeps_its_attempts(self, store):
         job = self.make(JobState.SCHEDULED, attempts=2, errors=[{"kind": "error", "attempt": 2}])
         before = self.now()
-        assert store.run_now(job.id) is True
+        assert store.run_now(job.id, "alice") is True
         after = self.now()
         row = self.row(job.id)
         assert row["state"] == JobState.READY
         assert before <= row["run_at"] <= after
         assert row["attempts"] == 2
-        assert row["errors"] == [{"kind": "error", "attempt": 2}]
+        # The history is kept and says who made it ready.
+        kept, entry = row["errors"]
+        assert kept == {"kind": "error", "attempt": 2}
+        assert (entry["kind"], entry["by"], entry["previous_state"]) == (
+            "operator_run_now",
+            "alice",
+            "scheduled",
+        )
         [claimed] = store.claim(["q"], "w1", 1, 30.0, now=after + timedelta(seconds=1))
         assert (claimed.id, claimed.attempt) == (job.id, 3)
 

@@ -59,7 +59,8 @@ class BulkAction:
     verb: str  # "cancel", "retry", "run now"
     past: str  # "Cancelled", "Retried", "Made ready"
     eligible: frozenset[str]
-    apply: Callable[[Sequence[int], str], Outcome]
+    #: ``(ids, using, by)``: ``by`` is the signed-in user, recorded (jobqueue.audit).
+    apply: Callable[[Sequence[int], str, Any], Outcome]
     confirm: bool
     explain: str
     #: Completes "Skipped 2 jobs that are ...".
@@ -118,10 +119,10 @@ def _per_row(
     return refused
 
 
-def cancel_jobs(ids: Sequence[int], using: str) -> Outcome:
+def cancel_jobs(ids: Sequence[int], using: str, by: Any = None) -> Outcome:
     """Cancel each job with ``client.cancel``; a running job may end up "cancel requested"."""
     outcome = Outcome()
-    refused = _per_row(ids, using, lambda i: client.cancel(i, using=using), outcome)
+    refused = _per_row(ids, using, lambda i: client.cancel(i, by=by, using=using), outcome)
     outcome.changed.update(_states(refused, using))
     outcome.missing.extend(set(refused) - set(outcome.changed))
     # Whether a running job is cancelled at once or asked to stop is the client's business; say
@@ -134,9 +135,9 @@ def cancel_jobs(ids: Sequence[int], using: str) -> Outcome:
     return outcome
 
 
-def retry_jobs(ids: Sequence[int], using: str) -> Outcome:
+def retry_jobs(ids: Sequence[int], using: str, by: Any = None) -> Outcome:
     """Retry the jobs with ``client.retry_many`` (per row what ``client.retry`` does)."""
-    result = client.retry_many(ids, using=using)
+    result = client.retry_many(ids, by=by, using=using)
     return Outcome(
         done=list(result.retried),
         changed=dict(result.not_retryable),
@@ -146,10 +147,10 @@ def retry_jobs(ids: Sequence[int], using: str) -> Outcome:
     )
 
 
-def run_jobs_now(ids: Sequence[int], using: str) -> Outcome:
+def run_jobs_now(ids: Sequence[int], using: str, by: Any = None) -> Outcome:
     """Make each scheduled job ready now with ``client.run_now``."""
     outcome = Outcome()
-    refused = _per_row(ids, using, lambda i: client.run_now(i, using=using), outcome)
+    refused = _per_row(ids, using, lambda i: client.run_now(i, by=by, using=using), outcome)
     outcome.changed.update(_states(refused, using))
     outcome.missing.extend(set(refused) - set(outcome.changed))
     return outcome
@@ -302,7 +303,7 @@ def run_bulk_action(
         # Rows of any job list are visible to whoever may act on them (view_job).
         ids = sorted(Job.objects.using(using).filter(id__in=confirmed).values_list("id", flat=True))
         eligible_now = set(eligible.filter(id__in=ids).values_list("id", flat=True))
-        outcome = action.apply(ids, using) if ids else Outcome()
+        outcome = action.apply(ids, using, request.user) if ids else Outcome()
         late = {i: s for i, s in outcome.changed.items() if i not in eligible_now}
         outcome.changed = {i: s for i, s in outcome.changed.items() if i in eligible_now}
         outcome.changed_since_confirmed = late
@@ -315,7 +316,7 @@ def run_bulk_action(
         report(modeladmin, request, action, outcome)
         return None
     ids = sorted(eligible.values_list("id", flat=True))
-    outcome = action.apply(ids, using) if ids else Outcome()
+    outcome = action.apply(ids, using, request.user) if ids else Outcome()
     if not select_across:
         posted = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
         selected = {int(pk) for pk in posted if pk.isascii() and pk.isdigit()}

@@ -23,7 +23,7 @@ from django.utils.translation import ngettext
 
 from ..cron import entries as cron
 from ..cron.firing import run_now
-from ..crontab import Schedule, zone
+from ..crontab import Schedule, has_seconds, zone
 from ..errors import InvalidCronExpression, InvalidJobOption, InvalidPayload
 from ..models import CronEntry, CronFire, CronSource, Job
 from .display import json_block, mask, unmask
@@ -37,16 +37,23 @@ UPCOMING = 5
 FIRE_COLUMNS = ("fire time", "kind", "job", "job state", "fired at", "by")
 
 
-def local(value: datetime | None, timezone: str) -> str:
-    """Format an instant in ``timezone`` with its abbreviation: ``2027-03-28 03:00 CEST``."""
+def local(value: datetime | None, timezone: str, *, seconds: bool = False) -> str:
+    """Format an instant in ``timezone`` with its abbreviation: ``2027-03-28 03:00 CEST``.
+
+    Args:
+        value: an aware instant, or None (shown as ``-``).
+        timezone: an IANA zone name (an unknown one leaves the instant as it is).
+        seconds: always show the seconds (an entry whose schedule has a seconds field,
+            :func:`jobqueue.crontab.has_seconds`); otherwise only when they are not zero.
+    """
     if value is None:
         return "-"
     try:
         moment = value.astimezone(zone(timezone))
     except ValueError:
         moment = value
-    seconds = ":%S" if moment.second or moment.microsecond else ""
-    return moment.strftime(f"%Y-%m-%d %H:%M{seconds} %Z")
+    shown = ":%S" if seconds or moment.second or moment.microsecond else ""
+    return moment.strftime(f"%Y-%m-%d %H:%M{shown} %Z")
 
 
 #: The fields a person edits: the name and the fields every writer of an entry sets (the rest is
@@ -160,6 +167,31 @@ class CronEntryAdmin(InputGuardMixin, admin.ModelAdmin):
             return False
         return super().has_change_permission(request, obj)
 
+    def has_delete_permission(self, request: HttpRequest, obj: CronEntry | None = None) -> bool:
+        """Refuse to delete an entry from ``JOBQUEUE["CRON"]``: runworkers would bring it back.
+
+        Its page then has no Delete button, and a POST to its delete page is refused (403).
+        """
+        if obj is not None and obj.source == CronSource.SETTINGS:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
+        """Name the settings entries among ``objs`` as not deletable: the delete is refused.
+
+        Django's bulk delete ("Delete selected") asks only the model-wide permission; an entry
+        from ``JOBQUEUE["CRON"]`` among the selection makes the confirmation page say why
+        and the confirmed POST is refused (403), nothing deleted.
+        """
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        declared = sorted(o.name for o in objs if o.source == CronSource.SETTINGS)
+        if declared:
+            perms_needed = {
+                *perms_needed,
+                f"cron entries declared in JOBQUEUE['CRON'] ({', '.join(declared)})",
+            }
+        return deleted, counts, perms_needed, protected
+
     def has_run_permission(self, request: HttpRequest) -> bool:
         """Return True if the user may enqueue an entry's job now."""
         return request.user.has_perm("jobqueue.run_cronentry")
@@ -187,7 +219,7 @@ class CronEntryAdmin(InputGuardMixin, admin.ModelAdmin):
         return format_html_join(
             "",
             "<div class='jobqueue-fire-time'>{}</div>",
-            ((local(t, obj.timezone),) for t in times),
+            ((local(t, obj.timezone, seconds=has_seconds(obj.cron_expr)),) for t in times),
         )
 
     @admin.display(description="payload")
@@ -198,7 +230,7 @@ class CronEntryAdmin(InputGuardMixin, admin.ModelAdmin):
     @admin.display(description="last fired", ordering="last_fired_at")
     def last_fired(self, obj: CronEntry) -> str:
         """Return the latest fire time that enqueued a job, in the entry's zone."""
-        return local(obj.last_fired_at, obj.timezone)
+        return local(obj.last_fired_at, obj.timezone, seconds=has_seconds(obj.cron_expr))
 
     @admin.display(description="recent fires")
     def recent_fires(self, obj: CronEntry) -> str:
@@ -217,7 +249,7 @@ class CronEntryAdmin(InputGuardMixin, admin.ModelAdmin):
         )
         rows = (
             (
-                local(f.fire_time, obj.timezone),
+                local(f.fire_time, obj.timezone, seconds=has_seconds(obj.cron_expr)),
                 "run now" if f.manual else "scheduled",
                 self._job_link(f.job_id),
                 states.get(f.job_id, "pruned") if f.job_id else "-",

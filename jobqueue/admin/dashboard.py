@@ -17,16 +17,28 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Min, Q
-from django.http import HttpRequest
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
 
+from .. import pausing
+from ..crontab import has_seconds
+from ..errors import InvalidJobOption
 from ..models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
 from ..ops.clock import humanize_seconds
 from ..ops.queues import served_queues
 from ..states import CLAIMABLE, JobState
+from .cron import local
 from .filters import known_queues
 from .paginator import EXACT_COUNT_BELOW, planner_rows
 
@@ -86,6 +98,16 @@ class CronRow:
     next_fire_at: datetime | None
     last_fired_at: datetime | None
     url: str | None = None
+
+    @property
+    def next_fire(self) -> str:
+        """Return the next fire time in the entry's zone, to the second if it fires on seconds."""
+        return local(self.next_fire_at, self.timezone, seconds=has_seconds(self.cron_expr))
+
+    @property
+    def last_fired(self) -> str:
+        """Return the last fire time like :attr:`next_fire`."""
+        return local(self.last_fired_at, self.timezone, seconds=has_seconds(self.cron_expr))
 
 
 def cron_entries(using: str = "default") -> list[CronRow]:
@@ -250,6 +272,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         # A paused queue's ready jobs wait on purpose: "paused" says so, not "unserved".
         stats.unserved = stats.due > 0 and stats.name not in served and stats.paused is None
     refresh = REFRESH_SECONDS if request.GET.get("refresh") != "0" else 0
+    user = request.user
     context = {
         **modeladmin.admin_site.each_context(request),
         "title": "Queue dashboard",
@@ -265,9 +288,42 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "breakers": breaker_rows(using),
         "budgets": budget_rows(using),
         "pauses": pauses,
+        "can_pause": user.has_perm("jobqueue.add_pause"),
+        "can_resume": user.has_perm("jobqueue.delete_pause"),
         "refresh_seconds": refresh,
         "generated_at": now,
         "elapsed_ms": (time.perf_counter() - started) * 1000,
     }
     request.current_app = modeladmin.admin_site.name
     return TemplateResponse(request, "admin/jobqueue/dashboard.html", context)
+
+
+def pause_or_resume(modeladmin: Any, request: HttpRequest) -> HttpResponse:
+    """Pause or resume one queue from the dashboard's queue table (POST, CSRF-checked).
+
+    ``queue`` names it and ``op`` is ``pause`` (needs ``jobqueue.add_pause``) or ``resume``
+    (``jobqueue.delete_pause``), the permissions of the Pauses page. Goes through
+    ``jobqueue.pause``/``resume`` with the signed-in user as ``by``: the pause records who,
+    and Django's ``LogEntry`` the action (``jobqueue.audit``). Back to the dashboard with a
+    message; a bad queue name is an error message, nothing written.
+    """
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    op, queue = request.POST.get("op"), request.POST.get("queue", "")
+    needed = {"pause": "jobqueue.add_pause", "resume": "jobqueue.delete_pause"}.get(op or "")
+    if needed is None:
+        return HttpResponseBadRequest("op must be pause or resume")
+    if not request.user.has_perm(needed):
+        raise PermissionDenied
+    try:
+        if op == "pause":
+            done = pausing.pause(queue, by=request.user, reason="paused from the dashboard")
+            said = f"Paused queue {queue}." if done else f"Queue {queue} was already paused."
+        else:
+            done = pausing.resume(queue, by=request.user)
+            said = f"Resumed queue {queue}." if done else f"Queue {queue} was not paused."
+    except InvalidJobOption as exc:
+        modeladmin.message_user(request, f"Nothing was changed: {exc}", messages.ERROR)
+    else:
+        modeladmin.message_user(request, said, messages.SUCCESS if done else messages.WARNING)
+    return HttpResponseRedirect(reverse(f"{modeladmin.admin_site.name}:jobqueue_dashboard"))

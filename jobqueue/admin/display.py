@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import timezone
@@ -211,10 +211,36 @@ def state_badge(state: str, label: str | None = None) -> SafeString:
 
 
 def compact_time(value: datetime | None) -> str:
-    """Return an aware datetime as ``2026-01-31 14:05:09`` in the current time zone, or "-"."""
+    """Return an aware datetime compactly for a list column, in the current time zone, or "-".
+
+    ``Dec 01 14:05:09`` within the current year, ``2025-12-01 14:05:09`` before: a list column
+    of three times must fit beside the others at 1,400 px. The full time with its zone is the
+    tooltip (``<time title>``).
+    """
     if value is None:
         return "-"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+    moment = timezone.localtime(value)
+    same_year = moment.year == timezone.localtime().year
+    shown = moment.strftime("%b %d %H:%M:%S" if same_year else "%Y-%m-%d %H:%M:%S")
+    full = moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+    return format_html('<time datetime="{}" title="{}">{}</time>', value.isoformat(), full, shown)
+
+
+def history_time(value: Any) -> SafeString:
+    """Return an error-history entry's ``at`` (ISO 8601 text) to the second in the current zone.
+
+    ``2026-01-31 14:05:09 UTC``, the stored text in the tooltip; text that is not an ISO time
+    (an entry written by hand) is shown as it is.
+    """
+    text = str(value or "")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return format_html("{}", text)
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment, UTC)
+    shown = timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z")
+    return format_html('<time datetime="{}" title="{}">{}</time>', text, text, shown)
 
 
 def short_error(entry: dict[str, Any] | None, secrets: Iterable[str] = ()) -> str:
@@ -246,9 +272,9 @@ def error_history_table(
         (
             (
                 entry.get("attempt", ""),
-                entry.get("at", ""),
+                history_time(entry.get("at")),
                 entry.get("kind", "error"),
-                entry.get("worker", ""),
+                entry.get("worker") or (f"by {entry['by']}" if entry.get("by") else ""),
                 entry.get("type", ""),
                 mask_text(str(entry.get("message") or ""), secrets),
                 format_html(
@@ -263,7 +289,7 @@ def error_history_table(
     )
     return format_html(
         '<table class="jq-errors"><thead><tr><th>attempt</th><th>time</th><th>kind</th>'
-        "<th>worker</th><th>exception</th><th>message and traceback</th></tr></thead>"
+        "<th>worker or by</th><th>exception</th><th>message and traceback</th></tr></thead>"
         "<tbody>{}</tbody></table>",
         rows,
     )

@@ -82,9 +82,20 @@ def known_queues(using: str = "default") -> list[str]:
     return sorted(names)
 
 
-def known_job_types() -> list[str]:
-    """Return the job type names registered in this process."""
-    return sorted(registry())
+#: Newest jobs whose types the job-type filter offers besides the registered ones.
+RECENT_TYPES_FROM = 1000
+
+
+def known_job_types(using: str = "default") -> list[str]:
+    """Return the job types registered in this process and those of the newest jobs.
+
+    A ``django.tasks`` task is registered only once its module is imported (a task declared for
+    another backend, or in a module the web process never imports, is not), so the registry
+    alone left such types out. The newest :data:`RECENT_TYPES_FROM` jobs, read by primary key
+    (a bounded read, whatever the table's size), add the types in use.
+    """
+    recent = Job.objects.using(using).order_by("-id").values_list("type", flat=True)
+    return sorted({*registry(), *recent[:RECENT_TYPES_FROM]})
 
 
 class _ChoicesWithCurrent(admin.SimpleListFilter):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.http import HttpRequest
-from django.urls import path
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponseRedirect
+from django.urls import path, reverse
 
-from ..models import Job
+from ..models import Job, QueueDashboard
 from . import dashboard
 from .base import JobAdminBase
 from .filters import JobTypeFilter, QueueFilter, StateFilter, TenantFilter
@@ -49,10 +50,50 @@ class JobAdmin(JobAdminBase):
                 "dashboard/",
                 self.admin_site.admin_view(self.dashboard_view),
                 name="jobqueue_dashboard",
-            )
+            ),
+            path(
+                "dashboard/pause/",
+                self.admin_site.admin_view(self.dashboard_pause_view),
+                name="jobqueue_dashboard_pause",
+            ),
         ]
         return urls + super().get_urls()
 
     def dashboard_view(self, request: HttpRequest):
         """Render the queue dashboard (needs the view permission on jobs)."""
         return dashboard.render(self, request)
+
+    def dashboard_pause_view(self, request: HttpRequest):
+        """Pause or resume a queue from the dashboard (POST; the Pauses page's permissions)."""
+        return dashboard.pause_or_resume(self, request)
+
+
+@admin.register(QueueDashboard)
+class QueueDashboardLink(admin.ModelAdmin):
+    """The "Queue dashboard" row of the site and app indexes: its list is the dashboard."""
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        """Allow whoever may view jobs (the dashboard's own rule)."""
+        return request.user.has_perm("jobqueue.view_job")
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        """Show the row to whoever may view jobs."""
+        return self.has_view_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        """Refuse: there is nothing to add."""
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        """Refuse: there is nothing to change."""
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        """Refuse: there is nothing to delete."""
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context=None) -> HttpResponseRedirect:
+        """Redirect to the queue dashboard."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:jobqueue_dashboard"))

@@ -42,13 +42,17 @@ def _chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:
 
 
 def retry(
-    ids: Sequence[int], using: str = "default", progress: Callable[[int], None] | None = None
+    ids: Sequence[int],
+    using: str = "default",
+    progress: Callable[[int], None] | None = None,
+    by: Any = None,
 ) -> Outcome:
     """Retry dead or cancelled jobs (``client.retry_many``, a thousand ids per call).
 
     Args:
         ids: job ids.
         using: database alias of the queue.
+        by: who acts (a Django user or a name; ``jobqueue.audit``).
         progress: called with the number of ids handled so far, after each chunk.
 
     Returns:
@@ -57,7 +61,7 @@ def retry(
     outcome = Outcome()
     handled = 0
     for chunk in _chunks(ids):
-        result = client.retry_many(chunk, using=using)
+        result = client.retry_many(chunk, by=by, using=using)
         outcome.done.extend(result.retried)
         outcome.skipped.update(result.not_retryable)
         for job_id in result.duplicate:
@@ -71,13 +75,17 @@ def retry(
 
 
 def cancel(
-    ids: Sequence[int], using: str = "default", progress: Callable[[int], None] | None = None
+    ids: Sequence[int],
+    using: str = "default",
+    progress: Callable[[int], None] | None = None,
+    by: Any = None,
 ) -> Outcome:
     """Cancel jobs (``client.cancel`` each: a running one gets a cancel request).
 
     Args:
         ids: job ids.
         using: database alias of the queue.
+        by: who acts (a Django user or a name; ``jobqueue.audit``).
         progress: called with the number of ids handled so far, after each chunk.
 
     Returns:
@@ -89,7 +97,7 @@ def cancel(
     for chunk in _chunks(ids):
         for job_id in chunk:
             try:
-                if client.cancel(job_id, using=using):
+                if client.cancel(job_id, by=by, using=using):
                     outcome.done.append(job_id)
                 else:
                     outcome.skipped[job_id] = "finished or already cancelling"

@@ -20,29 +20,70 @@ def _now(now: datetime | None) -> datetime:
     return now or timezone.now()
 
 
+#: What each operator entry of a job's history says (as the PostgreSQL statements write it).
+_MESSAGES = {
+    "operator_retry": "retried by operator",
+    "operator_run_now": "made ready now by operator",
+}
+
+
+def _entry(kind: str, now: datetime, previous_state: str, by: str) -> dict[str, Any]:
+    """Return the history entry of an operator action (``by``: who)."""
+    if kind == "operator_cancel":
+        message = (
+            "cancel requested by operator"
+            if previous_state == JobState.LEASED
+            else "cancelled by operator"
+        )
+    else:
+        message = _MESSAGES[kind]
+    return {
+        "kind": kind,
+        "at": now.isoformat(),
+        "previous_state": previous_state,
+        "message": message,
+        "by": by,
+    }
+
+
 class GenericOperatorStore:
     """cancel, retry, run_now and prune on the ORM; the host class provides ``alias``, ``_jobs``."""
 
     alias: str
     _jobs: Any
 
-    def cancel_or_request(self, job_id: int) -> str | None:
+    def cancel_or_request(self, job_id: int, by: str = "") -> str | None:
         now = timezone.now()
         with transaction.atomic(using=self.alias):
-            if self._jobs.filter(id=job_id, state__in=CANCELLABLE - {JobState.LEASED}).update(
-                state=JobState.CANCELLED, finished_at=now
-            ):
+            row = (
+                self._jobs.select_for_update()
+                .filter(id=job_id)
+                .values("state", "errors", "cancel_requested_at")
+                .first()
+            )
+            if row is not None and row["state"] in CANCELLABLE - {JobState.LEASED}:
+                self._jobs.filter(id=job_id, state=row["state"]).update(
+                    state=JobState.CANCELLED,
+                    finished_at=now,
+                    errors=[*row["errors"], _entry("operator_cancel", now, row["state"], by)],
+                )
                 return JobState.CANCELLED
             # A running job is asked to stop; its worker ends it cancelled.
-            if self._jobs.filter(
-                id=job_id, state=JobState.LEASED, cancel_requested_at__isnull=True
-            ).update(cancel_requested_at=now):
+            if (
+                row is not None
+                and row["state"] == JobState.LEASED
+                and row["cancel_requested_at"] is None
+            ):
+                self._jobs.filter(id=job_id, state=JobState.LEASED).update(
+                    cancel_requested_at=now,
+                    errors=[*row["errors"], _entry("operator_cancel", now, JobState.LEASED, by)],
+                )
                 return JobState.LEASED
         if not self._jobs.filter(id=job_id).exists():
             raise JobNotFound(job_id)
         return None
 
-    def retry(self, job_id: int) -> bool:
+    def retry(self, job_id: int, by: str = "") -> bool:
         now = timezone.now()
         try:
             with transaction.atomic(using=self.alias):
@@ -55,12 +96,7 @@ class GenericOperatorStore:
                     if not self._jobs.filter(id=job_id).exists():
                         raise JobNotFound(job_id)
                     return False
-                entry = {
-                    "kind": "operator_retry",
-                    "at": now.isoformat(),
-                    "previous_state": row["state"],
-                    "message": "retried by operator",
-                }
+                entry = _entry("operator_retry", now, row["state"], by)
                 updated = self._jobs.filter(id=job_id, state__in=RETRYABLE).update(
                     state=JobState.READY,
                     run_at=now,
@@ -82,24 +118,28 @@ class GenericOperatorStore:
             )
             raise DuplicateJob(row["queue"], row["dedupe_key"] or "", holder) from None
 
-    def retry_many(self, job_ids: Sequence[int]) -> set[int]:
+    def retry_many(self, job_ids: Sequence[int], by: str = "") -> set[int]:
         retried: set[int] = set()
         # One transaction (SQLite: one commit); each retry() is its own savepoint inside it.
         with transaction.atomic(using=self.alias):
             for job_id in sorted(set(job_ids)):
                 try:
-                    if self.retry(job_id):
+                    if self.retry(job_id, by):
                         retried.add(job_id)
                 except (DuplicateJob, JobNotFound):
                     continue
         return retried
 
-    def run_now(self, job_id: int) -> bool:
-        updated = self._jobs.filter(id=job_id, state=JobState.SCHEDULED).update(
-            state=JobState.READY, run_at=timezone.now()
-        )
-        if updated:
-            return True
+    def run_now(self, job_id: int, by: str = "") -> bool:
+        now = timezone.now()
+        with transaction.atomic(using=self.alias):
+            row = self._jobs.filter(id=job_id, state=JobState.SCHEDULED).values("errors").first()
+            if row is not None and self._jobs.filter(id=job_id, state=JobState.SCHEDULED).update(
+                state=JobState.READY,
+                run_at=now,
+                errors=[*row["errors"], _entry("operator_run_now", now, JobState.SCHEDULED, by)],
+            ):
+                return True
         if not self._jobs.filter(id=job_id).exists():
             raise JobNotFound(job_id)
         return False

@@ -14,21 +14,25 @@ from typing import Protocol
 class OperatorStore(Protocol):
     """What an operator (the client's ``cancel``, ``retry``, ``run_now``, the pruner) writes."""
 
-    def cancel_or_request(self, job_id: int) -> str | None:
+    def cancel_or_request(self, job_id: int, by: str = "") -> str | None:
         """Cancel a ready, scheduled or dead job now; ask a leased (running) one to stop.
+
+        Either way the job's history gains an ``operator_cancel`` entry naming ``by`` (who).
 
         Returns:
             ``"cancelled"`` (cancelled now), ``"leased"`` (running: its cancel was requested), or
             None (already finished, or a cancel already requested). Raises JobNotFound.
         """
 
-    def retry(self, job_id: int) -> bool:
+    def retry(self, job_id: int, by: str = "") -> bool:
         """Send a dead or cancelled job back to ``ready`` with a fresh attempt budget.
+
+        Its history gains an ``operator_retry`` entry naming ``by`` (who).
 
         Returns False when the job is in another state. Raises JobNotFound, DuplicateJob.
         """
 
-    def retry_many(self, job_ids: Sequence[int]) -> set[int]:
+    def retry_many(self, job_ids: Sequence[int], by: str = "") -> set[int]:
         """Retry each dead or cancelled job of ``job_ids`` exactly as :meth:`retry` would.
 
         A row in another state, a missing id, and a row whose dedupe key a live job holds are
@@ -39,8 +43,10 @@ class OperatorStore(Protocol):
             The ids retried.
         """
 
-    def run_now(self, job_id: int) -> bool:
+    def run_now(self, job_id: int, by: str = "") -> bool:
         """Make a ``scheduled`` job ``ready`` now (``run_at = now()``); attempts and history kept.
+
+        Its history gains an ``operator_run_now`` entry naming ``by`` (who).
 
         Returns False when the job is in another state. Raises JobNotFound.
         """

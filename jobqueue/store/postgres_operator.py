@@ -28,8 +28,8 @@ class PostgresOperatorStore:
         with self._execute("job_exists", {"id": job_id}) as cursor:
             return cursor.fetchone() is not None
 
-    def cancel_or_request(self, job_id: int) -> str | None:
-        with self._execute("cancel", {"id": job_id}) as cursor:
+    def cancel_or_request(self, job_id: int, by: str = "") -> str | None:
+        with self._execute("cancel", {"id": job_id, "by": by}) as cursor:
             row = fetchone(cursor)
         if row is not None:
             return row.state
@@ -37,11 +37,11 @@ class PostgresOperatorStore:
             raise JobNotFound(job_id)
         return None
 
-    def retry(self, job_id: int) -> bool:
+    def retry(self, job_id: int, by: str = "") -> bool:
         try:
             # A savepoint, so a refused retry leaves the caller's transaction usable.
             with bounded.own_transaction(self.alias):
-                with self._execute("retry", {"id": job_id}) as cursor:
+                with self._execute("retry", {"id": job_id, "by": by}) as cursor:
                     if cursor.fetchone() is not None:
                         return True
         except IntegrityError:
@@ -57,7 +57,7 @@ class PostgresOperatorStore:
             raise JobNotFound(job_id)
         return False
 
-    def retry_many(self, job_ids: Sequence[int]) -> set[int]:
+    def retry_many(self, job_ids: Sequence[int], by: str = "") -> set[int]:
         ids = sorted(set(job_ids))
         if not ids:
             return set()
@@ -65,20 +65,20 @@ class PostgresOperatorStore:
             # A savepoint: a dedupe key taken by a concurrent enqueue between the check and the
             # update aborts only this statement; then each row goes through retry() on its own.
             with bounded.own_transaction(self.alias):
-                with self._execute("retry_many", {"ids": ids}) as cursor:
+                with self._execute("retry_many", {"ids": ids, "by": by}) as cursor:
                     return {row.id for row in fetchall(cursor)}
         except IntegrityError:
             retried: set[int] = set()
             for job_id in ids:
                 try:
-                    if self.retry(job_id):
+                    if self.retry(job_id, by):
                         retried.add(job_id)
                 except (DuplicateJob, JobNotFound):
                     continue
             return retried
 
-    def run_now(self, job_id: int) -> bool:
-        with self._execute("run_now", {"id": job_id}) as cursor:
+    def run_now(self, job_id: int, by: str = "") -> bool:
+        with self._execute("run_now", {"id": job_id, "by": by}) as cursor:
             if cursor.fetchone() is not None:
                 return True
         if not self._exists(job_id):

@@ -18,7 +18,7 @@ from django.core.management import call_command, load_command_class
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
-from jobqueue import health, pausing
+from jobqueue import arguments, audit, health, pausing
 from jobqueue.management import render
 from jobqueue.management.cli_args import (
     add_filters,
@@ -79,6 +79,7 @@ class Command(BaseCommand):
             sub.add_argument(
                 "--yes", action="store_true", help="act on every job the filter matches"
             )
+            add_actor(sub)
 
         for verb, says in (
             (
@@ -90,10 +91,8 @@ class Command(BaseCommand):
             sub = verbs.add_parser(verb, parents=[common], help=says)
             sub.add_argument("queue", nargs="?", metavar="QUEUE", help="queue name")
             sub.add_argument("--type", dest="job_type", metavar="TYPE", help="a job type instead")
+            add_actor(sub)
             if verb == "pause":
-                sub.add_argument(
-                    "--by", default=None, help="who pauses it, for the record (default: OS user)"
-                )
                 sub.add_argument("--reason", default="", help="why, for the record")
 
         prune = verbs.add_parser(
@@ -281,6 +280,8 @@ class Command(BaseCommand):
             head = " ".join(
                 str(entry[k]) for k in ("at", "kind", "attempt", "worker") if entry.get(k)
             )
+            if entry.get("by"):
+                head += f" by {entry['by']}"
             self.stdout.write(f"- {head}: {entry.get('type', '')}: {entry.get('message', '')}")
             tail = (entry.get("traceback") or "").rstrip()
             if tail:
@@ -330,7 +331,7 @@ class Command(BaseCommand):
                 )
                 return False
         progress = self._progress(len(ids)) if len(ids) > actions.CHUNK else None
-        outcome = act(ids, using, progress)
+        outcome = act(ids, using, progress, by=self._actor(options))
         if options["json"]:
             self._json(outcome.as_dict())
         else:
@@ -344,7 +345,7 @@ class Command(BaseCommand):
 
     def _pause(self, using: str, options: dict[str, Any]) -> bool:
         kind, name = self._pause_target(options)
-        by = options["by"] if options["by"] is not None else operator_name()
+        by = self._actor(options)
         act = pausing.pause if kind == "queue" else pausing.pause_type
         try:
             made = act(name, by=by, reason=options["reason"], using=using)
@@ -367,7 +368,7 @@ class Command(BaseCommand):
         kind, name = self._pause_target(options)
         act = pausing.resume if kind == "queue" else pausing.resume_type
         try:
-            lifted = act(name, using=using)
+            lifted = act(name, by=self._actor(options), using=using)
         except ValueError as exc:
             raise CommandError(str(exc), returncode=2) from None
         if lifted:
@@ -377,10 +378,23 @@ class Command(BaseCommand):
         return True
 
     @staticmethod
+    def _actor(options: dict[str, Any]) -> Any:
+        """Who acts: ``--as`` (default: the OS user), as the Django user of that name if any."""
+        name = options["actor"] if options["actor"] is not None else operator_name()
+        return audit.resolve(name)
+
+    @staticmethod
     def _pause_target(options: dict[str, Any]) -> tuple[str, str]:
         queue, job_type = options["queue"], options["job_type"]
         if (queue is None) == (job_type is None):
             raise CommandError("name a QUEUE, or a job type with --type (not both)", returncode=2)
+        # Checked here, before --as is looked up among the site's users: bad usage is exit 2
+        # whatever the database says.
+        check = arguments.queue_name if job_type is None else arguments.type_name
+        try:
+            check(queue if job_type is None else job_type)
+        except ValueError as exc:
+            raise CommandError(str(exc), returncode=2) from None
         return ("queue", queue) if job_type is None else ("type", job_type)
 
     def _progress(self, total: int) -> Any:
@@ -398,6 +412,19 @@ class Command(BaseCommand):
 
     def _json(self, value: Any) -> None:
         self.stdout.write(render.to_json(value))
+
+
+def add_actor(parser: argparse.ArgumentParser) -> None:
+    """Add ``--as USER`` (``--by`` too, its older name): who acts, for the record."""
+    parser.add_argument(
+        "--as",
+        "--by",
+        dest="actor",
+        default=None,
+        metavar="USER",
+        help="who acts, for the job history and, when a Django user has this user name, the "
+        "admin's LogEntry (default: the OS user)",
+    )
 
 
 def _by_since(by: str | None, at: datetime) -> str:

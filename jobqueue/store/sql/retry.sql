@@ -6,6 +6,6 @@ SET state = 'ready', run_at = now(), attempts = 0, finished_at = NULL, dead_reas
     lease_token = NULL, lease_until = NULL, result = NULL, cancel_requested_at = NULL,
     errors = errors || jsonb_build_array(jsonb_build_object(
         'kind', 'operator_retry', 'at', now(), 'previous_state', state,
-        'message', 'retried by operator'))
+        'message', 'retried by operator', 'by', %(by)s::text))
 WHERE id = %(id)s AND state IN ('dead', 'cancelled')
 RETURNING id, pg_notify('jobqueue_ready', queue)

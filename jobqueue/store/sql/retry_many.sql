@@ -30,7 +30,7 @@ SET state = 'ready', run_at = now(), attempts = 0, finished_at = NULL, dead_reas
     lease_token = NULL, lease_until = NULL, result = NULL,
     errors = j.errors || jsonb_build_array(jsonb_build_object(
         'kind', 'operator_retry', 'at', now(), 'previous_state', j.state,
-        'message', 'retried by operator'))
+        'message', 'retried by operator', 'by', %(by)s::text))
 FROM eligible AS e
 WHERE j.id = e.id AND j.state IN ('dead', 'cancelled')
 RETURNING j.id, pg_notify('jobqueue_ready', j.queue)
