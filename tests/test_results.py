@@ -10,9 +10,11 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 from django.utils import timezone
 
 import jobqueue
@@ -24,8 +26,9 @@ from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome
 
-from .conftest import requires_postgres, wait_for
+from .conftest import database_url, requires_postgres, wait_for
 from .factories import make_job
+from .jobqueue_cli import cli
 
 BOTH = pytest.mark.django_db(databases=["default", "sqlite"], transaction=True)
 
@@ -254,10 +257,6 @@ def test_wait_sleeps_on_listen_and_is_woken_by_the_finish_without_reading_the_ta
 @pytest.mark.django_db(transaction=True)
 def test_finishing_an_unwatched_job_sends_no_notification():
     """The finish path of jobs nobody waits on pays no NOTIFY (the drain's cost stays)."""
-    import psycopg
-
-    from .conftest import database_url
-
     store = get_store("default")
     watched, unwatched = make_job(queue="quiet"), make_job(queue="quiet")
     assert store.watch(watched.id) == "ready"
@@ -268,3 +267,25 @@ def test_finishing_an_unwatched_job_sends_no_notification():
         payloads = [n.payload for n in conn.notifies(timeout=1.0, stop_after=5)]
     assert payloads == [str(watched.id)]
     assert unwatched.id not in {int(p) for p in payloads}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_progress_and_checkpoint_show_in_the_cli_and_the_admin_job_page(admin_client):
+    store = get_store("default")
+    job = make_job(queue="shown")
+    [claimed] = store.claim(["shown"], "w1", 1, 30.0)
+    context = context_of(claimed, store)
+    context.progress(40, 200)
+    context.checkpoint({"next": 40, "cursor": "row-0040"})
+    shown = cli("show", str(job.id))
+    assert shown.returncode == 0, shown
+    assert "40 of 200 (20%)" in shown.stdout and "row-0040" in shown.stdout
+    data = cli("show", str(job.id), "--json").json()
+    assert (data["progress"], data["checkpoint"]) == (
+        "40 of 200 (20%)",
+        {"next": 40, "cursor": "row-0040"},
+    )
+    page = admin_client.get(reverse("admin:jobqueue_job_change", args=[job.id]))
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "40 of 200 (20%)" in text and "row-0040" in text
