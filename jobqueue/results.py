@@ -21,7 +21,7 @@ from django.db import connections
 
 from . import arguments
 from .conf import get_settings
-from .errors import JobCancelled, JobFailed, JobNotFound, WaitTimeout
+from .errors import JobCancelled, JobFailed, JobNotFound, JobQueueError, WaitTimeout
 from .jobstatus import JobResult, JobStatus, Progress
 from .models import Job
 from .states import JobState
@@ -133,8 +133,8 @@ def wait(
     """Block until job ``job_id`` is finished and return its result.
 
     Sleeps on a PostgreSQL notification (see the module docstring), or polls with back-off
-    where notifications cannot be used; never reads the row in a tight loop. Do not call it
-    inside a transaction that enqueued the job: the job is not visible to workers until commit.
+    where notifications cannot be used; never reads the row in a tight loop. It refuses to run
+    inside a transaction on the job's database (wait after the commit).
 
     Args:
         job_id: the id ``enqueue`` returned.
@@ -153,11 +153,19 @@ def wait(
         JobCancelled: the job ended cancelled (``.last_error``).
         JobNotFound: no job has this id.
         InvalidJobOption: ``timeout``, ``poll_s`` or ``using`` is not valid.
+        JobQueueError: called inside a transaction (``atomic()``) on the job's database.
     """
     alias = arguments.alias(using)
     job_id = arguments.job_id(job_id)
     limit = None if timeout is None else arguments.seconds("timeout", timeout)
     gap = None if poll_s is None else arguments.seconds("poll_s", poll_s)
+    if connections[alias].in_atomic_block:
+        # Its mark would hold the job's row lock until the caller commits, and the worker
+        # finishing the job would wait on it: neither could go on until the timeout.
+        raise JobQueueError(
+            f"jobqueue.wait({job_id}) inside a transaction on {alias!r}: wait after the commit "
+            "(a job enqueued in the transaction is not visible to workers before it)"
+        )
     deadline = None if limit is None else time.monotonic() + limit
     listener = _listener(alias)
     try:

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import psycopg
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
@@ -140,6 +140,13 @@ class ResultsContract:
             with pytest.raises(InvalidJobOption, match="timeout"):
                 jobqueue.wait(job.id, timeout=bad, using=self.alias)
 
+    def test_wait_inside_a_transaction_is_refused_and_marks_nothing(self, store):
+        job = make_job(using=self.alias, queue="r10")
+        with transaction.atomic(using=self.alias):
+            with pytest.raises(JobQueueError, match="inside a transaction"):
+                jobqueue.wait(job.id, timeout=5, using=self.alias)
+        assert not Job.objects.using(self.alias).get(id=job.id).watched
+
     def test_wait_returns_when_a_worker_finishes_the_job_meanwhile(self, store):
         job = make_job(using=self.alias, queue="r6")
         got: list = []
@@ -171,6 +178,14 @@ class ResultsContract:
         assert second.attempt == 2
         assert second.checkpoint_state == {"next": 12, "cursor": "k-0012"}
         assert jobqueue.status(job.id, using=self.alias).has_checkpoint
+
+    def test_a_job_released_at_shutdown_resumes_from_its_checkpoint(self, store):
+        job = make_job(using=self.alias, queue="r11")
+        first = context_of(self.claim_one(store, "r11"), store)
+        first.checkpoint({"next": 3})
+        store.release(job.id, first.lease_token)
+        second = context_of(self.claim_one(store, "r11"), store)
+        assert (second.attempt, second.checkpoint_state) == (1, {"next": 3})
 
     def test_a_zombies_late_checkpoint_and_progress_are_refused_and_write_nothing(self, store):
         job = make_job(using=self.alias, queue="r8")
