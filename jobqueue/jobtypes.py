@@ -90,6 +90,9 @@ class JobContext:
         attempt: this attempt's number, counting from 1 (attempts count claims).
         max_attempts: attempts the job gets before it is dead-lettered.
         worker_id: the worker running it.
+        lease_token: this run's lease token, which fences :meth:`progress` and
+            :meth:`checkpoint` (None in a context made by hand, which records nothing).
+        recorder: where those go (the worker's store).
     """
 
     job_id: int
@@ -177,7 +180,7 @@ class JobContext:
             JobQueueError: the context belongs to no worker (made by hand).
         """
         for name, value in (("done", done), ("total", total)):
-            if value is not None and (
+            if (value is not None or name == "done") and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 0
             ):
                 raise InvalidJobOption(f"progress {name}", f"must be an int >= 0, got {value!r}")

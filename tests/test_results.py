@@ -212,7 +212,7 @@ class ResultsContract:
         settings.JOBQUEUE = {"CHECKPOINT_MAX_BYTES": 64}
         job = make_job(using=self.alias, queue="r9")
         context = context_of(self.claim_one(store, "r9"), store)
-        for done, total in ((-1, None), (5, 3), (1.5, None), (True, None), (1, "9")):
+        for done, total in ((-1, None), (5, 3), (1.5, None), (True, None), (1, "9"), (None, 4)):
             with pytest.raises(InvalidJobOption, match="progress"):
                 context.progress(done, total)
         with pytest.raises(InvalidPayload, match="CHECKPOINT_MAX_BYTES"):
