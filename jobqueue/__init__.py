@@ -11,7 +11,14 @@ from typing import Any
 __version__ = "0.1.0"
 
 __all__ = [
+    "JobCancelled",
     "JobContext",
+    "JobFailed",
+    "JobResult",
+    "JobStatus",
+    "Progress",
+    "WaitError",
+    "WaitTimeout",
     "ack",
     "cancel",
     "claim",
@@ -25,12 +32,15 @@ __all__ = [
     "pause",
     "pause_type",
     "paused",
+    "result",
     "resume",
     "resume_type",
     "retry",
     "retry_many",
     "run_now",
     "schedule",
+    "status",
+    "wait",
 ]
 
 _LAZY = {
@@ -54,6 +64,16 @@ _LAZY = {
     "resume_type": "jobqueue.pausing",
     "job": "jobqueue.jobs",
     "JobContext": "jobqueue.jobtypes",
+    "status": "jobqueue.results",
+    "result": "jobqueue.results",
+    "wait": "jobqueue.results",
+    "JobStatus": "jobqueue.jobstatus",
+    "JobResult": "jobqueue.jobstatus",
+    "Progress": "jobqueue.jobstatus",
+    "WaitError": "jobqueue.errors",
+    "WaitTimeout": "jobqueue.errors",
+    "JobFailed": "jobqueue.errors",
+    "JobCancelled": "jobqueue.errors",
 }
 
 

@@ -79,6 +79,10 @@ transaction mode, without ``POOLED_DATABASES``): workers then only poll every
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 """Largest payload accepted by enqueue, measured as UTF-8 JSON."""
 
+DEFAULT_CHECKPOINT_MAX_BYTES = 64 * 1024
+"""Largest checkpoint a handler may write (``context.checkpoint``), measured as UTF-8 JSON. A
+checkpoint is rewritten on the job's row at every step, so it should stay small (1 B..1 MiB)."""
+
 DEFAULT_GRACE_SECONDS = 30.0
 """How long a worker told to stop (SIGTERM) lets running jobs finish before releasing them."""
 
@@ -143,6 +147,7 @@ class JobQueueSettings:
     listen_notify: bool = DEFAULT_LISTEN_NOTIFY
     metrics_interval_seconds: float = DEFAULT_METRICS_INTERVAL_SECONDS
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    checkpoint_max_bytes: int = DEFAULT_CHECKPOINT_MAX_BYTES
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     reaper_interval_seconds: float = DEFAULT_REAPER_INTERVAL_SECONDS
     concurrency: int = DEFAULT_CONCURRENCY
@@ -328,6 +333,7 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
         _ranged("METRICS_INTERVAL_SECONDS"),
     ),
     "MAX_PAYLOAD_BYTES": ("max_payload_bytes", _ranged("MAX_PAYLOAD_BYTES")),
+    "CHECKPOINT_MAX_BYTES": ("checkpoint_max_bytes", _ranged("CHECKPOINT_MAX_BYTES")),
     "GRACE_SECONDS": ("grace_seconds", _ranged("GRACE_SECONDS")),
     "REAPER_INTERVAL_SECONDS": ("reaper_interval_seconds", _ranged("REAPER_INTERVAL_SECONDS")),
     "CONCURRENCY": ("concurrency", _ranged("CONCURRENCY")),

@@ -20,6 +20,8 @@ __all__ = [
     "InvalidCronExpression",
     "InvalidJobOption",
     "InvalidPayload",
+    "JobCancelled",
+    "JobFailed",
     "JobNotFound",
     "JobQueueConfigurationError",
     "JobQueueError",
@@ -31,6 +33,8 @@ __all__ = [
     "RetryAfter",
     "UnknownJobType",
     "UnregisteredJobType",
+    "WaitError",
+    "WaitTimeout",
 ]
 
 
@@ -139,6 +143,63 @@ class JobTimeout(JobQueueError, TimeoutError):
         self.job_id = job_id
         self.timeout_s = timeout_s
         super().__init__(f"job {job_id} ran past its timeout of {timeout_s:g} s")
+
+
+class WaitError(JobQueueError):
+    """A wait for a job ended without its result (``jobqueue.wait``).
+
+    Attributes:
+        job_id: the job waited on.
+        state: its state when the wait ended.
+        last_error: the last entry of its error history (a dict), or None.
+    """
+
+    def __init__(
+        self, job_id: int, state: str, message: str, last_error: dict | None = None
+    ) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.last_error = last_error
+        super().__init__(message)
+
+
+class WaitTimeout(WaitError, TimeoutError):
+    """The job did not finish within the wait's timeout (it may still finish later)."""
+
+    def __init__(self, job_id: int, state: str, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        super().__init__(
+            job_id, state, f"job {job_id} did not finish within {timeout_s:g} s (it is {state})"
+        )
+
+
+def _said(last_error: dict | None) -> str:
+    if not last_error:
+        return ""
+    kind = last_error.get("type") or last_error.get("kind") or "error"
+    return f": last error {kind}: {last_error.get('message', '')}"
+
+
+class JobFailed(WaitError):
+    """The job ended dead: its attempts were spent, or its error was permanent."""
+
+    def __init__(self, job_id: int, dead_reason: str, last_error: dict | None = None) -> None:
+        self.dead_reason = dead_reason
+        super().__init__(
+            job_id,
+            "dead",
+            f"job {job_id} is dead ({dead_reason or 'no reason recorded'}){_said(last_error)}",
+            last_error,
+        )
+
+
+class JobCancelled(WaitError):
+    """The job ended cancelled: it will not run (an operator or code cancelled it)."""
+
+    def __init__(self, job_id: int, last_error: dict | None = None) -> None:
+        super().__init__(
+            job_id, "cancelled", f"job {job_id} was cancelled{_said(last_error)}", last_error
+        )
 
 
 class InvalidCronExpression(JobQueueError, ValueError):

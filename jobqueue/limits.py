@@ -68,6 +68,7 @@ RANGES: dict[str, Range] = {
     "REAPER_INTERVAL_SECONDS": _seconds(0.01, HOUR),
     # jsonb values are at most 255 MiB (PostgreSQL's limit).
     "MAX_PAYLOAD_BYTES": _count(1, 255 * 1024 * 1024, "bytes"),
+    "CHECKPOINT_MAX_BYTES": _count(1, 1024 * 1024, "bytes"),
     "CONCURRENCY": _count(1, 1000),
     "TENANT_MAX_RUNNING": _count(1, 1_000_000),
     "RETENTION": _seconds(0, MAX_DELAY_SECONDS),

@@ -79,6 +79,12 @@ class Job(models.Model):
         db_default=False,
         help_text="Its worker process died while it ran beside other jobs; it next runs alone.",
     )
+    # Progress and checkpoint of a long handler (jobqueue.JobContext), and jobqueue.wait's mark.
+    progress_done = models.BigIntegerField(null=True, blank=True, help_text="Steps done.")
+    progress_total = models.BigIntegerField(null=True, blank=True, help_text="Steps in all.")
+    checkpoint = models.JSONField(null=True, blank=True, help_text="The next attempt resumes.")
+    checkpoint_at = models.DateTimeField(null=True, blank=True)
+    watched = models.BooleanField(default=False, db_default=False, help_text="Waited on.")
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

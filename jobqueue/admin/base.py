@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from ..models import Job
+from ..ops.jobs import progress_text
 from ..states import JobState
 from . import actions as bulk
 from .display import (
@@ -48,6 +49,7 @@ DETAIL_FIELDSETS: FieldsetSpec = (
         },
     ),
     ("Payload", {"fields": ("payload_block",)}),
+    ("Progress", {"fields": (("progress_label", "checkpoint_at"), "checkpoint_block")}),
     ("Error history", {"fields": ("error_history",)}),
     ("Lease", {"fields": (("leased_by", "lease_until"), "lease_token")}),
     ("Result", {"fields": ("result_block",)}),
@@ -105,6 +107,9 @@ class JobAdminBase(InputGuardMixin, admin.ModelAdmin):
         "reason_label",
         "cancel_requested_at",
         "payload_block",
+        "progress_label",
+        "checkpoint_at",
+        "checkpoint_block",
         "error_history",
         "leased_by",
         "lease_until",
@@ -150,7 +155,7 @@ class JobAdminBase(InputGuardMixin, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         """Leave the payload and result (up to 1 MiB each) out of the list's query."""
-        return super().get_queryset(request).defer("payload", "result")
+        return super().get_queryset(request).defer("payload", "result", "checkpoint")
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
@@ -245,6 +250,18 @@ class JobAdminBase(InputGuardMixin, admin.ModelAdmin):
         if job.result is None:
             return "-"
         return json_block(job.result, whole_url=self._json_url(job, "result"))
+
+    @admin.display(description="progress")
+    def progress_label(self, job: Job) -> str:
+        """Show the handler's last progress report (``3 of 10 (30%)``), or ``-``."""
+        return progress_text(job) or "-"
+
+    @admin.display(description="checkpoint")
+    def checkpoint_block(self, job: Job) -> str:
+        """Show the last checkpoint (masked, shortened): the next attempt resumes from it."""
+        if job.checkpoint is None:
+            return "-"
+        return json_block(job.checkpoint)
 
     @admin.display(description="errors")
     def error_history(self, job: Job) -> str:

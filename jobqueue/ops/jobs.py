@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from ..jobstatus import Progress
 from ..models import Job
 from ..states import CLAIMABLE, JobState
 
@@ -98,6 +99,13 @@ def summary(job: Job, now: datetime) -> dict[str, Any]:
     }
 
 
+def progress_text(job: Job) -> str | None:
+    """Return the job's progress as its handler last reported it (``"3 of 10 (30%)"``), or None."""
+    if job.progress_done is None:
+        return None
+    return str(Progress(job.progress_done, job.progress_total))
+
+
 def detail(job: Job, now: datetime) -> dict[str, Any]:
     """Return everything about ``job``: its row, payload, result and full error history."""
     row = summary(job, now)
@@ -112,6 +120,9 @@ def detail(job: Job, now: datetime) -> dict[str, Any]:
             "lease_until": _iso(job.lease_until),
             "cancel_requested_at": _iso(job.cancel_requested_at),
             "started_at": _iso(job.started_at),
+            "progress": progress_text(job),
+            "checkpoint": job.checkpoint,
+            "checkpoint_at": _iso(job.checkpoint_at),
             "payload": job.payload,
             "result": job.result,
             "errors": list(job.errors or []),

@@ -48,6 +48,7 @@ from .generic_deaths import GenericDeathStore
 from .generic_gauges import GenericGaugeStore
 from .generic_operator import GenericOperatorStore
 from .generic_pauses import GenericPauseStore
+from .generic_progress import GenericProgressStore
 from .plan import ClaimPlan
 from .ranking import Candidate, serve_order
 
@@ -63,6 +64,7 @@ class GenericStore(
     GenericDeathStore,
     GenericOperatorStore,
     GenericPauseStore,
+    GenericProgressStore,
     WorkerRegistry,
 ):
     """The queue on any Django database through the ORM."""

@@ -45,6 +45,7 @@ from .postgres_deaths import PostgresDeathStore
 from .postgres_gauges import PostgresGaugeStore
 from .postgres_operator import PostgresOperatorStore
 from .postgres_pauses import PostgresPauseStore
+from .postgres_progress import PostgresProgressStore
 from .rows import fetchall, fetchone
 
 
@@ -83,6 +84,7 @@ class PostgresStore(
     PostgresDeathStore,
     PostgresOperatorStore,
     PostgresPauseStore,
+    PostgresProgressStore,
     WorkerRegistry,
 ):
     """The queue on PostgreSQL: SKIP LOCKED claims, fenced writes, batch heartbeats."""

@@ -7,6 +7,7 @@ checks that both take the same parameters for every member. The parts live besid
 objects: jobs (``base.py``), operator (``operator.py``), cron and leader lease (``cron.py``),
 breakers and budgets (``breakers.py``), worker rows (``workers.py``), pauses (``pauses.py``),
 the metrics' gauges (``gauges.py``).
+progress and checkpoints (``progress.py``).
 The composite lives here, not in ``base.py``, because ``cron.py`` takes
 :class:`~jobqueue.store.base.NewJob` from there.
 """
@@ -21,6 +22,7 @@ from .cron import CronStore
 from .gauges import GaugeStore
 from .operator import OperatorStore
 from .pauses import PauseStore
+from .progress import ProgressStore
 from .workers import WorkerStore
 
 
@@ -32,6 +34,7 @@ class Store(
     WorkerStore,
     PauseStore,
     GaugeStore,
+    ProgressStore,
     Protocol,
 ):
     """Everything jobqueue asks of a store, on one database alias (``alias``)."""
@@ -48,4 +51,5 @@ PARTS: tuple[type, ...] = (
     WorkerStore,
     PauseStore,
     GaugeStore,
+    ProgressStore,
 )

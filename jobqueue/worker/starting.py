@@ -77,6 +77,9 @@ class Starter:
             attempt=job.attempt,
             max_attempts=job.max_attempts,
             worker_id=self.worker_id,
+            lease_token=job.lease_token,
+            # Progress and checkpoints go straight to the store, fenced by this run's token.
+            recorder=self.completer.store,
         )
         self.runs.add(Run(claimed=job, context=context, job_type=job_type))
         self.threads.submit(job.lease_token, job, context, job_type)

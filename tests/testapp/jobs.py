@@ -7,9 +7,12 @@ import threading
 import time
 import weakref
 
+from django.db import transaction
+
 from jobqueue import job
 from jobqueue.errors import PermanentError, RetryAfter
 from tests.testapp import hooks, receivers  # noqa: F401  (signal receivers, test hooks)
+from tests.testapp.models import StepRun
 
 
 @job
@@ -349,3 +352,21 @@ def report_rss():
     """Return this worker process's resident set size, bytes (Linux)."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@job(takes_context=True, timeout_s=600)
+def checkpointed_steps(context, steps=200, step_s=0.02):
+    """A long job in ``steps`` steps that resumes from its checkpoint (issue 19).
+
+    Each step's effect (a ``StepRun`` row) commits in one transaction with the checkpoint that
+    says it is done, so a crash between steps neither loses nor repeats one; progress is reported
+    after each step.
+    """
+    start = (context.checkpoint_state or {}).get("next", 0)
+    for step in range(start, steps):
+        time.sleep(step_s)
+        with transaction.atomic():
+            StepRun.objects.create(job_id=context.job_id, step=step, attempt=context.attempt)
+            context.checkpoint({"next": step + 1})
+        context.progress(step + 1, steps)
+    return {"steps": steps, "resumed_at": start}

@@ -14,3 +14,12 @@ class Run(models.Model):
     attempt = models.PositiveIntegerField()
     pid = models.PositiveIntegerField()
     started_at = models.DateTimeField(auto_now_add=True)
+
+
+class StepRun(models.Model):
+    """One executed step of a checkpointed job (``jobs.checkpointed_steps``), committed with its
+    checkpoint: a step counted twice ran twice."""
+
+    job_id = models.BigIntegerField(db_index=True)
+    step = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField()
