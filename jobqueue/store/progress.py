@@ -9,7 +9,7 @@ in ``postgres_progress.py``, the generic store in ``generic_progress.py``.
   claim or the reaper took) writes nothing and gets :class:`~jobqueue.errors.LeaseLost`.
 * The next attempt reads the checkpoint back (:meth:`ProgressStore.read_checkpoint`).
 * :meth:`ProgressStore.watch` marks a job as waited on: on PostgreSQL, finishing it then sends
-  ``pg_notify(FINISHED_CHANNEL, '<id>')`` (migration 0010_progress's trigger), so
+  ``pg_notify(FINISHED_CHANNEL, '<id>')`` (migration 0013_progress's trigger), so
   ``jobqueue.wait`` sleeps on LISTEN instead of reading the row in a loop. Jobs nobody waits on
   send nothing: the finish path of a drain pays no notification.
 """
@@ -20,7 +20,7 @@ import uuid
 from typing import Any, Protocol
 
 #: The channel a finished watched job is notified on; the payload is its id. Keep in sync with
-#: migration 0010_progress.
+#: migration 0013_progress.
 FINISHED_CHANNEL = "jobqueue_finished"
 
 

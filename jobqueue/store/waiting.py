@@ -3,7 +3,7 @@
 ``jobqueue.wait`` opens a :class:`FinishListener` (its own psycopg connection, LISTENing on
 :data:`~jobqueue.store.progress.FINISHED_CHANNEL`), then marks the job as watched
 (``Store.watch``): from then on the statement that finishes it notifies at commit (migration
-0010_progress's trigger), and the waiter reads the row again only when told, or after a long
+0013_progress's trigger), and the waiter reads the row again only when told, or after a long
 safety interval. Listening before marking leaves no gap: a job that finishes between the two is
 seen finished by ``watch`` itself.
 """

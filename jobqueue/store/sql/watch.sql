@@ -1,5 +1,5 @@
 -- watch: mark a job as waited on (jobqueue.wait), so finishing it notifies 'jobqueue_finished'
--- (migration 0010_progress's trigger), and return its state. Written only once per job; a row
+-- (migration 0013_progress's trigger), and return its state. Written only once per job; a row
 -- locked by its finishing transaction is waited on, then read as that transaction left it.
 -- Primary-key lookups. No row: no such job.
 WITH marked AS (
