@@ -16,7 +16,8 @@ running, lease, finished and dead partial indexes of ``jobqueue_job``) or from t
 breaker, budget and cron tables, so a scrape stays cheap with millions of finished rows
 (FIELD-CASES 30): succeeded and cancelled totals, which only grow until pruned, are deliberately
 not counted; ``jobqueue_rows_awaiting_prune`` says how many of them are past retention.
-Rates and latency histograms need counters kept by the worker process; they are not here yet.
+Outcome rates and the pickup/run histograms come from the per-minute rollup the workers write
+(``jobqueue/ops/rates.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .models import CronEntry, Job, RetryBudget
 from .ops.clock import db_now
 from .ops.prunable import EXACT_UP_TO, awaiting_prune
 from .ops.queues import live_workers, open_breakers, queue_status
+from .ops.rates import families as rollup_families
 from .states import JobState
 
 #: The exposition format's media type.
@@ -167,6 +169,8 @@ def collect(using: str = "default") -> str:
         f"{EXACT_UP_TO}, PostgreSQL's estimate above).",
         [({"state": state}, float(n)) for state, n in prunable.items()],
     )
+    for name, help_text, samples in rollup_families(now, using):
+        out += family(name, help_text, samples)
     out += family(
         "jobqueue_scrape_duration_seconds",
         "Time this scrape spent reading the database, seconds.",

@@ -17,6 +17,7 @@ from django.utils import timezone
 from . import validation
 from .crontab import validate_cron_expression, validate_timezone
 from .pause_model import Pause, PauseKind  # noqa: F401  (re-exported: its model module)
+from .rollup_model import Rollup  # noqa: F401  (re-exported: its model module)
 from .states import CLAIMABLE, FINISHED, LIVE, DeadReason, JobState
 
 _claimable = Q(state__in=sorted(CLAIMABLE))

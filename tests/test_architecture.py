@@ -49,7 +49,7 @@ PARTS: dict[str, set[str]] = {
         "logging",
     },
     "settings": {"conf", "arguments"},
-    "schema": {"models", "pause_model"},
+    "schema": {"models", "pause_model", "rollup_model"},
     "registry": {"jobtypes", "options", "backoff"},
     "store": {"store"},
     "consumer": {
@@ -73,6 +73,7 @@ PARTS: dict[str, set[str]] = {
         "backends",
         "pruning",
         "pausing",
+        "sampling",
     },
     "surfaces": {"admin", "management", "ops", "metrics", "health", "checks", "apps"},
     "api": {""},

@@ -44,6 +44,7 @@ from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
 from .postgres_operator import PostgresOperatorStore
 from .postgres_pauses import PostgresPauseStore
+from .postgres_rollups import PostgresRollupStore
 from .rows import fetchall, fetchone
 
 
@@ -81,6 +82,7 @@ class PostgresStore(
     PostgresDeathStore,
     PostgresOperatorStore,
     PostgresPauseStore,
+    PostgresRollupStore,
     WorkerRegistry,
 ):
     """The queue on PostgreSQL: SKIP LOCKED claims, fenced writes, batch heartbeats."""

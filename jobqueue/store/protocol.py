@@ -5,7 +5,8 @@ Callers (client, consumer, worker, cron, breakers, budgets, pruning, deaths) typ
 ``PostgresStore`` and ``GenericStore`` implement all of it, and tests/test_store_contract.py
 checks that both take the same parameters for every member. The parts live beside their value
 objects: jobs (``base.py``), operator (``operator.py``), cron and leader lease (``cron.py``),
-breakers and budgets (``breakers.py``), worker rows (``workers.py``), pauses (``pauses.py``).
+breakers and budgets (``breakers.py``), worker rows (``workers.py``), pauses (``pauses.py``),
+the per-minute rollup (``rollups.py``).
 The composite lives here, not in ``base.py``, because ``cron.py`` takes
 :class:`~jobqueue.store.base.NewJob` from there.
 """
@@ -19,10 +20,20 @@ from .breakers import DependencyStore
 from .cron import CronStore
 from .operator import OperatorStore
 from .pauses import PauseStore
+from .rollups import RollupStore
 from .workers import WorkerStore
 
 
-class Store(JobStore, OperatorStore, CronStore, DependencyStore, WorkerStore, PauseStore, Protocol):
+class Store(
+    JobStore,
+    OperatorStore,
+    CronStore,
+    DependencyStore,
+    WorkerStore,
+    PauseStore,
+    RollupStore,
+    Protocol,
+):
     """Everything jobqueue asks of a store, on one database alias (``alias``)."""
 
     alias: str
@@ -36,4 +47,5 @@ PARTS: tuple[type, ...] = (
     DependencyStore,
     WorkerStore,
     PauseStore,
+    RollupStore,
 )
