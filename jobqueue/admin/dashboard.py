@@ -27,6 +27,7 @@ from ..models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Work
 from ..ops.clock import humanize_seconds
 from ..ops.queues import served_queues
 from ..states import CLAIMABLE, JobState
+from .charts import DEFAULT_SPAN, charts
 from .filters import known_queues
 from .paginator import EXACT_COUNT_BELOW, planner_rows
 
@@ -265,6 +266,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "breakers": breaker_rows(using),
         "budgets": budget_rows(using),
         "pauses": pauses,
+        "charts": charts(request.GET.get("span", DEFAULT_SPAN), using=using),
         "refresh_seconds": refresh,
         "generated_at": now,
         "elapsed_ms": (time.perf_counter() - started) * 1000,
