@@ -29,7 +29,6 @@ ENV = bench_env(URL)
 def without_rollup(text: str) -> str:
     """Return finish_many.sql without its rollup: the UPDATE of its first CTE, alone."""
     update = text[text.index("UPDATE jobqueue_job AS j") : text.index("), observed AS")]
-    update = update.replace(",\n     jobqueue_job AS was", "").replace(" AND was.id = j.id", "")
     return update[: update.index("RETURNING")] + "RETURNING j.id, j.state\n"
 
 
