@@ -1,4 +1,4 @@
-"""What the finished-notify trigger (migration 0010_progress) costs the finish path.
+"""What the finished-notify trigger (migration 0013_progress) costs the finish path.
 
 Same database, interleaved rounds with the trigger on and dropped: each round enqueues N no-op
 jobs (``enqueue_many``), VACUUM ANALYZEs, then drains them in this one process by ``claim`` of
@@ -39,7 +39,7 @@ def main() -> None:
     from jobqueue.store import NewJob, get_store
     from jobqueue.store.finishing import ack_outcome
 
-    migration = importlib.import_module("jobqueue.migrations.0010_progress")
+    migration = importlib.import_module("jobqueue.migrations.0013_progress")
     store = get_store()
 
     def set_trigger(on: bool) -> None:

@@ -126,6 +126,10 @@ DEFAULT_CRON_FIRE_RETENTION_SECONDS = 30 * 24 * 3600.0
 """How long fire records (which make each fire time happen once) are kept: 30 days. The
 latest record of each entry is always kept."""
 
+DEFAULT_ROLLUP_RETENTION_SECONDS = 48 * 3600.0
+"""How long the per-minute rollup rows (charts, rates and histograms) are kept: 48 hours, so the
+dashboard's 24-hour charts always have their whole day."""
+
 DEFAULT_ENQUEUE_UNREGISTERED = False
 """Enqueue refuses a job type that no ``@job`` or task registers in the enqueuing process. True
 (any name) or a list of type-name prefixes (``["billing."]``) allows types that only the
@@ -167,6 +171,7 @@ class JobQueueSettings:
     scheduler_interval_seconds: float = DEFAULT_SCHEDULER_INTERVAL_SECONDS
     cron_grace_seconds: float = DEFAULT_CRON_GRACE_SECONDS
     cron_fire_retention_seconds: float = DEFAULT_CRON_FIRE_RETENTION_SECONDS
+    rollup_retention_seconds: float = DEFAULT_ROLLUP_RETENTION_SECONDS
     breaker: Breaker = field(default_factory=Breaker)
     #: None: no retry budget (retries wait for their backoff only).
     retry_budget: RetryBudgetSettings | None = field(default_factory=RetryBudgetSettings)
@@ -355,6 +360,10 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
     "CRON_FIRE_RETENTION_SECONDS": (
         "cron_fire_retention_seconds",
         _ranged("CRON_FIRE_RETENTION_SECONDS"),
+    ),
+    "ROLLUP_RETENTION_SECONDS": (
+        "rollup_retention_seconds",
+        _ranged("ROLLUP_RETENTION_SECONDS"),
     ),
     "BREAKER": ("breaker", parse_breaker),
     "RETRY_BUDGET": ("retry_budget", parse_retry_budget),

@@ -77,6 +77,8 @@ RANGES: dict[str, Range] = {
     # And at least LEADER_LEASE_SECONDS + SCHEDULER_INTERVAL_SECONDS (conf checks the sum).
     "CRON_GRACE_SECONDS": _seconds(1, 30 * DAY),
     "CRON_FIRE_RETENTION_SECONDS": _seconds(60, MAX_DELAY_SECONDS),
+    # At least 1 h (the dashboard's short chart), at most 90 days (rows grow by queue x type).
+    "ROLLUP_RETENTION_SECONDS": _seconds(HOUR, 90 * DAY),
     "BACKOFF.base_seconds": _seconds(0.001, MAX_DELAY_SECONDS),
     "BACKOFF.cap_seconds": _seconds(0.001, MAX_DELAY_SECONDS),
     "BREAKER.window_seconds": _seconds(0.01, DAY),

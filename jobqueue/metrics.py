@@ -20,6 +20,8 @@ up to 10,000 and 10,000 past it), and the small worker, pause, breaker, budget a
 so its cost does not grow with the millions of finished rows a site keeps: succeeded and
 cancelled totals, which only grow until pruned, are deliberately not counted;
 ``jobqueue_rows_awaiting_prune`` says how many of them are past retention.
+Outcome rates and the pickup/run histograms come from the per-minute rollup the workers write
+(``jobqueue/ops/rates.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .ops.prunable import EXACT_UP_TO, awaiting_prune
 from .ops.queues import live_workers, open_breakers, served_queues
 from .store import get_store
 from .store.gauges import COUNT_CAP
+from .ops.rates import families as rollup_families
 
 #: The exposition format's media type.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -268,6 +271,8 @@ def compute(using: str = "default") -> str:
         f"{EXACT_UP_TO}, PostgreSQL's estimate above).",
         [({"state": state}, float(n)) for state, n in prunable.items()],
     )
+    for name, help_text, samples in rollup_families(now, using):
+        out += family(name, help_text, samples)
     return "\n".join(out) + "\n"
 
 

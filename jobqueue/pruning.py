@@ -17,6 +17,7 @@ from . import limits
 from .conf import get_settings
 from .states import FINISHED
 from .store import get_store
+from .store.rollups import PRUNE_ROLLUPS_LIMIT
 
 logger = logging.getLogger("jobqueue.pruner")
 
@@ -86,6 +87,28 @@ def prune_jobs(
     return total
 
 
+def prune_rollups(*, max_batches: int | None = None, using: str | None = None) -> int:
+    """Delete the per-minute rollup rows older than ``ROLLUP_RETENTION_SECONDS``.
+
+    Args:
+        max_batches: stop after this many batches of 10,000 rows (None: until none are left).
+        using: database alias of the queue.
+
+    Returns:
+        How many rows were deleted.
+    """
+    store = get_store(using)
+    keep_s = get_settings().rollup_retention_seconds
+    total = batches = 0
+    while max_batches is None or batches < max_batches:
+        deleted = store.prune_rollups(keep_s, PRUNE_ROLLUPS_LIMIT)
+        total += deleted
+        batches += 1
+        if deleted < PRUNE_ROLLUPS_LIMIT:
+            break
+    return total
+
+
 def count_prunable(states: Iterable[str], older_than_s: float, *, using: str | None = None) -> int:
     """Return how many jobs :func:`prune_jobs` would delete now."""
     return get_store(using).count_prunable(check_states(states), older_than_s)
@@ -112,7 +135,11 @@ class Pruner:
     name: str = "pruner"
 
     def run_once(self) -> dict[str, int]:
-        """Prune every state with a retention; return how many jobs of each were deleted."""
+        """Prune every state with a retention; return how many jobs of each were deleted.
+
+        The per-minute rollup rows past ``ROLLUP_RETENTION_SECONDS`` go too (logged, not
+        counted in the result, which is about jobs).
+        """
         retention = self.retention or get_settings().retention_seconds
         deleted: dict[str, int] = {}
         for state, seconds in retention.items():
@@ -125,6 +152,9 @@ class Pruner:
                 max_batches=self.max_batches,
                 using=self.using,
             )
+        rollups = prune_rollups(max_batches=self.max_batches, using=self.using)
+        if rollups:
+            logger.info("pruner: deleted %d rollup row(s)", rollups)
         if any(deleted.values()):
             logger.info(
                 "pruner: deleted %s",

@@ -52,7 +52,7 @@ PARTS: dict[str, set[str]] = {
         "jobstatus",
     },
     "settings": {"conf", "arguments"},
-    "schema": {"models", "pause_model", "gauge_model"},
+    "schema": {"models", "pause_model", "gauge_model", "rollup_model"},
     "registry": {"jobtypes", "options", "backoff"},
     "store": {"store"},
     "consumer": {
@@ -78,6 +78,7 @@ PARTS: dict[str, set[str]] = {
         "pausing",
         "audit",
         "results",
+        "sampling",
     },
     "surfaces": {"admin", "management", "ops", "metrics", "health", "checks", "apps", "__main__"},
     "api": {""},

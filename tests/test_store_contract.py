@@ -29,6 +29,7 @@ from .contract_cron_entries import CronEntryContract
 from .contract_deaths import DeathContract, decide_retry_in
 from .contract_dependencies import DependencyContract
 from .contract_finish import FinishContract
+from .contract_rollup import RollupContract
 from .factories import ack, make_job, nack
 
 NOOP = "tests.testapp.jobs.noop"
@@ -49,7 +50,9 @@ def enqueue(store: Any, job: NewJob) -> int:
     return store.enqueue_or_get(job)[0]
 
 
-class StoreContract(DependencyContract, DeathContract, FinishContract, CronEntryContract):
+class StoreContract(
+    DependencyContract, DeathContract, FinishContract, CronEntryContract, RollupContract
+):
     """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path).
 
     The breaker, deferral and budget tests come from ``DependencyContract``; a dead worker

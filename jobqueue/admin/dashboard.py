@@ -38,6 +38,7 @@ from ..models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Work
 from ..ops.clock import humanize_seconds
 from ..ops.queues import served_queues
 from ..states import CLAIMABLE, JobState
+from .charts import DEFAULT_SPAN, charts
 from .cron import local
 from .filters import known_queues
 from .paginator import EXACT_COUNT_BELOW, planner_rows
@@ -290,6 +291,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "pauses": pauses,
         "can_pause": user.has_perm("jobqueue.add_pause"),
         "can_resume": user.has_perm("jobqueue.delete_pause"),
+        "charts": charts(request.GET.get("span", DEFAULT_SPAN), using=using),
         "refresh_seconds": refresh,
         "generated_at": now,
         "elapsed_ms": (time.perf_counter() - started) * 1000,

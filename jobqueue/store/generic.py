@@ -49,6 +49,7 @@ from .generic_gauges import GenericGaugeStore
 from .generic_operator import GenericOperatorStore
 from .generic_pauses import GenericPauseStore
 from .generic_progress import GenericProgressStore
+from .generic_rollups import GenericRollupStore
 from .plan import ClaimPlan
 from .ranking import Candidate, serve_order
 
@@ -65,6 +66,7 @@ class GenericStore(
     GenericOperatorStore,
     GenericPauseStore,
     GenericProgressStore,
+    GenericRollupStore,
     WorkerRegistry,
 ):
     """The queue on any Django database through the ORM."""
@@ -316,6 +318,7 @@ class GenericStore(
         recorded: dict[int, str] = {}
         now = _now(now)
         with transaction.atomic(using=self.alias):
+            before = self._before(o.job_id for o in outcomes)
             for o in sorted(outcomes, key=lambda o: o.job_id):
                 entry = None if o.error is None else {**o.error, "at": now.isoformat()}
                 fields = target_fields(
@@ -332,6 +335,7 @@ class GenericStore(
                     )
                 except LeaseLost:
                     continue
+            self._roll_up(before, recorded, now)
         return recorded
 
     def release(

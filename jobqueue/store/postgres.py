@@ -46,6 +46,7 @@ from .postgres_gauges import PostgresGaugeStore
 from .postgres_operator import PostgresOperatorStore
 from .postgres_pauses import PostgresPauseStore
 from .postgres_progress import PostgresProgressStore
+from .postgres_rollups import PostgresRollupStore
 from .rows import fetchall, fetchone
 
 
@@ -85,6 +86,7 @@ class PostgresStore(
     PostgresOperatorStore,
     PostgresPauseStore,
     PostgresProgressStore,
+    PostgresRollupStore,
     WorkerRegistry,
 ):
     """The queue on PostgreSQL: SKIP LOCKED claims, fenced writes, batch heartbeats."""

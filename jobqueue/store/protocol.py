@@ -8,6 +8,7 @@ objects: jobs (``base.py``), operator (``operator.py``), cron and leader lease (
 breakers and budgets (``breakers.py``), worker rows (``workers.py``), pauses (``pauses.py``),
 the metrics' gauges (``gauges.py``).
 progress and checkpoints (``progress.py``).
+the per-minute rollup (``rollups.py``).
 The composite lives here, not in ``base.py``, because ``cron.py`` takes
 :class:`~jobqueue.store.base.NewJob` from there.
 """
@@ -23,6 +24,7 @@ from .gauges import GaugeStore
 from .operator import OperatorStore
 from .pauses import PauseStore
 from .progress import ProgressStore
+from .rollups import RollupStore
 from .workers import WorkerStore
 
 
@@ -35,6 +37,7 @@ class Store(
     PauseStore,
     GaugeStore,
     ProgressStore,
+    RollupStore,
     Protocol,
 ):
     """Everything jobqueue asks of a store, on one database alias (``alias``)."""
@@ -52,4 +55,5 @@ PARTS: tuple[type, ...] = (
     PauseStore,
     GaugeStore,
     ProgressStore,
+    RollupStore,
 )

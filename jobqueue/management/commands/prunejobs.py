@@ -12,7 +12,7 @@ from django.db import connections
 from jobqueue import limits
 from jobqueue.conf import RETENTION_STATES, get_settings
 from jobqueue.management.arguments import in_range
-from jobqueue.pruning import DEFAULT_PRUNE_BATCH_SIZE, count_prunable, prune_jobs
+from jobqueue.pruning import DEFAULT_PRUNE_BATCH_SIZE, count_prunable, prune_jobs, prune_rollups
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhdw])+")
@@ -124,6 +124,11 @@ class Command(BaseCommand):
         if len(plan) > 1:
             verb = "Would delete" if options["dry_run"] else "Deleted"
             self.stdout.write(f"{verb} {total} job(s) in all.")
+        if options["older_than"] is None and not options["dry_run"]:
+            # By its own setting, as the worker's pruner does: the rollup is not jobs.
+            rows = prune_rollups(using=using)
+            keep = describe(get_settings().rollup_retention_seconds)
+            self.stdout.write(f"Deleted {rows} rollup row(s) of minutes more than {keep} ago.")
 
     def _plan(
         self, older_than: float | None, states: list[str] | None

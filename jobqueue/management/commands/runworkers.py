@@ -25,6 +25,7 @@ from jobqueue.management.arguments import (
 )
 from jobqueue.pruning import Pruner
 from jobqueue.queuespec import EVERY_QUEUE
+from jobqueue.sampling import DepthSampler
 from jobqueue.stopping import STANDALONE, SUPERVISED
 from jobqueue.store.pooler import refuse_unmarked_pooler
 from jobqueue.supervisor import EXIT_RECYCLE, Supervisor, reexec
@@ -217,6 +218,8 @@ class Command(BaseCommand):
             if not options["burst"]:
                 # Every worker prunes in small SKIP LOCKED batches: safe to run in many at once.
                 services.append(Pruner(using=using))
+                # The rollup's depth and lag, once a minute for the cluster (the first wins).
+                services.append(DepthSampler(using=using))
             worker = Worker(
                 worker_id=worker_id,
                 services=services,

@@ -1,0 +1,90 @@
+"""Internal: the Prometheus families read from the per-minute rollup: outcome rates, histograms.
+
+``jobqueue.metrics.collect`` adds them to its text. Each is a reading of the last
+:data:`WINDOW_MINUTES` complete minutes (the rollup keeps minutes, and prunes them, so a
+running total would fall at each prune and read as a counter reset): rates per second by
+queue, type and outcome, and the pickup-latency and run-duration histograms of those minutes as
+cumulative ``le`` buckets, ``_sum`` and ``_count``. ``histogram_quantile(0.95,
+jobqueue_pickup_latency_seconds_bucket)`` gives the window's p95 directly (no ``rate()``).
+One aggregate over a range of the rollup's key (``jobqueue/ops/rollup.py``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from ..rollup_model import BUCKETS, bucket_columns
+from .rollup import COUNTS, minute_of, window_totals
+
+#: Complete minutes each reading covers.
+WINDOW_MINUTES = 5
+
+Sample = tuple[dict[str, str], float]
+Family = tuple[str, str, list[Sample]]
+
+_HISTOGRAMS = {
+    "pickup": (
+        "jobqueue_pickup_latency_seconds",
+        "Seconds from a job's run_at to its claim, runs recorded in the last "
+        f"{WINDOW_MINUTES} complete minutes",
+    ),
+    "run": (
+        "jobqueue_run_duration_seconds",
+        "Seconds from claim to recorded outcome, runs recorded in the last "
+        f"{WINDOW_MINUTES} complete minutes",
+    ),
+}
+
+
+def _le(bound: float) -> str:
+    return f"{bound:g}"
+
+
+def families(now: datetime, using: str = "default") -> list[Family]:
+    """Return ``(name, help, samples)`` for each rollup family, for ``metrics.family``.
+
+    Args:
+        now: the database clock at the scrape (aware).
+        using: database alias.
+    """
+    end = minute_of(now)
+    start = end - timedelta(minutes=WINDOW_MINUTES)
+    seconds = WINDOW_MINUTES * 60.0
+    totals = window_totals(start, end, using)
+    rates: list[Sample] = []
+    failures: list[Sample] = []
+    for row in totals:
+        key = {"queue": row["queue"], "type": row["type"]}
+        rates += [({**key, "outcome": c}, row[c] / seconds) for c in COUNTS]
+        failures.append((key, (row["retried"] + row["dead"]) / seconds))
+    out: list[Family] = [
+        (
+            "jobqueue_job_outcome_rate_per_second",
+            f"Runs recorded per second over the last {WINDOW_MINUTES} complete minutes, by "
+            "queue, type and outcome (succeeded, retried, dead, cancelled).",
+            rates,
+        ),
+        (
+            "jobqueue_job_failure_rate_per_second",
+            f"Failed runs (retried + dead) per second over the last {WINDOW_MINUTES} complete "
+            "minutes, by queue and type.",
+            failures,
+        ),
+    ]
+    for histogram, (name, text) in _HISTOGRAMS.items():
+        buckets: list[Sample] = []
+        sums: list[Sample] = []
+        counts: list[Sample] = []
+        for row in totals:
+            key = {"queue": row["queue"], "type": row["type"]}
+            for column, bound in zip(bucket_columns(histogram), BUCKETS, strict=True):
+                buckets.append(({**key, "le": _le(bound)}, float(row[column])))
+            buckets.append(({**key, "le": "+Inf"}, float(row[f"{histogram}_count"])))
+            sums.append((key, float(row[f"{histogram}_sum_s"])))
+            counts.append((key, float(row[f"{histogram}_count"])))
+        out += [
+            (f"{name}_bucket", f"{text}: cumulative count per upper bound le.", buckets),
+            (f"{name}_sum", f"{text}: their sum, seconds.", sums),
+            (f"{name}_count", f"{text}: how many.", counts),
+        ]
+    return out

@@ -1,0 +1,65 @@
+"""Internal: the ``Rollup`` model (per-minute outcome counts), kept beside ``models.py``.
+
+Import it from :mod:`jobqueue.models`. One row per (minute, queue, job type): how many runs
+ended succeeded, retried (failed, will run again), dead or cancelled in that minute, and the
+pickup-latency and run-duration histograms of those runs (cumulative Prometheus ``le`` bucket
+counts, with count and sum). The row with ``type = ""`` is the queue's once-a-minute sample of
+its ready depth and lag (``ready``, ``lag_s``). The store writes rows in the same statement that
+records outcomes (``finish_many``); metrics and the dashboard's charts read them; the pruner
+deletes rows older than ``ROLLUP_RETENTION_SECONDS``.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+#: Upper bounds (seconds) of the histogram buckets, both histograms; ``+Inf`` is the count.
+BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+#: Histogram column prefixes: seconds from ``run_at`` to claim, and from claim to outcome.
+HISTOGRAMS: tuple[str, ...] = ("pickup", "run")
+#: Outcome count columns, by the state each run was recorded in (``retried``: ``scheduled``).
+OUTCOMES: dict[str, str] = {
+    "succeeded": "succeeded",
+    "scheduled": "retried",
+    "dead": "dead",
+    "cancelled": "cancelled",
+}
+
+
+def bucket_columns(histogram: str) -> list[str]:
+    """Return the ``le`` bucket column names of ``histogram`` (``"pickup"`` or ``"run"``)."""
+    return [f"{histogram}_le_{i:02d}" for i in range(len(BUCKETS))]
+
+
+def _counter(help_text: str = "") -> models.BigIntegerField:
+    # A database default too: sample_depth.sql inserts a row naming none of the counters.
+    return models.BigIntegerField(default=0, db_default=0, help_text=help_text)
+
+
+class Rollup(models.Model):
+    """Outcomes of one queue and job type in one minute (or, with type "", its depth sample)."""
+
+    minute = models.DateTimeField(help_text="Start of the minute (database clock).")
+    queue = models.CharField(max_length=100)
+    type = models.CharField("job type", max_length=200, blank=True, default="")
+    succeeded = _counter()
+    retried = _counter("Failed runs that will run again.")
+    dead = _counter()
+    cancelled = _counter()
+    pickup_count = _counter()
+    pickup_sum_s = models.FloatField(default=0.0, db_default=0.0)
+    run_count = _counter()
+    run_sum_s = models.FloatField(default=0.0, db_default=0.0)
+    ready = models.BigIntegerField(null=True, blank=True, help_text="Claimable jobs, sampled.")
+    lag_s = models.FloatField(null=True, blank=True, help_text="Oldest claimable age, sampled.")
+
+    class Meta:
+        verbose_name = "rollup"
+        constraints = [
+            models.UniqueConstraint(fields=("minute", "queue", "type"), name="jobqueue_rollup_key")
+        ]
+
+
+for _histogram in HISTOGRAMS:
+    for _column, _le in zip(bucket_columns(_histogram), BUCKETS, strict=True):
+        _counter(f"Runs with {_histogram} <= {_le} s.").contribute_to_class(Rollup, _column)

@@ -1,0 +1,96 @@
+"""Internal: the rollup on the ORM. A mixin of :class:`~jobqueue.store.generic.GenericStore`.
+
+``_roll_up`` is called by ``finish_many`` inside its transaction: one read of the batch's
+rows before they change (their ``run_at``), then one upsert per (queue, type) of the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Count, F, Min
+from django.utils import timezone
+
+from ..models import Job, Rollup
+from ..states import CLAIMABLE
+from .rollups import PRUNE_ROLLUPS_LIMIT, Observation, tally
+
+
+def _minute(at: datetime) -> datetime:
+    return at.replace(second=0, microsecond=0)
+
+
+class GenericRollupStore:
+    """sample_depth, prune_rollups and the outcome upsert on the ORM; the host gives ``alias``."""
+
+    alias: str
+
+    def _before(self, ids: Iterable[int]) -> dict[int, tuple[str, str, datetime, datetime | None]]:
+        """Return ``{id: (queue, type, run_at, started_at)}`` of rows about to be finished."""
+        rows = Job.objects.using(self.alias).filter(id__in=list(ids))
+        return {
+            r[0]: r[1:] for r in rows.values_list("id", "queue", "type", "run_at", "started_at")
+        }
+
+    def _roll_up(
+        self,
+        before: Mapping[int, tuple[str, str, datetime, datetime | None]],
+        recorded: Mapping[int, str],
+        at: datetime,
+    ) -> None:
+        """Add the runs ``recorded`` (``{id: state}``) at ``at`` to their minute's rows."""
+        observed: list[Observation] = []
+        for job_id, state in recorded.items():
+            queue, job_type, due_at, started_at = before[job_id]
+            observed.append((queue, job_type, state, due_at, started_at))
+        rows = Rollup.objects.using(self.alias)
+        minute = _minute(at)
+        for (queue, job_type), adds in sorted(tally(observed, at).items()):
+            key = {"minute": minute, "queue": queue, "type": job_type}
+            if not rows.filter(**key).update(**{k: F(k) + v for k, v in adds.items()}):
+                rows.create(**key, **adds)
+
+    def sample_depth(self, now: datetime | None = None) -> int:
+        at = now or timezone.now()
+        minute = _minute(at)
+        rows = Rollup.objects.using(self.alias)
+        with transaction.atomic(using=self.alias):
+            if rows.filter(minute=minute, queue="", type="").exists():
+                return 0
+            depth = (
+                Job.objects.using(self.alias)
+                .filter(state__in=sorted(CLAIMABLE), run_at__lte=at)
+                .values("queue")
+                .annotate(ready=Count("id"), oldest=Min("run_at"))
+                .order_by("queue")
+            )
+            samples = [
+                (r["queue"], r["ready"], max((at - r["oldest"]).total_seconds(), 0.0))
+                for r in depth
+            ]
+            total = sum(n for _, n, _ in samples)
+            worst = max((lag for _, _, lag in samples), default=0.0)
+            rows.bulk_create(
+                [
+                    Rollup(minute=minute, queue=q, type="", ready=n, lag_s=lag)
+                    for q, n, lag in samples
+                ]
+                + [Rollup(minute=minute, queue="", type="", ready=total, lag_s=worst)],
+                ignore_conflicts=True,
+            )
+        return len(samples) + 1
+
+    def prune_rollups(
+        self, older_than_s: float, limit: int = PRUNE_ROLLUPS_LIMIT, now: datetime | None = None
+    ) -> int:
+        cutoff = (now or timezone.now()) - timedelta(seconds=older_than_s)
+        rows = Rollup.objects.using(self.alias)
+        old = rows.filter(minute__lt=cutoff).order_by("minute")
+        ids = list(old.values_list("id", flat=True)[:limit])
+        deleted, _ = rows.filter(id__in=ids).delete()
+        return deleted
+
+
+__all__ = ["GenericRollupStore"]

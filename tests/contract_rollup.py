@@ -1,0 +1,120 @@
+"""Store contract for the per-minute rollup (mixed into StoreContract: both stores).
+
+``finish_many`` adds every recorded run to its (minute, queue, type) row: outcome counts by the
+recorded state and the pickup/run histograms (cumulative ``le`` counts, count, sum); a lease no
+longer held adds nothing. ``sample_depth`` writes each queue's claimable count and lag once a
+minute; ``prune_rollups`` deletes rows of old minutes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from jobqueue.models import Rollup
+from jobqueue.retries import Outcome
+from jobqueue.rollup_model import BUCKETS, bucket_columns
+from jobqueue.states import DeadReason, JobState
+
+T = datetime(2030, 1, 2, 12, 0, 30, tzinfo=UTC)
+MINUTE = datetime(2030, 1, 2, 12, 0, tzinfo=UTC)
+A = "tests.testapp.jobs.noop"
+B = "tests.testapp.jobs.fail"
+
+
+def cumulative(histogram: str, seconds: list[float]) -> dict[str, int]:
+    """Return the ``le`` columns ``seconds`` fill (what the rollup must hold)."""
+    return {
+        name: sum(1 for s in seconds if s <= le)
+        for name, le in zip(bucket_columns(histogram), BUCKETS, strict=True)
+    }
+
+
+class RollupContract:
+    """Needs the host contract's ``make``, ``alias`` and ``store`` fixture."""
+
+    def rollup(self, queue: str, job_type: str, minute: datetime = MINUTE) -> dict[str, Any]:
+        return (
+            Rollup.objects.using(self.alias)
+            .values()
+            .get(  # type: ignore[attr-defined]
+                minute=minute, queue=queue, type=job_type
+            )
+        )
+
+    def test_finish_many_adds_each_recorded_run_to_its_minute_row(self, store):
+        fast = [self.make(type=A, run_at=T - timedelta(seconds=0.2)).id for _ in range(4)]
+        slow = [self.make(type=B, run_at=T - timedelta(seconds=20)).id for _ in range(2)]
+        held = {j.id: j.lease_token for j in store.claim(["q"], "w1", 10, 30.0, now=T)}
+        assert set(held) == {*fast, *slow}
+        done = T + timedelta(seconds=3)
+
+        def outcome(job_id: int, state: str, **kw: Any) -> Outcome:
+            return Outcome(job_id=job_id, lease_token=held[job_id], state=state, **kw)
+
+        error = {"kind": "error", "attempt": 1, "type": "ValueError", "message": "m"}
+        first = [
+            outcome(fast[0], JobState.SUCCEEDED),
+            outcome(fast[1], JobState.SUCCEEDED),
+            outcome(fast[2], JobState.SCHEDULED, error=error, delay_s=5.0),
+            outcome(slow[0], JobState.DEAD, error=error, dead_reason=DeadReason.PERMANENT_ERROR),
+            outcome(slow[1], JobState.SUCCEEDED),
+        ]
+        assert len(store.finish_many(first, now=done)) == 5
+        # A second batch in the same minute adds to the row; a stale lease adds nothing.
+        again = [outcome(fast[3], JobState.SUCCEEDED), outcome(fast[0], JobState.SUCCEEDED)]
+        assert list(store.finish_many(again, now=done)) == [fast[3]]
+
+        a = self.rollup("q", A)
+        assert (a["succeeded"], a["retried"], a["dead"], a["cancelled"]) == (3, 1, 0, 0)
+        assert (a["pickup_count"], a["run_count"]) == (4, 4)
+        assert a["pickup_sum_s"] == pytest.approx(0.8)
+        assert a["run_sum_s"] == pytest.approx(12.0)
+        assert {k: a[k] for k in bucket_columns("pickup")} == cumulative("pickup", [0.2] * 4)
+        assert {k: a[k] for k in bucket_columns("run")} == cumulative("run", [3.0] * 4)
+        b = self.rollup("q", B)
+        assert (b["succeeded"], b["retried"], b["dead"], b["cancelled"]) == (1, 0, 1, 0)
+        assert b["pickup_sum_s"] == pytest.approx(40.0)
+        assert {k: b[k] for k in bucket_columns("pickup")} == cumulative("pickup", [20.0] * 2)
+        assert (b["ready"], b["lag_s"]) == (None, None)
+        assert Rollup.objects.using(self.alias).count() == 2
+
+    def test_a_cancel_requested_while_running_counts_as_cancelled(self, store):
+        job_id = self.make(type=A, run_at=T - timedelta(seconds=1)).id
+        [claimed] = store.claim(["q"], "w1", 1, 30.0, now=T)
+        assert store.cancel_or_request(job_id) == JobState.LEASED
+        ok = Outcome(job_id=job_id, lease_token=claimed.lease_token, state=JobState.SUCCEEDED)
+        assert store.finish_many([ok], now=T + timedelta(seconds=1)) == {job_id: JobState.CANCELLED}
+        row = self.rollup("q", A)
+        assert (row["succeeded"], row["cancelled"], row["run_count"]) == (0, 1, 1)
+
+    def test_sample_depth_once_a_minute_per_queue_and_in_total(self, store):
+        self.make(queue="q1", run_at=T - timedelta(seconds=60))
+        self.make(queue="q1", run_at=T - timedelta(seconds=10))
+        self.make(queue="q2", run_at=T - timedelta(seconds=5))
+        self.make(JobState.SCHEDULED, queue="q2", run_at=T + timedelta(seconds=100))
+        self.make(JobState.LEASED, queue="q3")
+
+        assert store.sample_depth(now=T) == 3
+        samples = {
+            (r.queue, r.ready, r.lag_s)
+            for r in Rollup.objects.using(self.alias).filter(minute=MINUTE, type="")
+        }
+        assert samples == {("q1", 2, 60.0), ("q2", 1, 5.0), ("", 3, 60.0)}
+        self.make(queue="q2", run_at=T - timedelta(seconds=1))
+        # Sampled already this minute: nothing is counted or written again.
+        assert store.sample_depth(now=T + timedelta(seconds=20)) == 0
+        assert self.rollup("q2", "")["ready"] == 1
+        assert store.sample_depth(now=T + timedelta(seconds=60)) == 3
+        assert self.rollup("q2", "", MINUTE + timedelta(minutes=1))["ready"] == 2
+
+    def test_prune_rollups_deletes_only_old_minutes(self, store):
+        for hours in (3, 2.5, 1, 0):
+            store.sample_depth(now=T - timedelta(hours=hours))
+        assert Rollup.objects.using(self.alias).count() == 4
+        assert store.prune_rollups(2 * 3600.0, now=T) == 2
+        left = Rollup.objects.using(self.alias).order_by("minute").values_list("minute", flat=True)
+        assert list(left) == [MINUTE - timedelta(hours=1), MINUTE]
+        assert store.prune_rollups(2 * 3600.0, limit=1, now=T) == 0
