@@ -41,9 +41,9 @@ from .models import CronEntry, GaugeSnapshot, Pause, RetryBudget
 from .ops.clock import db_now
 from .ops.prunable import EXACT_UP_TO, awaiting_prune
 from .ops.queues import live_workers, open_breakers, served_queues
+from .ops.rates import families as rollup_families
 from .store import get_store
 from .store.gauges import COUNT_CAP
-from .ops.rates import families as rollup_families
 
 #: The exposition format's media type.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

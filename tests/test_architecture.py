@@ -52,7 +52,7 @@ PARTS: dict[str, set[str]] = {
         "jobstatus",
     },
     "settings": {"conf", "arguments"},
-    "schema": {"models", "pause_model", "gauge_model", "rollup_model"},
+    "schema": {"models", "pause_model", "gauge_model", "rollup_model", "breaker_model"},
     "registry": {"jobtypes", "options", "backoff"},
     "store": {"store"},
     "consumer": {

@@ -24,9 +24,7 @@ def test_retry_and_retry_many_name_the_live_job_holding_the_key(using):
     holder_k = jobqueue.enqueue("q", NOOP, dedupe_key="k", using=using)
     holder_j = jobqueue.enqueue("q", NOOP, dedupe_key="j", using=using)
     free = make_job(JobState.DEAD, using=using, queue="q", dedupe_key="free").id
-    before = {
-        i: Job.objects.using(using).filter(id=i).values().get() for i in (dead, cancelled)
-    }
+    before = {i: Job.objects.using(using).filter(id=i).values().get() for i in (dead, cancelled)}
     with transaction.atomic(using=using):
         with pytest.raises(DuplicateJob) as excinfo:
             jobqueue.retry(dead, using=using)

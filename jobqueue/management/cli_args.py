@@ -84,3 +84,16 @@ def add_filters(parser: argparse.ArgumentParser, states: Sequence[str] = STATES)
     )
     parser.add_argument("--type", help="only this job type (its full name)")
     parser.add_argument("--tenant", help="only this tenant id ('' for none)")
+
+
+def add_actor(parser: argparse.ArgumentParser) -> None:
+    """Add ``--as USER`` (``--by`` too, its older name): who acts, for the record."""
+    parser.add_argument(
+        "--as",
+        "--by",
+        dest="actor",
+        default=None,
+        metavar="USER",
+        help="who acts, for the job history and, when a Django user has this user name, the "
+        "admin's LogEntry (default: the OS user)",
+    )

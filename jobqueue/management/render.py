@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from ..ops.clock import humanize_seconds
@@ -62,3 +63,18 @@ def duration(seconds: float | None) -> str:
 def to_json(value: Any) -> str:
     """Return ``value`` as indented JSON (datetimes and other objects as strings)."""
     return json.dumps(value, indent=2, default=str, ensure_ascii=False)
+
+
+def by_since(by: str | None, at: datetime) -> str:
+    """Return ``"by alice since 2026-12-01 18:50:01 UTC"`` for a pause."""
+    when = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"by {by or 'unknown'} since {when}"
+
+
+def queue_note(q: Any) -> str:
+    """Return the last cell of a queue's status row: paused, or unserved, or nothing."""
+    if q.paused:
+        return f"paused {by_since(q.paused_by, q.paused_at)}"
+    if q.unserved:
+        return f"unserved, waiting {duration(q.lag_s)}"
+    return ""

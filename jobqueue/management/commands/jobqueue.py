@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management import call_command, load_command_class
@@ -21,6 +20,7 @@ from django.db import DatabaseError, connections
 from jobqueue import arguments, audit, health, pausing
 from jobqueue.management import render
 from jobqueue.management.cli_args import (
+    add_actor,
     add_filters,
     job_id_arg,
     limit_arg,
@@ -207,7 +207,7 @@ class Command(BaseCommand):
                 render.duration(q.lag_s),
                 q.succeeded_per_min,
                 q.workers,
-                _note(q),
+                render.queue_note(q),
             ]
             for q in queues
         ]
@@ -224,7 +224,7 @@ class Command(BaseCommand):
         names = ", ".join(f"{b.name} ({b.state})" for b in breakers) or "none"
         self.stdout.write(f"Breakers open: {names}")
         for p in types:
-            self.stdout.write(f"Paused type {p.name}: {_by_since(p.paused_by, p.paused_at)}")
+            self.stdout.write(f"Paused type {p.name}: {render.by_since(p.paused_by, p.paused_at)}")
         if unserved:
             self.stdout.write(
                 f"Unserved: {', '.join(q.name for q in unserved)}: ready jobs that no live "
@@ -352,7 +352,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc), returncode=2) from None
         [entry] = [p for p in pausing.paused(using) if (p.kind, p.name) == (kind, name)]
-        since = _by_since(entry.paused_by, entry.paused_at)
+        since = render.by_since(entry.paused_by, entry.paused_at)
         if made:
             self.stdout.write(
                 f"Paused {kind} {name} ({since}). Workers claim none of its jobs from their "
@@ -412,34 +412,6 @@ class Command(BaseCommand):
 
     def _json(self, value: Any) -> None:
         self.stdout.write(render.to_json(value))
-
-
-def add_actor(parser: argparse.ArgumentParser) -> None:
-    """Add ``--as USER`` (``--by`` too, its older name): who acts, for the record."""
-    parser.add_argument(
-        "--as",
-        "--by",
-        dest="actor",
-        default=None,
-        metavar="USER",
-        help="who acts, for the job history and, when a Django user has this user name, the "
-        "admin's LogEntry (default: the OS user)",
-    )
-
-
-def _by_since(by: str | None, at: datetime) -> str:
-    """Return ``"by alice since 2026-12-01 18:50:01 UTC"`` for a pause."""
-    when = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return f"by {by or 'unknown'} since {when}"
-
-
-def _note(q: Any) -> str:
-    """Return the last cell of a queue's status row: paused, or unserved, or nothing."""
-    if q.paused:
-        return f"paused {_by_since(q.paused_by, q.paused_at)}"
-    if q.unserved:
-        return f"unserved, waiting {render.duration(q.lag_s)}"
-    return ""
 
 
 def _criteria(options: dict[str, Any]) -> JobFilter:
