@@ -1,8 +1,8 @@
 """Receivers of jobqueue's signals for the process tests (imported by tests/testapp/jobs.py).
 
 With ``JOBQUEUE_TEST_SIGNAL_LOG`` set, each receiver appends one JSON line to that file, so a test
-can see what a worker process sent. With ``JOBQUEUE_BENCH_NO_RECEIVERS`` set (bench/profile_worker.py
-``--no-receivers``) none is connected, as in a project that connects none.
+can see what a worker process sent. With ``JOBQUEUE_BENCH_NO_RECEIVERS`` set
+(bench/profile_worker.py ``--no-receivers``) none is connected, as in a project that connects none.
 """
 
 import json
