@@ -108,6 +108,9 @@ def resolve_handler(type_name: str) -> JobType:
 
 
 def _send_started(claimed: ClaimedJob, context: JobContext) -> None:
+    if not signals.job_started.has_listeners(Job):
+        # Most projects connect none: building the arguments was most of a send's cost.
+        return
     responses = signals.job_started.send_robust(
         sender=Job,
         job_id=claimed.id,
@@ -209,6 +212,15 @@ def _success(claimed: ClaimedJob, result: object, started: float) -> Outcome:
     )
 
 
+#: The signal of each state an outcome leaves a job in ("lost": discarded); any other: job_dead.
+_OUTCOME_SIGNALS = {
+    "lost": signals.job_lease_lost,
+    "cancelled": signals.job_cancelled,
+    "succeeded": signals.job_succeeded,
+    "scheduled": signals.job_retrying,
+}
+
+
 def send_outcome_signal(
     claimed: ClaimedJob, outcome: Outcome, state: str, worker_id: str, using: str
 ) -> None:
@@ -219,6 +231,11 @@ def send_outcome_signal(
     its cancel was requested while it ran), or ``"lost"`` (``job_lease_lost``: the outcome was
     discarded). Receivers' exceptions are logged, never raised: the outcome is already recorded.
     """
+    signal = _OUTCOME_SIGNALS.get(state, signals.job_dead)
+    if not signal.has_listeners(Job):
+        # Nobody listens (most projects): skip building the arguments, which for a success
+        # means decoding its result JSON, per job.
+        return
     common = {
         "sender": Job,
         "job_id": claimed.id,
@@ -230,21 +247,18 @@ def send_outcome_signal(
     }
     extra: dict[str, Any]
     if state == "lost":
-        signal, extra = signals.job_lease_lost, {"status": outcome.status}
+        extra = {"status": outcome.status}
     elif state == "cancelled":
-        signal, extra = signals.job_cancelled, {"using": using, "status": outcome.status}
+        extra = {"using": using, "status": outcome.status}
     elif state == "succeeded":
-        signal = signals.job_succeeded
         extra = {"result": json.loads(outcome.result_json), "duration_s": outcome.duration_s}
     elif state == "scheduled":
-        signal = signals.job_retrying
         extra = {
             "error": outcome.error,
             "delay_s": outcome.delay_s,
             "duration_s": outcome.duration_s,
         }
     else:
-        signal = signals.job_dead
         extra = {
             "error": outcome.error,
             "reason": outcome.dead_reason,

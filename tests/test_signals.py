@@ -221,6 +221,48 @@ def test_each_recorded_outcome_has_its_signal():
     ]
 
 
+def test_a_receiver_connected_between_sends_gets_every_later_send():
+    """Sends are skipped only while a signal has no receiver for ``Job``: whoever connects
+    (for ``sender=Job`` or any sender) gets every send from then on, another sender's none."""
+    claimed = ClaimedJob(
+        id=8,
+        job_type="t",
+        payload={},
+        attempt=1,
+        max_attempts=3,
+        timeout_s=30.0,
+        lease_token=TOKEN,
+        lease_until=datetime(2030, 1, 1, tzinfo=UTC),
+        queue="q",
+        priority=0,
+        tenant_id="",
+    )
+    succeeded = Outcome(
+        job_id=8, lease_token=TOKEN, state=JobState.SUCCEEDED, result_json="1", duration_s=0.1
+    )
+    for_job: list[int] = []
+    for_other: list[int] = []
+
+    def on_job(sender, job_id, **kwargs):
+        for_job.append(job_id)
+
+    def on_other(sender, job_id, **kwargs):
+        for_other.append(job_id)
+
+    signals.job_succeeded.connect(on_other, sender=ClaimedJob, weak=False)
+    try:
+        send_outcome_signal(claimed, succeeded, "succeeded", "w1", "default")
+        signals.job_succeeded.connect(on_job, sender=Job, weak=False)
+        for _ in range(3):
+            send_outcome_signal(claimed, succeeded, "succeeded", "w1", "default")
+        signals.job_succeeded.disconnect(on_job, sender=Job)
+        send_outcome_signal(claimed, succeeded, "succeeded", "w1", "default")
+    finally:
+        signals.job_succeeded.disconnect(on_other, sender=ClaimedJob)
+    assert for_job == [8, 8, 8]
+    assert for_other == []
+
+
 @pytest.mark.slow
 @requires_postgres()
 @pytest.mark.django_db(transaction=True)

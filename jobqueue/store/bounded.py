@@ -29,16 +29,15 @@ locked; ``pruner``: after a batch is deleted). Production code never sets it.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from importlib import resources
 from typing import Any
 
 from django.db import connections, transaction
 
 from ..conf import get_settings
 from ..txlimits import TransactionLimits
+from .sqltext import sql
 
 __all__ = ["HOOKS", "checkpoint", "execute", "own_transaction", "timed_out"]
 
@@ -53,9 +52,8 @@ TIMEOUTS = {
 }
 
 
-@functools.cache
 def _limit_sql() -> str:
-    return resources.files("jobqueue.store.sql").joinpath("limit_transaction.sql").read_text()
+    return sql("limit_transaction")
 
 
 def _limits(limits: TransactionLimits | None) -> dict[str, str]:

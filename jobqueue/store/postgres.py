@@ -8,12 +8,10 @@ under the transaction limits (``bounded.py``); a caller's transaction, and an en
 
 from __future__ import annotations
 
-import functools
 import json
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from importlib import resources
 from typing import Any
 
 from django.db import connections, transaction
@@ -48,12 +46,7 @@ from .postgres_pauses import PostgresPauseStore
 from .postgres_progress import PostgresProgressStore
 from .postgres_rollups import PostgresRollupStore
 from .rows import fetchall, fetchone
-
-
-@functools.cache
-def sql(name: str) -> str:
-    """Return the text of ``store/sql/<name>.sql`` (read once)."""
-    return resources.files("jobqueue.store.sql").joinpath(f"{name}.sql").read_text()
+from .sqltext import sql
 
 
 def _json(value: Any) -> Any:

@@ -1,0 +1,39 @@
+"""The statements the PostgreSQL store sends: compacted, and short enough for psycopg's caches."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from psycopg import _queries
+
+from jobqueue.store import bounded
+from jobqueue.store.postgres import sql
+from jobqueue.store.sqltext import compact
+
+
+def test_compact_drops_comments_and_spacing_but_keeps_quoted_text():
+    text = "SELECT  'a -- b',\n  \"x  y\"  -- why\n\tFROM t -- end"
+    assert compact(text) == "SELECT 'a -- b', \"x  y\" FROM t"
+
+
+def test_every_statement_keeps_its_words():
+    folder = resources.files("jobqueue.store.sql")
+    for entry in folder.iterdir():
+        if not entry.name.endswith(".sql"):
+            continue
+        text = sql(entry.name.removesuffix(".sql"))
+        assert "--" not in text and "\n" not in text, entry.name
+        words = [
+            word for line in entry.read_text().splitlines() for word in line.split("--")[0].split()
+        ]
+        assert text.split() == words, entry.name
+
+
+def test_the_hot_statements_fit_psycopgs_query_cache():
+    """psycopg parses a query's placeholders once only for texts of at most 4,096 characters:
+    the claim, as sent (the transaction limits in front), must fit, or every claim is parsed
+    afresh."""
+    limit = _queries.MAX_CACHED_STATEMENT_LENGTH
+    prefix = len(bounded._limit_sql()) + 2
+    for name in ("claim", "finish_many", "heartbeat"):
+        assert prefix + len(sql(name).encode()) <= limit, name
