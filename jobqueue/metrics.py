@@ -166,7 +166,9 @@ def compute(using: str = "default") -> str:
     gauges = {g.queue: g for g in store.queue_gauges(COUNT_CAP)}
     dead = store.dead_gauges(COUNT_CAP)
     running = store.running_gauges(TOP_TENANTS)
-    paused = {p.name for p in Pause.objects.using(using).filter(kind="queue")}
+    pauses = list(Pause.objects.using(using).values_list("kind", "name")[:1000])
+    paused = {name for kind, name in pauses if kind == "queue"}
+    paused_types = sorted(name for kind, name in pauses if kind != "queue")
     names = set(gauges) | set(dead) | set(running.by_queue) | paused
     served = served_queues(workers, sorted(names))
     names |= set(served)
@@ -207,6 +209,17 @@ def compute(using: str = "default") -> str:
         "jobqueue_queue_unserved",
         "1 if the queue has ready jobs and no live worker serves it.",
         [({"queue": name}, float(unserved(name))) for name in queues],
+    )
+    out += family(
+        "jobqueue_queue_paused",
+        "1 if the queue is paused (jobqueue.pause): its lag then grows by intent; alert rules on "
+        "jobqueue_oldest_claimable_age_seconds can be silenced with `unless` on this.",
+        [({"queue": name}, float(name in paused)) for name in queues],
+    )
+    out += family(
+        "jobqueue_job_type_paused",
+        "1 per paused job type (jobqueue.pause_type).",
+        [({"type": name}, 1.0) for name in paused_types],
     )
     out += family(
         "jobqueue_running_jobs",

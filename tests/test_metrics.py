@@ -19,7 +19,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobqueue import metrics
+from jobqueue import metrics, pausing
 from jobqueue.breakers import open_breaker
 from jobqueue.models import CronEntry, GaugeSnapshot, Worker
 from jobqueue.states import JobState
@@ -300,3 +300,18 @@ def test_listener_up_per_live_worker(scraped):
     assert s['jobqueue_listener_up{worker="deaf",host="h",pid="7"}'] == 0
     assert s['jobqueue_listener_up{worker="fine",host="h",pid="7"}'] == 1
     assert not any("polls" in key for key in s if key.startswith("jobqueue_listener_up"))
+
+
+def test_paused_queues_and_types_are_gauges(scraped):
+    """A planned pause is visible to alerting (found in a new-user trial: the lag of a paused
+    queue climbed like an outage's, with nothing in the metrics to tell them apart)."""
+    make_job(queue="emails", run_at=ago(minutes=5))
+    make_job(queue="reports")
+    pausing.pause("emails", by="ops")
+    pausing.pause_type("tests.testapp.jobs.noop", by="ops")
+    s = scraped()
+    assert s['jobqueue_queue_paused{queue="emails"}'] == 1
+    assert s['jobqueue_queue_paused{queue="reports"}'] == 0
+    assert s['jobqueue_job_type_paused{type="tests.testapp.jobs.noop"}'] == 1
+    pausing.resume("emails")
+    assert scraped()['jobqueue_queue_paused{queue="emails"}'] == 0
