@@ -26,6 +26,7 @@ from .jobstatus import JobResult, JobStatus, Progress
 from .models import Job
 from .states import JobState
 from .store import get_store
+from .store.pooler import listen_alias
 from .store.waiting import FinishListener
 
 __all__ = ["result", "status", "wait"]
@@ -192,11 +193,19 @@ def wait(
 
 
 def _listener(alias: str) -> FinishListener | None:
-    """Return a listener on ``alias`` where LISTEN can be used, else None (poll)."""
+    """Return a listener for the jobs of ``alias`` where LISTEN can be used, else None (poll).
+
+    Behind a transaction pooler it listens on the alias's ``LISTEN_DATABASE`` (a direct
+    connection), or not at all: a LISTEN through the pooler is never notified
+    (``store/pooler.listen_alias``, the same rule as the worker's).
+    """
     if connections[alias].vendor != "postgresql" or not get_settings().listen_notify:
         return None
+    listen_on = listen_alias(alias)
+    if listen_on is None:
+        return None
     try:
-        return FinishListener(alias)
+        return FinishListener(listen_on)
     except Exception as exc:  # noqa: BLE001 - any failure to listen means: poll instead
         logger.warning("wait: cannot LISTEN on %r (%s); polling instead", alias, exc)
         return None

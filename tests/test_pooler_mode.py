@@ -7,18 +7,22 @@ The real PgBouncer runs are tests/test_process_pooler.py (field case 27).
 from __future__ import annotations
 
 import copy
+import threading
 
 import pytest
 from django.conf import settings
 from django.db import connection, connections
 from django.test import override_settings
 
-from jobqueue import checks
+import jobqueue
+from jobqueue import checks, results
 from jobqueue.conf import build_settings
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.models import Job
 from jobqueue.store.pooler import listen_alias, refuse_unmarked_pooler, shared_backend_pid
 from jobqueue.worker import Worker
-from tests.conftest import requires_postgres
+from tests.conftest import requires_postgres, wait_for
+from tests.factories import run_one
 
 
 def _pooled(alias: str = "default", listen: object = "direct") -> dict:
@@ -69,6 +73,30 @@ def test_a_pooled_alias_without_a_listen_alias_polls():
     with override_settings(JOBQUEUE=_pooled(listen="other")):
         worker = Worker(queues=["q"], install_signal_handlers=False)
     assert (worker.listen_on, worker.listen_notify) == ("other", True)
+
+
+@requires_postgres()
+@pytest.mark.django_db(transaction=True)
+def test_wait_never_listens_through_the_pooler():
+    """jobqueue.wait on a pooled alias listens where the worker does (its LISTEN_DATABASE) or
+    polls; before, it LISTENed through the pooler, was never notified, and every wait ran to
+    its timeout (found in a release-candidate trial)."""
+    with override_settings(JOBQUEUE=_pooled(listen=None)):
+        assert results._listener("default") is None
+        job_id = jobqueue.enqueue("q", "tests.testapp.jobs.noop", {})
+
+        def finish_once_watched() -> None:
+            # Finish only once the waiter has marked the job, so the wait really waits.
+            wait_for(lambda: Job.objects.filter(id=job_id, watched=True).exists(), timeout=60)
+            run_one("q")
+
+        finisher = threading.Thread(target=finish_once_watched)
+        finisher.start()
+        try:
+            assert jobqueue.wait(job_id, timeout=60).state == "succeeded"
+        finally:
+            finisher.join()
+        connections.close_all()
 
 
 def _check_ids(databases: dict, jobqueue: dict) -> list[tuple[str, str]]:
