@@ -136,6 +136,9 @@ def test_the_cli_acts_as_the_django_user_named_by_as_or_as_the_os_user(alice):
     assert cli("retry", str(named), "--as", "alice").returncode == 0
     assert history(named) == [("operator_retry", "alice")]
     assert entries(named) == [(alice.pk, str(named), CHANGE, "Retried by operator.")]
+    shown = cli("show", str(named)).stdout
+    [line] = [x for x in shown.splitlines() if "operator_retry" in x]
+    assert "by alice: " in line and ": :" not in line, line  # no empty "type" cell
     # No Django user of that name: the history names them, no LogEntry.
     assert cli("cancel", str(unknown), "--as", "nobody-here").returncode == 0
     assert history(unknown) == [("operator_cancel", "nobody-here")]

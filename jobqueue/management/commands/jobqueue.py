@@ -282,7 +282,8 @@ class Command(BaseCommand):
             )
             if entry.get("by"):
                 head += f" by {entry['by']}"
-            self.stdout.write(f"- {head}: {entry.get('type', '')}: {entry.get('message', '')}")
+            said = ": ".join(str(entry[k]) for k in ("type", "message") if entry.get(k))
+            self.stdout.write(f"- {head}: {said}" if said else f"- {head}")
             tail = (entry.get("traceback") or "").rstrip()
             if tail:
                 self.stdout.write("    " + tail.replace("\n", "\n    "))
