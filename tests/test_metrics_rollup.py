@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from jobqueue.ops.clock import db_now
+from jobqueue.ops.rollup import ALL_QUEUES, chart_data
 from jobqueue.retries import Outcome
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
@@ -74,3 +75,19 @@ def test_rates_and_histograms_of_the_last_five_complete_minutes(scraped):  # noq
 def test_no_runs_no_rollup_samples(scraped):  # noqa: F811
     m = scraped()
     assert not [k for k in m if k.startswith(("jobqueue_job_outcome", "jobqueue_pickup"))]
+
+
+def test_quiet_sampled_minutes_draw_a_zero_line_not_no_data():
+    """Minutes sampled while every queue was empty draw depth and lag as zeros ("all queues"),
+    not "no data yet" (a release-candidate trial: twelve sampled minutes, empty charts)."""
+    store = get_store()
+    now = db_now()
+    assert store.sample_depth(now=now - timedelta(minutes=3)) >= 1
+    data = chart_data(now, 3600, 60)
+    assert not data.empty
+    [depth], [lag] = data.depth, data.lag
+    assert depth.name == lag.name == ALL_QUEUES
+    assert [v for _, v in depth.points if v is not None] == [0.0]
+    assert [v for _, v in lag.points if v is not None] == [0.0]
+    # A minute nobody sampled stays a gap.
+    assert sum(v is None for _, v in depth.points) == len(depth.points) - 1

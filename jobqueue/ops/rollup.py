@@ -97,6 +97,10 @@ class Series:
     points: list[tuple[datetime, float | None]] = field(default_factory=list)
 
 
+#: The series drawn for depth and lag when no queue had anything claimable in the span.
+ALL_QUEUES = "all queues"
+
+
 @dataclass
 class ChartData:
     """What the dashboard's charts draw for one span, every series on the same minutes."""
@@ -157,6 +161,10 @@ def chart_data(now: datetime, span_s: int, step_s: int, using: str = "default") 
     depth: dict[str, dict[datetime, float]] = {}
     lag: dict[str, dict[datetime, float]] = {}
     sampled: set[datetime] = set()
+    # The minute's totals: drawn when no queue had anything claimable, so a quiet cluster
+    # shows a flat zero line, not "no data yet".
+    total: dict[str, dict[datetime, float]] = {ALL_QUEUES: {}}
+    total_lag: dict[str, dict[datetime, float]] = {ALL_QUEUES: {}}
     samples = (
         rows.filter(type="")
         .values("minute", "queue")
@@ -167,6 +175,10 @@ def chart_data(now: datetime, span_s: int, step_s: int, using: str = "default") 
         if r["queue"] == "":
             # The minute's marker: sampled, so a queue without a row had nothing claimable.
             sampled.add(at)
+            mine = total[ALL_QUEUES]
+            mine[at] = max(mine.get(at, 0.0), float(r["ready"] or 0))
+            late = total_lag[ALL_QUEUES]
+            late[at] = max(late.get(at, 0.0), float(r["lag_s"] or 0.0))
             continue
         mine = depth.setdefault(r["queue"], {})
         mine[at] = max(mine.get(at, 0.0), float(r["ready"] or 0))
@@ -188,8 +200,10 @@ def chart_data(now: datetime, span_s: int, step_s: int, using: str = "default") 
             Series(name, [(s, outcome[s][name] / per_step) for s in steps])
             for name in ("succeeded", "failed")
         ],
-        depth=[sampled_series(depth, q) for q in sorted(shown)],
-        lag=[sampled_series(lag, q) for q in sorted(shown)],
+        depth=[sampled_series(depth, q) for q in sorted(shown)]
+        or ([sampled_series(total, ALL_QUEUES)] if sampled else []),
+        lag=[sampled_series(lag, q) for q in sorted(shown)]
+        or ([sampled_series(total_lag, ALL_QUEUES)] if sampled else []),
         pickup=[
             Series(
                 f"p{round(q * 100)}",
