@@ -1,8 +1,9 @@
 """Store contract for the per-minute rollup (mixed into StoreContract: both stores).
 
-``finish_many`` adds every recorded run to its (minute, queue, type) row: outcome counts by the
-recorded state and the pickup/run histograms (cumulative ``le`` counts, count, sum); a lease no
-longer held adds nothing. ``sample_depth`` writes each queue's claimable count and lag once a
+``finish_many`` adds every recorded run to its (minute, queue, type) row in the writer's shard:
+outcome counts by the recorded state, the reaper's lease expirations, and the pickup/run
+histograms (cumulative ``le`` counts, count, sum); a lease no longer held adds nothing; readers
+sum the shards exactly. ``sample_depth`` writes each queue's claimable count and lag once a
 minute; ``prune_rollups`` deletes rows of old minutes.
 """
 
