@@ -4,11 +4,17 @@ Import it from :mod:`jobqueue.models`. One row per reading (``name``): the metri
 its text to every scrape of every process, and one process at a time recomputes it once it is
 older than the interval (a compare-and-set on ``computing_until``), so the gauges are computed
 once per interval for the whole cluster however many processes are scraped (FIELD-CASES 30).
+
+The row named :data:`LAST_PRUNE` is the pruner's note instead: ``body`` the last prune's
+duration in seconds (as text), ``computed_at`` when it ended (FIELD-CASES 31's gauge).
 """
 
 from __future__ import annotations
 
 from django.db import models
+
+#: The ``name`` of the row that records the last prune (``jobqueue.pruning.record_prune``).
+LAST_PRUNE = "last_prune"
 
 
 class GaugeSnapshot(models.Model):

@@ -37,6 +37,7 @@ from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
 from .conf import get_settings
+from .gauge_model import LAST_PRUNE
 from .models import CronEntry, GaugeSnapshot, Pause, RetryBudget
 from .ops.clock import db_now
 from .ops.prunable import EXACT_UP_TO, awaiting_prune
@@ -283,6 +284,23 @@ def compute(using: str = "default") -> str:
         "Finished jobs past their state's RETENTION, not yet deleted (exact up to "
         f"{EXACT_UP_TO}, PostgreSQL's estimate above).",
         [({"state": state}, float(n)) for state, n in prunable.items()],
+    )
+    pruned = (
+        GaugeSnapshot.objects.using(using)
+        .filter(name=LAST_PRUNE, computed_at__isnull=False)
+        .values_list("body", "computed_at")
+        .first()
+    )
+    # Absent until a pruner (the worker's or prunejobs) has run once.
+    out += family(
+        "jobqueue_last_prune_duration_seconds",
+        "How long the last prune (worker pruner or prunejobs) took, seconds.",
+        [({}, float(pruned[0]))] if pruned else [],
+    )
+    out += family(
+        "jobqueue_last_prune_timestamp_seconds",
+        "When the last prune ended, Unix time (database clock).",
+        [({}, pruned[1].timestamp())] if pruned and pruned[1] else [],
     )
     for name, help_text, samples in rollup_families(now, using):
         out += family(name, help_text, samples)

@@ -10,11 +10,15 @@ and no batch holds locks for long.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from django.db.models.functions import Now
+
 from . import limits
 from .conf import get_settings
+from .gauge_model import LAST_PRUNE, GaugeSnapshot
 from .states import FINISHED
 from .store import get_store
 from .store.rollups import PRUNE_ROLLUPS_LIMIT
@@ -109,6 +113,33 @@ def prune_rollups(*, max_batches: int | None = None, using: str | None = None) -
     return total
 
 
+def record_prune(duration_s: float, *, using: str | None = None) -> None:
+    """Record that a prune just ended, taking ``duration_s`` seconds (the metrics read it).
+
+    One small row (``GaugeSnapshot`` named :data:`~jobqueue.gauge_model.LAST_PRUNE`), its
+    ``computed_at`` the database clock: ``jobqueue_last_prune_duration_seconds`` and
+    ``jobqueue_last_prune_timestamp_seconds``. The last writer wins (several pruners: the one
+    that ended last).
+
+    Args:
+        duration_s: seconds the prune took, at least 0.
+        using: database alias of the queue (default ``"default"``).
+
+    Raises:
+        ValueError: ``duration_s`` is negative or not finite.
+        django.db.Error: the database cannot be reached.
+    """
+    if not 0.0 <= duration_s < float("inf"):
+        raise ValueError(f"duration_s must be a finite number of seconds >= 0, got {duration_s!r}")
+    alias = using or "default"
+    rows = GaugeSnapshot.objects.using(alias)
+    if not rows.filter(name=LAST_PRUNE).update(body=repr(duration_s), computed_at=Now()):
+        rows.bulk_create(
+            [GaugeSnapshot(name=LAST_PRUNE, body=repr(duration_s), computed_at=Now())],
+            ignore_conflicts=True,
+        )
+
+
 def count_prunable(states: Iterable[str], older_than_s: float, *, using: str | None = None) -> int:
     """Return how many jobs :func:`prune_jobs` would delete now."""
     return get_store(using).count_prunable(check_states(states), older_than_s)
@@ -140,6 +171,7 @@ class Pruner:
         The per-minute rollup rows past ``ROLLUP_RETENTION_SECONDS`` go too (logged, not
         counted in the result, which is about jobs).
         """
+        started = time.monotonic()
         retention = self.retention or get_settings().retention_seconds
         deleted: dict[str, int] = {}
         for state, seconds in retention.items():
@@ -153,6 +185,7 @@ class Pruner:
                 using=self.using,
             )
         rollups = prune_rollups(max_batches=self.max_batches, using=self.using)
+        record_prune(time.monotonic() - started, using=self.using)
         if rollups:
             logger.info("pruner: deleted %d rollup row(s)", rollups)
         if any(deleted.values()):

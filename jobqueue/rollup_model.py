@@ -7,6 +7,11 @@ counts, with count and sum). The row with ``type = ""`` is the queue's once-a-mi
 its ready depth and lag (``ready``, ``lag_s``). The store writes rows in the same statement that
 records outcomes (``finish_many``); metrics and the dashboard's charts read them; the pruner
 deletes rows older than ``ROLLUP_RETENTION_SECONDS``.
+
+A (minute, queue, type) is split over up to :data:`ROLLUP_SHARDS` rows by ``shard``: each
+finishing connection adds to its own slot (PostgreSQL: its backend pid mod ``ROLLUP_SHARDS``;
+the ORM store: the process id), so concurrent batches of many worker processes do not queue on
+one hot row lock. Every reader sums over ``shard``. Depth samples are shard 0.
 """
 
 from __future__ import annotations
@@ -15,6 +20,11 @@ from django.db import models
 
 #: Upper bounds (seconds) of the histogram buckets, both histograms; ``+Inf`` is the count.
 BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+#: Slots a (minute, queue, type) is split over, so concurrent finishers lock different rows.
+#: Readers sum over them; at most this many rows per key and minute (16 x the unsharded rows).
+ROLLUP_SHARDS = 16
+#: The ``kind`` of the error entry the reaper writes for a lease that ran out (``expired``).
+EXPIRED_KIND = "lease_expired"
 #: Histogram column prefixes: seconds from ``run_at`` to claim, and from claim to outcome.
 HISTOGRAMS: tuple[str, ...] = ("pickup", "run")
 #: Outcome count columns, by the state each run was recorded in (``retried``: ``scheduled``).
@@ -42,10 +52,14 @@ class Rollup(models.Model):
     minute = models.DateTimeField(help_text="Start of the minute (database clock).")
     queue = models.CharField(max_length=100)
     type = models.CharField("job type", max_length=200, blank=True, default="")
+    shard = models.SmallIntegerField(
+        default=0, db_default=0, help_text=f"Writer's slot, 0..{ROLLUP_SHARDS - 1}; sum over it."
+    )
     succeeded = _counter()
     retried = _counter("Failed runs that will run again.")
     dead = _counter()
     cancelled = _counter()
+    expired = _counter("Runs the reaper ended: their lease ran out (retried or dead too).")
     pickup_count = _counter()
     pickup_sum_s = models.FloatField(default=0.0, db_default=0.0)
     run_count = _counter()
@@ -56,7 +70,9 @@ class Rollup(models.Model):
     class Meta:
         verbose_name = "rollup"
         constraints = [
-            models.UniqueConstraint(fields=("minute", "queue", "type"), name="jobqueue_rollup_key")
+            models.UniqueConstraint(
+                fields=("minute", "queue", "type", "shard"), name="jobqueue_rollup_key"
+            )
         ]
 
 

@@ -1,8 +1,9 @@
 """Store contract for the per-minute rollup (mixed into StoreContract: both stores).
 
-``finish_many`` adds every recorded run to its (minute, queue, type) row: outcome counts by the
-recorded state and the pickup/run histograms (cumulative ``le`` counts, count, sum); a lease no
-longer held adds nothing. ``sample_depth`` writes each queue's claimable count and lag once a
+``finish_many`` adds every recorded run to its (minute, queue, type) row in the writer's shard:
+outcome counts by the recorded state, the reaper's lease expirations, and the pickup/run
+histograms (cumulative ``le`` counts, count, sum); a lease no longer held adds nothing; readers
+sum the shards exactly. ``sample_depth`` writes each queue's claimable count and lag once a
 minute; ``prune_rollups`` deletes rows of old minutes.
 """
 
@@ -14,8 +15,11 @@ from typing import Any
 import pytest
 
 from jobqueue.models import Rollup
+from jobqueue.ops.rates import WINDOW_MINUTES
+from jobqueue.ops.rates import families as rate_families
+from jobqueue.ops.rollup import window_totals
 from jobqueue.retries import Outcome
-from jobqueue.rollup_model import BUCKETS, bucket_columns
+from jobqueue.rollup_model import BUCKETS, ROLLUP_SHARDS, bucket_columns
 from jobqueue.states import DeadReason, JobState
 
 T = datetime(2030, 1, 2, 12, 0, 30, tzinfo=UTC)
@@ -89,6 +93,53 @@ class RollupContract:
         assert store.finish_many([ok], now=T + timedelta(seconds=1)) == {job_id: JobState.CANCELLED}
         row = self.rollup("q", A)
         assert (row["succeeded"], row["cancelled"], row["run_count"]) == (0, 1, 1)
+
+    def test_two_shards_of_one_minute_sum_exactly(self, store):
+        ids = [self.make(type=A, run_at=T - timedelta(seconds=1)).id for _ in range(3)]
+        held = {j.id: j.lease_token for j in store.claim(["q"], "w1", 10, 30.0, now=T)}
+        done = T + timedelta(seconds=2)
+
+        def ok(job_id: int) -> Outcome:
+            return Outcome(job_id=job_id, lease_token=held[job_id], state=JobState.SUCCEEDED)
+
+        assert len(store.finish_many([ok(ids[0])], now=done)) == 1
+        mine = self.rollup("q", A)["shard"]
+        assert 0 <= mine < ROLLUP_SHARDS
+        # Another process's slot of the same minute, queue and type (written as its batch would).
+        other = (mine + 1) % ROLLUP_SHARDS
+        Rollup.objects.using(self.alias).create(
+            minute=MINUTE, queue="q", type=A, shard=other, succeeded=5, dead=2, expired=2,
+            pickup_count=7, pickup_sum_s=7.0, run_count=7, run_sum_s=1.0,
+        )  # fmt: skip
+        assert len(store.finish_many([ok(ids[1]), ok(ids[2])], now=done)) == 2
+
+        rows = Rollup.objects.using(self.alias).filter(minute=MINUTE, queue="q", type=A)
+        assert sorted(rows.values_list("shard", "succeeded")) == sorted([(mine, 3), (other, 5)])
+        [total] = window_totals(MINUTE, MINUTE + timedelta(minutes=1), self.alias)
+        assert (total["succeeded"], total["dead"], total["expired"]) == (8, 2, 2)
+        assert (total["pickup_count"], total["run_count"]) == (10, 10)
+        assert total["pickup_sum_s"] == pytest.approx(10.0)
+        assert total["pickup_le_05"] == 3  # 1.0 s bucket: this process's three runs
+
+    def test_the_reapers_expired_leases_count_per_minute_and_in_the_metric(self, store):
+        for _ in range(2):
+            self.make(type=A, run_at=T - timedelta(seconds=1))
+        acked = self.make(queue="q2", type=A, run_at=T - timedelta(seconds=1)).id
+        store.claim(["q"], "w1", 10, 5.0, now=T)
+        [kept] = store.claim(["q2"], "w1", 10, 5.0, now=T)
+        ok = Outcome(job_id=acked, lease_token=kept.lease_token, state=JobState.SUCCEEDED)
+        assert store.finish_many([ok], now=T + timedelta(seconds=1)) == {acked: "succeeded"}
+        # The leases ran out at T + 5 s; the reaper returns both to the queue at T + 10 s.
+        assert store.reap(now=T + timedelta(seconds=10)) == (2, 0)
+        row = self.rollup("q", A)
+        assert (row["expired"], row["retried"], row["succeeded"]) == (2, 2, 0)
+        assert self.rollup("q2", A)["expired"] == 0
+        later = MINUTE + timedelta(minutes=WINDOW_MINUTES, seconds=10)
+        [(_, _, samples)] = [
+            f for f in rate_families(later, self.alias)
+            if f[0] == "jobqueue_lease_expirations_per_minute"
+        ]  # fmt: skip
+        assert samples == [({"queue": "q"}, 2 / WINDOW_MINUTES), ({"queue": "q2"}, 0.0)]
 
     def test_sample_depth_once_a_minute_per_queue_and_in_total(self, store):
         self.make(queue="q1", run_at=T - timedelta(seconds=60))

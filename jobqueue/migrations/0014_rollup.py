@@ -1,6 +1,7 @@
 # The per-minute rollup (issue 17): one row per (minute, queue, job type) of outcome counts and
 # pickup/run histograms, added by finish_many in the statement that records outcomes, and one row
-# per (minute, queue) of sampled depth and lag. Its own small table: nothing on jobqueue_job.
+# per (minute, queue) of sampled depth and lag. Split over ROLLUP_SHARDS slots (shard) so concurrent
+# finishers do not queue on one row lock; readers sum over shard. Its own small table: nothing on jobqueue_job.
 
 from django.db import migrations, models
 
@@ -19,10 +20,12 @@ class Migration(migrations.Migration):
                 ('minute', models.DateTimeField(help_text='Start of the minute (database clock).')),
                 ('queue', models.CharField(max_length=100)),
                 ('type', models.CharField(blank=True, default='', max_length=200, verbose_name='job type')),
+                ('shard', models.SmallIntegerField(db_default=0, default=0, help_text="Writer's slot, 0..15; sum over it.")),
                 ('succeeded', models.BigIntegerField(db_default=0, default=0)),
                 ('retried', models.BigIntegerField(db_default=0, default=0, help_text='Failed runs that will run again.')),
                 ('dead', models.BigIntegerField(db_default=0, default=0)),
                 ('cancelled', models.BigIntegerField(db_default=0, default=0)),
+                ('expired', models.BigIntegerField(db_default=0, default=0, help_text='Runs the reaper ended: their lease ran out (retried or dead too).')),
                 ('pickup_count', models.BigIntegerField(db_default=0, default=0)),
                 ('pickup_sum_s', models.FloatField(db_default=0.0, default=0.0)),
                 ('run_count', models.BigIntegerField(db_default=0, default=0)),
@@ -56,7 +59,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 'verbose_name': 'rollup',
-                'constraints': [models.UniqueConstraint(fields=('minute', 'queue', 'type'), name='jobqueue_rollup_key')],
+                'constraints': [models.UniqueConstraint(fields=('minute', 'queue', 'type', 'shard'), name='jobqueue_rollup_key')],
             },
         ),
     ]

@@ -3,9 +3,10 @@
 ``jobqueue.metrics.collect`` adds them to its text. Each is a reading of the last
 :data:`WINDOW_MINUTES` complete minutes (the rollup keeps minutes, and prunes them, so a
 running total would fall at each prune and read as a counter reset): rates per second by
-queue, type and outcome, and the pickup-latency and run-duration histograms of those minutes as
-cumulative ``le`` buckets, ``_sum`` and ``_count``. ``histogram_quantile(0.95,
-jobqueue_pickup_latency_seconds_bucket)`` gives the window's p95 directly (no ``rate()``).
+queue, type and outcome, lease expirations per minute by queue, and the pickup-latency and
+run-duration histograms of those minutes as cumulative ``le`` buckets, ``_sum`` and ``_count``.
+``histogram_quantile(0.95, jobqueue_pickup_latency_seconds_bucket)`` gives the window's p95
+directly (no ``rate()``).
 One aggregate over a range of the rollup's key (``jobqueue/ops/rollup.py``).
 """
 
@@ -57,7 +58,16 @@ def families(now: datetime, using: str = "default") -> list[Family]:
         key = {"queue": row["queue"], "type": row["type"]}
         rates += [({**key, "outcome": c}, row[c] / seconds) for c in COUNTS]
         failures.append((key, (row["retried"] + row["dead"]) / seconds))
+    expirations: dict[str, float] = {}
+    for row in totals:
+        expirations[row["queue"]] = expirations.get(row["queue"], 0.0) + row["expired"]
     out: list[Family] = [
+        (
+            "jobqueue_lease_expirations_per_minute",
+            "Runs whose lease ran out (ended by the reaper: retried or dead) per minute, over "
+            f"the last {WINDOW_MINUTES} complete minutes, by queue.",
+            [({"queue": q}, n / WINDOW_MINUTES) for q, n in sorted(expirations.items())],
+        ),
         (
             "jobqueue_job_outcome_rate_per_second",
             f"Runs recorded per second over the last {WINDOW_MINUTES} complete minutes, by "

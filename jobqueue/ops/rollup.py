@@ -1,9 +1,11 @@
 """Internal: the per-minute rollup read for people and scrapers: rates, histograms, chart series.
 
 Every read is one aggregate over a range of ``minute``, which leads the rollup's unique key
-(``jobqueue_rollup_key``: minute, queue, type), so its cost follows the rows of the window (its
-minutes times the queue/type pairs that ran in them), never the jobs table. Rows with ``type``
-"" are the depth samples; rows with a type, outcomes (``jobqueue/rollup_model.py``).
+(``jobqueue_rollup_key``: minute, queue, type, shard), so its cost follows the rows of the window
+(its minutes times the queue/type pairs that ran in them times the shards written), never the
+jobs table. Every read sums (or, for depth samples, takes the largest) over ``shard``: one
+(minute, queue, type) may be split over up to ``ROLLUP_SHARDS`` rows. Rows with ``type`` ""
+are the depth samples; rows with a type, outcomes (``jobqueue/rollup_model.py``).
 """
 
 from __future__ import annotations
@@ -48,15 +50,16 @@ def window_totals(start: datetime, end: datetime, using: str = "default") -> lis
         using: database alias.
 
     Returns:
-        One dict per (queue, type) with ``queue``, ``type`` and every count and histogram
-        column summed (histogram buckets stay cumulative ``le`` counts), ordered by queue, type.
+        One dict per (queue, type) with ``queue``, ``type``, every count (and ``expired``) and
+        histogram column summed over minutes and shards (histogram buckets stay cumulative
+        ``le`` counts), ordered by queue, type.
     """
     rows = (
         Rollup.objects.using(using)
         .filter(minute__gte=start, minute__lt=end)
         .exclude(type="")
         .values("queue", "type")
-        .annotate(**_sums((*COUNTS, *HISTOGRAM_COLUMNS)))
+        .annotate(**_sums((*COUNTS, "expired", *HISTOGRAM_COLUMNS)))
         .order_by("queue", "type")
     )
     totals: list[dict[str, Any]] = list(rows)  # type: ignore[arg-type]  # annotated columns

@@ -19,6 +19,7 @@ from ..backoff import policy_for
 from ..errors import LeaseLost
 from ..policies import Backoff
 from ..retries import Outcome, decide
+from ..rollup_model import EXPIRED_KIND
 from ..states import DeadReason, JobState
 from .base import ExpiredLease, ReapDecision
 
@@ -105,7 +106,7 @@ def expired_entry(lease: ExpiredLease) -> dict[str, Any]:
     """Return the error entry of a lease the reaper found run out (the store adds ``at``)."""
     until = lease.lease_until.isoformat() if lease.lease_until is not None else "?"
     return {
-        "kind": "lease_expired",
+        "kind": EXPIRED_KIND,
         "attempt": lease.attempts,
         "worker": lease.leased_by,
         "type": "LeaseExpired",

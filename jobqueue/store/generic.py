@@ -23,6 +23,7 @@ from django.utils import timezone
 from ..errors import DuplicateJob, LeaseLost
 from ..models import Job
 from ..retries import Outcome
+from ..rollup_model import EXPIRED_KIND
 from ..states import CLAIMABLE, LIVE, JobState
 from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
@@ -335,7 +336,10 @@ class GenericStore(
                     )
                 except LeaseLost:
                     continue
-            self._roll_up(before, recorded, now)
+            expired = {
+                o.job_id for o in outcomes if o.error and o.error.get("kind") == EXPIRED_KIND
+            }
+            self._roll_up(before, recorded, now, expired)
         return recorded
 
     def release(

@@ -1,12 +1,14 @@
 """Internal: the rollup on the ORM. A mixin of :class:`~jobqueue.store.generic.GenericStore`.
 
 ``_roll_up`` is called by ``finish_many`` inside its transaction: one read of the batch's
-rows before they change (their ``run_at``), then one upsert per (queue, type) of the batch.
+rows before they change (their ``run_at``), then one upsert per (queue, type) of the batch, in
+this process's shard (process id mod ``ROLLUP_SHARDS``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Mapping, Set
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -14,6 +16,7 @@ from django.db.models import Count, F, Min
 from django.utils import timezone
 
 from ..models import Job, Rollup
+from ..rollup_model import ROLLUP_SHARDS
 from ..states import CLAIMABLE
 from .rollups import PRUNE_ROLLUPS_LIMIT, Observation, tally
 
@@ -39,16 +42,21 @@ class GenericRollupStore:
         before: Mapping[int, tuple[str, str, datetime, datetime | None]],
         recorded: Mapping[int, str],
         at: datetime,
+        expired: Set[int] = frozenset(),
     ) -> None:
-        """Add the runs ``recorded`` (``{id: state}``) at ``at`` to their minute's rows."""
+        """Add the runs ``recorded`` (``{id: state}``) at ``at`` to their minute's rows.
+
+        ``expired``: ids of the runs the reaper ended because their lease ran out.
+        """
         observed: list[Observation] = []
         for job_id, state in recorded.items():
             queue, job_type, due_at, started_at = before[job_id]
-            observed.append((queue, job_type, state, due_at, started_at))
+            observed.append((queue, job_type, state, due_at, started_at, job_id in expired))
         rows = Rollup.objects.using(self.alias)
         minute = _minute(at)
+        shard = os.getpid() % ROLLUP_SHARDS
         for (queue, job_type), adds in sorted(tally(observed, at).items()):
-            key = {"minute": minute, "queue": queue, "type": job_type}
+            key = {"minute": minute, "queue": queue, "type": job_type, "shard": shard}
             if not rows.filter(**key).update(**{k: F(k) + v for k, v in adds.items()}):
                 rows.create(**key, **adds)
 
@@ -57,7 +65,7 @@ class GenericRollupStore:
         minute = _minute(at)
         rows = Rollup.objects.using(self.alias)
         with transaction.atomic(using=self.alias):
-            if rows.filter(minute=minute, queue="", type="").exists():
+            if rows.filter(minute=minute, queue="", type="", shard=0).exists():
                 return 0
             depth = (
                 Job.objects.using(self.alias)

@@ -18,6 +18,7 @@ from django.db import connections, transaction
 
 from ..errors import DuplicateJob, LeaseLost
 from ..retries import Outcome
+from ..rollup_model import EXPIRED_KIND, ROLLUP_SHARDS
 from . import bounded
 from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
@@ -294,6 +295,8 @@ class PostgresStore(
             "retry_ats": [o.retry_at for o in ordered],
             "delays": [o.delay_s for o in ordered],
             "now": now,
+            "shards": ROLLUP_SHARDS,
+            "expired_kind": EXPIRED_KIND,
         }
         with self._execute("finish_many", params) as cursor:
             return {r.id: r.state for r in fetchall(cursor)}

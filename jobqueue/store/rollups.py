@@ -17,8 +17,9 @@ from ..rollup_model import BUCKETS, OUTCOMES, bucket_columns
 #: Rows deleted per statement by ``prune_rollups``.
 PRUNE_ROLLUPS_LIMIT = 10_000
 
-#: One recorded run: (queue, type, recorded state, run_at before the outcome, started_at).
-Observation = tuple[str, str, str, datetime | None, datetime | None]
+#: One recorded run: (queue, type, recorded state, run_at before the outcome, started_at,
+#: whether the reaper ended it because its lease ran out).
+Observation = tuple[str, str, str, datetime | None, datetime | None, bool]
 
 
 def tally(observed: Iterable[Observation], at: datetime) -> dict[tuple[str, str], dict[str, float]]:
@@ -26,14 +27,17 @@ def tally(observed: Iterable[Observation], at: datetime) -> dict[tuple[str, str]
 
     The ORM twin of the ``observed``/``rolled`` part of finish_many.sql: outcome counts by
     recorded state, and per histogram its count, sum (seconds) and cumulative ``le`` counts.
-    Pickup is ``started_at - run_at``, run ``at - started_at``, both at least 0.
+    Pickup is ``started_at - run_at``, run ``at - started_at``, both at least 0; ``expired``
+    counts the runs whose lease ran out.
     """
     out: dict[tuple[str, str], dict[str, float]] = {}
-    for queue, job_type, state, due_at, started_at in observed:
+    for queue, job_type, state, due_at, started_at, expired in observed:
         row = out.setdefault((queue, job_type), {})
         column = OUTCOMES.get(state)
         if column is not None:
             row[column] = row.get(column, 0) + 1
+        if expired:
+            row["expired"] = row.get("expired", 0) + 1
         if started_at is None:
             continue
         spans = {"run": max((at - started_at).total_seconds(), 0.0)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -12,7 +13,13 @@ from django.db import connections
 from jobqueue import limits
 from jobqueue.conf import RETENTION_STATES, get_settings
 from jobqueue.management.arguments import in_range
-from jobqueue.pruning import DEFAULT_PRUNE_BATCH_SIZE, count_prunable, prune_jobs, prune_rollups
+from jobqueue.pruning import (
+    DEFAULT_PRUNE_BATCH_SIZE,
+    count_prunable,
+    prune_jobs,
+    prune_rollups,
+    record_prune,
+)
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhdw])+")
@@ -102,6 +109,7 @@ class Command(BaseCommand):
             self.stdout.write("Nothing to prune: no state has a retention (RETENTION is None).")
             return
         total = 0
+        started = time.monotonic()
         for states, seconds in plan:
             label = "/".join(states)
             if options["dry_run"]:
@@ -129,6 +137,8 @@ class Command(BaseCommand):
             rows = prune_rollups(using=using)
             keep = describe(get_settings().rollup_retention_seconds)
             self.stdout.write(f"Deleted {rows} rollup row(s) of minutes more than {keep} ago.")
+        if not options["dry_run"]:
+            record_prune(time.monotonic() - started, using=using)
 
     def _plan(
         self, older_than: float | None, states: list[str] | None

@@ -4,8 +4,11 @@
 -- A job whose cancel was requested while it ran ends cancelled (an ack's result kept, and an entry saying so).
 -- clock.at is now() unless a test stands in for the database clock.
 -- The same statement adds the recorded rows to the per-minute rollup (jobqueue/rollup_model.py): one upsert row
--- per (minute, queue, type) of this batch, on its unique key, in key order (two batches lock shared rows in the
--- same order). due_at is run_at before this update (a retry overwrites it): the subquery reads the statement's
+-- per (minute, queue, type) of this batch, in this connection's shard (backend pid mod ROLLUP_SHARDS:
+-- concurrent batches are on different backends, so mostly on different rows instead of queueing on one hot row
+-- lock), on its unique key, in key order (two batches that share a shard lock its rows in the same order).
+-- expired counts the reaper's outcomes (error kind 'lease_expired', EXPIRED_KIND: the lease ran out).
+-- due_at is run_at before this update (a retry overwrites it): the subquery reads the statement's
 -- snapshot, which does not see the statement's own changes (a self-join in FROM did the same but planned ~10x
 -- slower, every indexed path of jobqueue_job weighed twice). Pickup latency is started_at - due_at, run duration
 -- clock.at - started_at, in float8 (date_part: extract's numeric made the aggregate 2x slower). Histogram columns
@@ -34,16 +37,16 @@ FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(states)s::text[], %(results
          AS o(id, token, state, result, error, dead_reason, retry_at, delay_s),
      (SELECT coalesce(%(now)s::timestamptz, now()) AS at) AS clock
 WHERE j.id = o.id AND j.lease_token = o.token AND j.state = 'leased'
-RETURNING j.id, j.state, j.queue, j.type, j.started_at, clock.at,
+RETURNING j.id, j.state, j.queue, j.type, j.started_at, clock.at, o.error ->> 'kind' AS kind,
           (SELECT w.run_at FROM jobqueue_job AS w WHERE w.id = j.id) AS due_at
 ), observed AS (
-    SELECT date_trunc('minute', at) AS minute, queue, type, state,
+    SELECT date_trunc('minute', at) AS minute, queue, type, state, kind,
            greatest(date_part('epoch', started_at - due_at), 0) AS pickup_s,
            greatest(date_part('epoch', at - started_at), 0) AS run_s
     FROM done
 ), rolled AS (
 INSERT INTO jobqueue_rollup AS r (
-    minute, queue, type, succeeded, retried, dead, cancelled,
+    minute, queue, type, shard, succeeded, retried, dead, cancelled, expired,
     pickup_count, pickup_sum_s, run_count, run_sum_s,
     pickup_le_00, pickup_le_01, pickup_le_02, pickup_le_03,
     pickup_le_04, pickup_le_05, pickup_le_06, pickup_le_07,
@@ -51,9 +54,10 @@ INSERT INTO jobqueue_rollup AS r (
     run_le_00, run_le_01, run_le_02, run_le_03,
     run_le_04, run_le_05, run_le_06, run_le_07,
     run_le_08, run_le_09, run_le_10, run_le_11)
-SELECT minute, queue, type,
+SELECT minute, queue, type, mod(pg_backend_pid(), %(shards)s),
     count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'scheduled'),
     count(*) FILTER (WHERE state = 'dead'), count(*) FILTER (WHERE state = 'cancelled'),
+    count(*) FILTER (WHERE kind = %(expired_kind)s),
     count(pickup_s), coalesce(sum(pickup_s), 0), count(run_s), coalesce(sum(run_s), 0),
     count(*) FILTER (WHERE pickup_s <= 0.01), count(*) FILTER (WHERE pickup_s <= 0.05),
     count(*) FILTER (WHERE pickup_s <= 0.1), count(*) FILTER (WHERE pickup_s <= 0.25),
@@ -70,9 +74,10 @@ SELECT minute, queue, type,
 FROM observed
 GROUP BY minute, queue, type
 ORDER BY minute, queue, type
-ON CONFLICT (minute, queue, type) DO UPDATE SET
+ON CONFLICT (minute, queue, type, shard) DO UPDATE SET
     succeeded = r.succeeded + excluded.succeeded, retried = r.retried + excluded.retried,
     dead = r.dead + excluded.dead, cancelled = r.cancelled + excluded.cancelled,
+    expired = r.expired + excluded.expired,
     pickup_count = r.pickup_count + excluded.pickup_count,
     pickup_sum_s = r.pickup_sum_s + excluded.pickup_sum_s,
     run_count = r.run_count + excluded.run_count, run_sum_s = r.run_sum_s + excluded.run_sum_s,

@@ -1,7 +1,7 @@
 -- sample_depth: once a minute, each queue's claimable jobs (ready, or scheduled and due) and the age of its oldest,
 -- as the rollup rows (minute, queue, type '') of jobqueue/rollup_model.py; the row (minute, '', '') holds the totals
 -- and marks the minute sampled: a later call in the same minute (any worker) finds it and counts nothing.
--- Reads the claim index jobqueue_job_claim over the claimable rows only; written at most once a minute cluster-wide.
+-- Samples are shard 0 (the column's default). Reads the claim index jobqueue_job_claim over the claimable rows only; written at most once a minute cluster-wide.
 WITH clock AS (
     SELECT date_trunc('minute', coalesce(%(now)s::timestamptz, now())) AS minute,
            coalesce(%(now)s::timestamptz, now()) AS at
@@ -22,5 +22,5 @@ UNION ALL
 SELECT f.minute, '', '', coalesce((SELECT sum(ready) FROM per_queue), 0),
        coalesce((SELECT max(lag_s) FROM per_queue), 0)
 FROM fresh AS f
-ON CONFLICT (minute, queue, type) DO NOTHING
+ON CONFLICT (minute, queue, type, shard) DO NOTHING
 RETURNING queue
