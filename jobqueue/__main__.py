@@ -12,6 +12,7 @@ Run it where ``manage.py`` is (the current directory is on ``sys.path``, as for 
 with ``DJANGO_SETTINGS_MODULE`` set or ``--settings``: it cannot read ``manage.py``'s default.
 """
 
+import importlib.util
 import os
 import sys
 
@@ -42,7 +43,29 @@ def main(argv: list[str]) -> None:
             f"{PROG}: no Django settings: set DJANGO_SETTINGS_MODULE (e.g. mysite.settings) "
             "or pass --settings, as manage.py does for you"
         )
+    settings = _settings_module(argv)
+    if settings and not any(a.startswith("--pythonpath") for a in argv[1:]):
+        try:
+            found = importlib.util.find_spec(settings) is not None
+        except ModuleNotFoundError:  # its package is not importable from here
+            found = False
+        if not found:
+            sys.exit(
+                f"{PROG}: cannot import the settings module {settings!r} from {os.getcwd()}: "
+                "run it in the directory of manage.py, or put your project on PYTHONPATH"
+            )
     execute_from_command_line([PROG, *argv[1:]])
+
+
+def _settings_module(argv: list[str]) -> str:
+    """Return the settings module ``--settings`` names (last one wins), else the environment's."""
+    name = os.environ.get("DJANGO_SETTINGS_MODULE", "")
+    for i, arg in enumerate(argv[1:], start=1):
+        if arg == "--settings" and i + 1 < len(argv):
+            name = argv[i + 1]
+        elif arg.startswith("--settings="):
+            name = arg.split("=", 1)[1]
+    return name
 
 
 if __name__ == "__main__":

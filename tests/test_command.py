@@ -7,7 +7,10 @@ writes a Worker row. These run on SQLite too: parsing fails before any database 
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -195,3 +198,27 @@ def test_manage_py_runworkers_is_unguarded_before_jobqueues_app_config(
     code = _stop_during_start_up(workers, tmp_path, monkeypatch, "django", (), "settings")
     assert code == -signal.SIGTERM, workers.log(workers.procs[-1])
     assert Job.objects.filter(id=job_id, state="ready", attempts=0).exists()
+
+
+@pytest.mark.parametrize(
+    ("env_settings", "flags"),
+    [("site_proj.settings", []), (None, ["--settings", "site_proj.settings"])],
+)
+def test_python_m_jobqueue_away_from_the_project_says_where_to_run_it(
+    tmp_path, env_settings, flags
+):
+    """``python -m jobqueue runworkers`` where the settings cannot be imported (run from the
+    wrong directory) exits 1 with one line saying so, not a ModuleNotFoundError traceback
+    (found in a release-candidate trial)."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    if env_settings:
+        env["DJANGO_SETTINGS_MODULE"] = env_settings
+    env["PYTHONPATH"] = str(Path(jobqueue.__file__).parent.parent)  # jobqueue, not the project
+    done = subprocess.run(
+        [sys.executable, "-m", "jobqueue", "runworkers", *flags],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "cannot import the settings module 'site_proj.settings'" in done.stderr
+    assert "run it in the directory of manage.py" in done.stderr
+    assert "Traceback" not in done.stderr
