@@ -217,6 +217,10 @@ def test_worker_page_is_read_only_and_tells_alive_from_dead(admin):
     page = text(admin.get(WORKERS))
     assert "w-up" in page and "w-gone" in page and "a, b" in page
     assert page.count('alt="True"') == 1 and page.count('alt="False"') == 1
+    # A killed process never reports "stopped": its last status is not shown as current.
+    assert page.count("silent (last: running)") == 1
+    dashboard = text(admin.get(DASHBOARD))
+    assert dashboard.count("silent (last: running)") == 1
     assert admin.get(reverse("admin:jobqueue_worker_add")).status_code == 403
 
 

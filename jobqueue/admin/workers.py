@@ -20,7 +20,7 @@ class WorkerAdmin(InputGuardMixin, admin.ModelAdmin):
         "queue_names",
         "concurrency",
         "running_jobs",
-        "status",
+        "reported_status",
         "started_at",
         "last_seen_at",
         "alive",
@@ -37,6 +37,13 @@ class WorkerAdmin(InputGuardMixin, admin.ModelAdmin):
     def queue_names(self, worker: Worker) -> str:
         """Show the queues as a comma-separated list."""
         return ", ".join(worker.queues or [])
+
+    @admin.display(description="status", ordering="status")
+    def reported_status(self, worker: Worker) -> str:
+        """Show its status, or that it fell silent: a killed process never reports "stopped"."""
+        if worker.is_alive:
+            return worker.status
+        return f"silent (last: {worker.status})"
 
     @admin.display(description="alive", boolean=True)
     def alive(self, worker: Worker) -> bool:
