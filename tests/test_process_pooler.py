@@ -131,6 +131,14 @@ def bounced(private_cluster):
         bouncer.stop()
 
 
+def django_command(env: dict, *args: str) -> subprocess.CompletedProcess:
+    """Run ``python -m django ARGS`` with ``env`` and return it finished (output captured)."""
+    return subprocess.run(
+        [sys.executable, "-m", "django", *args],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
 def _pooled_env(
     direct_url: str, bouncer: PrivateBouncer, db: str, **settings: object
 ) -> dict[str, str]:
@@ -252,25 +260,11 @@ def test_fc27_negative_unmarked_pooler_refuses_to_start_naming_the_setting(bounc
     cluster, bouncer = bounced
     _, direct_env = migrated_database(cluster, "jq_fc27n", LISTEN_NOTIFY=True)
     env = dict(direct_env, DATABASE_URL=bouncer.url("jq_fc27n"))
-    worker = subprocess.run(
-        [sys.executable, "-m", "django", "runworkers", "--queues", "q"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    worker = django_command(env, "runworkers", "--queues", "q")
     assert worker.returncode != 0
     assert "POOLED_DATABASES" in worker.stderr
     assert "transaction pooler" in worker.stderr
-    check = subprocess.run(
-        [sys.executable, "-m", "django", "check", "--database", "default"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    check = django_command(env, "check", "--database", "default")
     assert check.returncode != 0
     assert "jobqueue.E021" in check.stderr
     assert "POOLED_DATABASES" in check.stderr

@@ -43,17 +43,3 @@ class Store(
     """Everything jobqueue asks of a store, on one database alias (``alias``)."""
 
     alias: str
-
-
-#: The parts of :class:`Store`, for the contract test that walks each member.
-PARTS: tuple[type, ...] = (
-    JobStore,
-    OperatorStore,
-    CronStore,
-    DependencyStore,
-    WorkerStore,
-    PauseStore,
-    GaugeStore,
-    ProgressStore,
-    RollupStore,
-)
