@@ -5,12 +5,10 @@ cannot be deleted (no button, and a refused POST). The layout half is in test_ad
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 import jobqueue
@@ -19,22 +17,11 @@ from jobqueue.models import CronEntry
 from jobqueue.states import JobState
 
 from .factories import error_entry, make_job
+from .test_admin_cron import admin_client, text  # noqa: F401  (the fixture, the helper)
 
 NOOP = "tests.testapp.jobs.noop"
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client):
-    user = User.objects.create(username="ops", is_staff=True, is_superuser=True)
-    client.force_login(user)
-    return client
-
-
-def text(response) -> str:
-    """Return the response's visible text, tags stripped and whitespace collapsed."""
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", response.content.decode()))
 
 
 def test_error_times_are_shown_to_the_second_with_the_zone(admin_client, settings):
