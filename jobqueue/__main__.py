@@ -35,16 +35,16 @@ def main(argv: list[str]) -> None:
 
     Raises:
         SystemExit: status 1 with a message when no settings module is named (neither
-            ``DJANGO_SETTINGS_MODULE`` nor ``--settings``); else as the command exits.
+            ``DJANGO_SETTINGS_MODULE`` nor ``--settings``) or when it cannot be imported from
+            here (unless ``--pythonpath`` is given); else as the command exits.
     """
-    named = any(arg == "--settings" or arg.startswith("--settings=") for arg in argv[1:])
-    if not os.environ.get("DJANGO_SETTINGS_MODULE") and not named:
+    settings = _settings_module(argv)
+    if not settings:
         sys.exit(
             f"{PROG}: no Django settings: set DJANGO_SETTINGS_MODULE (e.g. mysite.settings) "
             "or pass --settings, as manage.py does for you"
         )
-    settings = _settings_module(argv)
-    if settings and not any(a.startswith("--pythonpath") for a in argv[1:]):
+    if not any(a.startswith("--pythonpath") for a in argv[1:]):
         try:
             found = importlib.util.find_spec(settings) is not None
         except ModuleNotFoundError:  # its package is not importable from here

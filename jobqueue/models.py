@@ -235,6 +235,13 @@ class Worker(models.Model):
         silence = timedelta(seconds=3 * self.heartbeat_interval_s)
         return timezone.now() - self.last_seen_at <= silence
 
+    @property
+    def reported_status(self) -> str:
+        """Return its status, or that it fell silent: a killed process never reports "stopped"."""
+        if self.is_alive:
+            return self.status
+        return f"silent (last: {self.status})"
+
 
 # -- cron ------------------------------------------------------------------------------------
 

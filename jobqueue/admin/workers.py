@@ -40,10 +40,8 @@ class WorkerAdmin(InputGuardMixin, admin.ModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def reported_status(self, worker: Worker) -> str:
-        """Show its status, or that it fell silent: a killed process never reports "stopped"."""
-        if worker.is_alive:
-            return worker.status
-        return f"silent (last: {worker.status})"
+        """Show :attr:`Worker.reported_status`."""
+        return worker.reported_status
 
     @admin.display(description="alive", boolean=True)
     def alive(self, worker: Worker) -> bool:
