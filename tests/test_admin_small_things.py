@@ -17,7 +17,7 @@ from jobqueue.models import CronEntry
 from jobqueue.states import JobState
 
 from .factories import error_entry, make_job
-from .test_admin_cron import admin_client, text  # noqa: F401  (the fixture, the helper)
+from .test_admin_cron import text  # admin_client: pytest-django's own (a superuser)
 
 NOOP = "tests.testapp.jobs.noop"
 

@@ -222,3 +222,15 @@ def test_python_m_jobqueue_away_from_the_project_says_where_to_run_it(
     assert "cannot import the settings module 'site_proj.settings'" in done.stderr
     assert "run it in the directory of manage.py" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_python_m_jobqueue_without_settings_says_how_to_name_them(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env["PYTHONPATH"] = str(Path(jobqueue.__file__).parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobqueue", "runworkers"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "no Django settings: set DJANGO_SETTINGS_MODULE" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -78,9 +78,11 @@ def test_a_pooled_alias_without_a_listen_alias_polls():
 @requires_postgres()
 @pytest.mark.django_db(transaction=True)
 def test_wait_never_listens_through_the_pooler():
-    """jobqueue.wait on a pooled alias listens where the worker does (its LISTEN_DATABASE) or
-    polls; before, it LISTENed through the pooler, was never notified, and every wait ran to
-    its timeout (found in a release-candidate trial)."""
+    """jobqueue.wait on a pooled alias without a LISTEN_DATABASE polls (no listener at all),
+    and still returns once the job finishes; before, it LISTENed through the pooler, was never
+    notified, and every wait ran to its timeout (found in a release-candidate trial). Without a
+    real pooler here the NOTIFY would reach a wrong LISTEN too, so the listener's absence is the
+    assertion that fails before the fix; the real-pooler run is test_process_pooler.py."""
     with override_settings(JOBQUEUE=_pooled(listen=None)):
         assert results._listener("default") is None
         job_id = jobqueue.enqueue("q", "tests.testapp.jobs.noop", {})

@@ -77,6 +77,10 @@ class Sampler:
         self.idle_advisory_holders: list[tuple] = []
         self.aborted: dict[tuple, int] = {}
         self.max_server_connections = 0
+        #: Samples taken, and what ended the sampling early: the asserts on the figures above
+        #: mean nothing unless it sampled, and kept sampling.
+        self.samples = 0
+        self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -89,9 +93,16 @@ class Sampler:
         self._thread.join(10)
 
     def _run(self) -> None:
+        try:
+            self._sample()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test in the main thread
+            self.error = exc
+
+    def _sample(self) -> None:
         waiting_since: float | None = None
         with psycopg.connect(self.direct_url, autocommit=True) as conn:
             while not self._stop.wait(0.5):
+                self.samples += 1
                 pools = self.bouncer.show_pools(self.dbname)
                 now = time.monotonic()
                 if any(row["cl_waiting"] for row in pools):
@@ -241,6 +252,8 @@ def test_fc27_workers_producer_and_cron_through_a_transaction_pooler(bounced, tm
     # The pool never starved, no transaction stayed aborted, no advisory lock outlived its
     # transaction, and the server never had more connections than the pool plus 3 listeners
     # (and this test's own sampler).
+    assert sampler.error is None, sampler.error
+    assert sampler.samples > 0
     assert sampler.longest_waiting_s <= 5.0
     assert [key for key, seen in sampler.aborted.items() if seen > 1] == []
     assert sampler.idle_advisory_holders == []

@@ -249,6 +249,11 @@ def test_a_receiver_connected_between_sends_gets_every_later_send():
     def on_other(sender, job_id, **kwargs):
         for_other.append(job_id)
 
+    for_any: list[int] = []
+
+    def on_any(sender, job_id, **kwargs):
+        for_any.append(job_id)
+
     signals.job_succeeded.connect(on_other, sender=ClaimedJob, weak=False)
     try:
         send_outcome_signal(claimed, succeeded, "succeeded", "w1", "default")
@@ -257,9 +262,15 @@ def test_a_receiver_connected_between_sends_gets_every_later_send():
             send_outcome_signal(claimed, succeeded, "succeeded", "w1", "default")
         signals.job_succeeded.disconnect(on_job, sender=Job)
         send_outcome_signal(claimed, succeeded, "succeeded", "w1", "default")
+        signals.job_succeeded.connect(on_any, weak=False)  # any sender
+        for _ in range(2):
+            send_outcome_signal(claimed, succeeded, "succeeded", "w1", "default")
     finally:
+        signals.job_succeeded.disconnect(on_job, sender=Job)
         signals.job_succeeded.disconnect(on_other, sender=ClaimedJob)
+        signals.job_succeeded.disconnect(on_any)
     assert for_job == [8, 8, 8]
+    assert for_any == [8, 8]
     assert for_other == []
 
 
