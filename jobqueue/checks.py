@@ -38,7 +38,9 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
+from django.db.utils import load_backend
 
 from .conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, get_settings
 from .cron.entries import check_handler
@@ -285,7 +287,15 @@ PGBOUNCER_PORT = "6432"
 
 
 def _is_postgres(params: Any) -> bool:
-    return isinstance(params, dict) and "postgresql" in str(params.get("ENGINE", ""))
+    # The backend's vendor, not its ENGINE's name: a PostGIS or a custom backend built on
+    # Django's PostgreSQL one is PostgreSQL too. From the settings given (these checks also
+    # run under override_settings), loading the backend module only, never connecting.
+    if not isinstance(params, dict) or not params.get("ENGINE"):
+        return False
+    try:
+        return load_backend(params["ENGINE"]).DatabaseWrapper.vendor == "postgresql"
+    except ImproperlyConfigured:  # an ENGINE that does not import: Django reports it
+        return False
 
 
 @checks.register()

@@ -174,6 +174,9 @@ def wait(
         if state is None:
             raise JobNotFound(job_id)
         delay = FIRST_POLL_S
+        # Each read after the first takes the whole result, so the one that finds the job
+        # finished is the last read (watch() only says the state).
+        done: JobResult | None = None
         while state not in (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED):
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -185,11 +188,12 @@ def wait(
                 cap = gap or get_settings().poll_interval_seconds
                 time.sleep(min(delay, cap) if left is None else min(delay, cap, left))
                 delay = min(delay * 2, cap)
-            state = _state(job_id, alias)
+            done = result(job_id, using=alias)  # JobNotFound if pruned while we waited
+            state = done.state
     finally:
         if listener is not None:
             listener.close()
-    return _finished(job_id, alias)
+    return _finished(job_id, done or result(job_id, using=alias))
 
 
 def _listener(alias: str) -> FinishListener | None:
@@ -211,16 +215,8 @@ def _listener(alias: str) -> FinishListener | None:
         return None
 
 
-def _state(job_id: int, alias: str) -> str:
-    state = Job.objects.using(alias).filter(id=job_id).values_list("state", flat=True).first()
-    if state is None:
-        raise JobNotFound(job_id)  # pruned while we waited
-    return state
-
-
-def _finished(job_id: int, alias: str) -> JobResult:
-    """Return the finished job's result, or raise what its end says."""
-    done = result(job_id, using=alias)
+def _finished(job_id: int, done: JobResult) -> JobResult:
+    """Return the finished job's result ``done``, or raise what its end says."""
     if done.state == JobState.DEAD:
         raise JobFailed(job_id, done.dead_reason, done.last_error)
     if done.state == JobState.CANCELLED:

@@ -125,6 +125,13 @@ def test_checks_report_what_the_settings_show():
         "jobqueue.W022",
     ]
     assert [i for i, _ in _check_ids(good, _pooled(listen="nope"))] == ["jobqueue.E020"]
+    # A backend built on Django's PostgreSQL one (as PostGIS is) is PostgreSQL, whatever its
+    # ENGINE is called (its vendor decides); SQLite is not.
+    custom = copy.deepcopy(good)
+    custom["default"]["ENGINE"] = "tests.testapp.customdb"
+    assert _check_ids(custom, _pooled()) == []
+    lite = {**good, "direct": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+    assert [i for i, _ in _check_ids(lite, _pooled())] == ["jobqueue.E020"]
     # prepare_threshold in OPTIONS, server-side cursors kept.
     loose = copy.deepcopy(good)
     loose["default"]["OPTIONS"] = {"prepare_threshold": 5, "server_side_binding": True}

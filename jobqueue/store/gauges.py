@@ -50,13 +50,15 @@ class GaugeStore(Protocol):
     """Bounded counts for the metrics endpoint (every statement on an index)."""
 
     def queue_gauges(
-        self, cap: int = COUNT_CAP, max_tenants: int = MAX_TENANTS
+        self, cap: int = COUNT_CAP, max_tenants: int = MAX_TENANTS, now: datetime | None = None
     ) -> list[QueueGauge]:
         """Return one :class:`QueueGauge` per queue with claimable jobs, by queue name.
 
         Args:
             cap: counts are exact up to this, and read as ``cap`` past it (>= 1).
             max_tenants: tenants walked per queue (>= 1).
+            now: the instant "due" is judged at (default: the database clock; the depth
+                sample passes its own reading, tests an injected one).
         """
 
     def dead_gauges(self, cap: int = COUNT_CAP) -> dict[str, int]:

@@ -23,9 +23,9 @@ class GenericGaugeStore:
     alias: str
 
     def queue_gauges(
-        self, cap: int = COUNT_CAP, max_tenants: int = MAX_TENANTS
+        self, cap: int = COUNT_CAP, max_tenants: int = MAX_TENANTS, now: datetime | None = None
     ) -> list[QueueGauge]:
-        now = timezone.now()
+        now = now or timezone.now()
         due = Q(run_at__lte=now)
         rows = (
             Job.objects.using(self.alias)

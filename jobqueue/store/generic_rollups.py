@@ -10,15 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Set
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, F, Min
+from django.db.models import F
 from django.utils import timezone
 
 from ..models import Job, Rollup
 from ..rollup_model import ROLLUP_SHARDS
-from ..states import CLAIMABLE
-from .rollups import PRUNE_ROLLUPS_LIMIT, Observation, tally
+from .rollups import PRUNE_ROLLUPS_LIMIT, Observation, depth_samples, tally
 
 
 def _minute(at: datetime) -> datetime:
@@ -29,6 +29,7 @@ class GenericRollupStore:
     """sample_depth, prune_rollups and the outcome upsert on the ORM; the host gives ``alias``."""
 
     alias: str
+    queue_gauges: Any
 
     def _before(self, ids: Iterable[int]) -> dict[int, tuple[str, str, datetime, datetime | None]]:
         """Return ``{id: (queue, type, run_at, started_at)}`` of rows about to be finished."""
@@ -65,28 +66,22 @@ class GenericRollupStore:
         minute = _minute(at)
         rows = Rollup.objects.using(self.alias)
         with transaction.atomic(using=self.alias):
-            if rows.filter(minute=minute, queue="", type="", shard=0).exists():
-                return 0
-            depth = (
-                Job.objects.using(self.alias)
-                .filter(state__in=sorted(CLAIMABLE), run_at__lte=at)
-                .values("queue")
-                .annotate(ready=Count("id"), oldest=Min("run_at"))
-                .order_by("queue")
+            _, claimed = rows.get_or_create(
+                minute=minute, queue="", type="", shard=0, defaults={"ready": 0, "lag_s": 0.0}
             )
-            samples = [
-                (r["queue"], r["ready"], max((at - r["oldest"]).total_seconds(), 0.0))
-                for r in depth
-            ]
-            total = sum(n for _, n, _ in samples)
-            worst = max((lag for _, _, lag in samples), default=0.0)
+            if not claimed:
+                return 0
+            samples = depth_samples(self.queue_gauges(now=at), at)
             rows.bulk_create(
                 [
                     Rollup(minute=minute, queue=q, type="", ready=n, lag_s=lag)
                     for q, n, lag in samples
-                ]
-                + [Rollup(minute=minute, queue="", type="", ready=total, lag_s=worst)],
+                ],
                 ignore_conflicts=True,
+            )
+            rows.filter(minute=minute, queue="", type="", shard=0).update(
+                ready=sum(n for _, n, _ in samples),
+                lag_s=max((lag for _, _, lag in samples), default=0.0),
             )
         return len(samples) + 1
 

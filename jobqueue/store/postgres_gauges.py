@@ -31,9 +31,9 @@ class PostgresGaugeStore:
             yield
 
     def queue_gauges(
-        self, cap: int = COUNT_CAP, max_tenants: int = MAX_TENANTS
+        self, cap: int = COUNT_CAP, max_tenants: int = MAX_TENANTS, now: datetime | None = None
     ) -> list[QueueGauge]:
-        params = {"cap": int(cap), "max_tenants": int(max_tenants), "now": None}
+        params = {"cap": int(cap), "max_tenants": int(max_tenants), "now": now}
         with self._gauge_transaction(), self._execute("queue_gauges", params) as cursor:
             rows = fetchall(cursor)
         return [

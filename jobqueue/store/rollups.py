@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Protocol
 
 from ..rollup_model import BUCKETS, OUTCOMES, bucket_columns
+from .gauges import QueueGauge
 
 #: Rows deleted per statement by ``prune_rollups``.
 PRUNE_ROLLUPS_LIMIT = 10_000
@@ -52,6 +53,20 @@ def tally(observed: Iterable[Observation], at: datetime) -> dict[tuple[str, str]
     return out
 
 
+def depth_samples(gauges: Iterable[QueueGauge], at: datetime) -> list[tuple[str, int, float]]:
+    """Return the depth sample rows of ``gauges`` read at ``at``: (queue, ready, lag seconds).
+
+    Queues with jobs due now only (a queue of future jobs has no depth); the counts are the
+    gauges' capped ones, so a sample reads a bounded part of the claim index however deep a
+    queue is (``queue_gauges``).
+    """
+    return [
+        (g.queue, g.ready, max((at - g.oldest_due).total_seconds(), 0.0))
+        for g in gauges
+        if g.ready and g.oldest_due is not None
+    ]
+
+
 class RollupStore(Protocol):
     """The per-minute rollup's own writes (outcomes are added by ``finish_many``)."""
 
@@ -60,6 +75,7 @@ class RollupStore(Protocol):
 
         The first sample of a minute stands (later calls that minute, from any worker, write
         nothing), so every worker may call it; a row ``(minute, "", "")`` holds the totals.
+        Counts are ``queue_gauges``' capped ones (:func:`depth_samples`).
 
         Args:
             now: stands in for the database clock (tests).

@@ -23,7 +23,7 @@ from .progress import FINISHED_CHANNEL
 
 
 class FinishListener:
-    """A LISTEN on the finished channel, for one waiter; use as a context manager.
+    """A LISTEN on the finished channel, for one waiter; :meth:`close` it when done.
 
     Args:
         alias: database alias of the job (PostgreSQL, not through a transaction pooler).
@@ -41,12 +41,6 @@ class FinishListener:
             **listen_connection_params(alias), autocommit=True, application_name=name[:63]
         )
         self._conn.execute(f"LISTEN {FINISHED_CHANNEL}")
-
-    def __enter__(self) -> FinishListener:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close the listening connection."""

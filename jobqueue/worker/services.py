@@ -2,9 +2,10 @@
 
 A worker runs its own services (heartbeat, reaper, worker-row pruning: one runner, one thread)
 and the ones it is given (:func:`start_services`): a frequent one (the cron scheduler, every
-second) joins that runner while the worker claims, so it needs no connection of its own; a rare
-one (the pruner, every minute) gets its own runner, so its slow rounds never delay a heartbeat,
-and that runner closes its connection between rounds. The connection budget this gives is in
+second) joins that runner while the worker claims, so it needs no connection of its own; the
+rare ones (the pruner, every minute; the depth sampler, every 30 s) share a runner of their own,
+so their slow rounds never delay a heartbeat, and that runner closes its connection between
+rounds. The connection budget this gives is in
 docs/deployment.md.
 """
 
@@ -237,16 +238,19 @@ def start_services(
         stopping: set once the worker stops claiming; it ends the services.
 
     Returns:
-        The threads started, one per rare service (its runner releases its connection between
-        rounds); the caller joins them at shutdown.
+        The threads started: none, or one for all the rare services together (its runner
+        releases its connection between rounds, so they cost one connect per round of the
+        most frequent of them, not one each); the caller joins them at shutdown.
     """
-    threads = []
+    rare = []
     for service in services:
         if service.interval_s < RELEASE_IDLE_S:
             maintenance.add(WhileClaiming(service, stopping))
-            continue
-        runner = ServiceRunner([service], name=service.name, using=using, stop=stopping)
-        thread = runner.thread()
-        thread.start()
-        threads.append(thread)
-    return threads
+        else:
+            rare.append(service)
+    if not rare:
+        return []
+    name = " and ".join(service.name for service in rare)
+    thread = ServiceRunner(rare, name=name, using=using, stop=stopping).thread()
+    thread.start()
+    return [thread]
