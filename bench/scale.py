@@ -48,6 +48,8 @@ from tests.pgbouncer import PrivateBouncer, pgbouncer_binary
 from tests.pgcluster import PrivateCluster
 
 NOOP = "tests.testapp.jobs.noop"
+#: The role the site's processes (web and workers) log in as: not a superuser.
+APP_ROLE = "shop"
 QUEUE = "scale"
 DBNAME = "scale"
 #: What a refused or broken connection prints in a worker's log.
@@ -328,12 +330,19 @@ def main() -> None:
             conn.execute(f"ALTER SYSTEM SET max_connections = {int(args.max_connections)}")
             conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
         cluster.restart()
-        direct_url = cluster.create_database(DBNAME)
+        # The site's processes log in as an ordinary role; the bench's own readings as the
+        # superuser, whose reserved slots (superuser_reserved_connections) stay free when the
+        # workers have taken every other one: that is how the run without the pooler is seen.
+        with psycopg.connect(cluster.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN")
+            conn.execute(f'CREATE DATABASE "{DBNAME}" OWNER {APP_ROLE}')
+        direct_url = cluster.url(DBNAME)
+        app_url = direct_url.replace("postgres://postgres@", f"postgres://{APP_ROLE}@")
         with psycopg.connect(direct_url, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION pg_stat_statements")
         migrate = subprocess.run(
             [sys.executable, "-m", "django", "migrate", "-v", "0"],
-            env=worker_env(direct_url, {}, None),
+            env=worker_env(app_url, {}, None),
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -343,7 +352,10 @@ def main() -> None:
         bouncer = PrivateBouncer(
             cluster.port, default_pool_size=args.pool_size, max_db_connections=args.pool_size
         )
+        with (bouncer.root / "userlist.txt").open("a") as users:
+            users.write(f'"{APP_ROLE}" ""\n')
         bouncer.start()
+        pooled_url = bouncer.url(DBNAME).replace("postgres://postgres@", f"postgres://{APP_ROLE}@")
         pooled = {
             "POOLED_DATABASES": {"default": {}},
             "POLL_INTERVAL_SECONDS": 0.5,
@@ -356,7 +368,7 @@ def main() -> None:
         )
         pooled_run = drain(
             "through PgBouncer (pooler mode, polling)",
-            bouncer.url(DBNAME),
+            pooled_url,
             direct_url,
             pooled,
             args,
@@ -367,7 +379,7 @@ def main() -> None:
         if not args.skip_direct:
             direct_run = drain(
                 "straight to the cluster (no pooler)",
-                direct_url,
+                app_url,
                 direct_url,
                 {"POLL_INTERVAL_SECONDS": 0.5},
                 args,
