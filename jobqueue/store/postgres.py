@@ -45,7 +45,9 @@ from .postgres_gauges import PostgresGaugeStore
 from .postgres_operator import PostgresOperatorStore
 from .postgres_pauses import PostgresPauseStore
 from .postgres_progress import PostgresProgressStore
+from .postgres_ratelimits import PostgresRateLimitStore
 from .postgres_rollups import PostgresRollupStore
+from .ratelimits import claim_again, claim_params
 from .rows import fetchall, fetchone
 from .sqltext import sql
 
@@ -80,6 +82,7 @@ class PostgresStore(
     PostgresOperatorStore,
     PostgresPauseStore,
     PostgresProgressStore,
+    PostgresRateLimitStore,
     PostgresRollupStore,
     WorkerRegistry,
 ):
@@ -200,6 +203,17 @@ class PostgresStore(
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
     ) -> list[ClaimedJob]:
+        return claim_again(self._claim_once, queues, worker_id, max_jobs, lease_s, now, plan)
+
+    def _claim_once(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        max_jobs: int,
+        lease_s: float,
+        now: datetime | None = None,
+        plan: ClaimPlan | None = None,
+    ) -> list[ClaimedJob]:
         queues = list(queues)
         plan = plan or ClaimPlan.even(len(queues))
         if plan.every:
@@ -219,6 +233,7 @@ class PostgresStore(
             "max_jobs": max_jobs,
             "lease_s": lease_s,
             "now": now,
+            **claim_params(plan.rates),
         }
         if caps.enabled:
             # Two claims running at once would each read the other's leases as not yet taken

@@ -19,6 +19,15 @@
 -- jobqueue_job_ordering (ordering_key, id) over live rows; pauses use jobqueue_pause_kind_name
 -- (kind, name), a table of a few rows.
 --
+-- Rate limits (issue 18; jobqueue/ratelimits.py, docs/decisions.md "Rate limits in the claim"):
+--   a job waits, claimable-later and without spending an attempt, while any token bucket it
+--   falls under (its type's, its dependency's, its tenant's) has less than one token; the buckets
+--   are refilled to now and spent in this statement ("rate_*" CTEs), so workers on every host
+--   share them by the database clock. The buckets are locked with SKIP LOCKED: a bucket another
+--   claim holds counts as empty here (that claim spends its tokens), so no token is spent twice
+--   and no claim waits on another. A bucket not there yet (a tenant's first job) is created full
+--   and spent from the next claim on.
+--
 -- "heads" row-locks what it reads with SKIP LOCKED, so concurrent claims never wait on each other
 -- or hand out the same job, and a claim reads past the rows another claim holds instead of coming
 -- back empty. A row another claim leased since this statement's snapshot fails the re-checked
@@ -62,6 +71,29 @@ load AS (
                 ELSE 0 END AS running
     FROM capped AS c
 ),
+rate_limits AS (
+    -- The buckets this claim may draw on: the declared ones, and the tenant default's bucket of
+    -- each tenant with claimable jobs but no override.
+    SELECT s.key, s.rate, s.burst
+    FROM unnest(%(rl_keys)s::text[], %(rl_rates)s::float8[], %(rl_bursts)s::float8[])
+         AS s(key, rate, burst)
+    UNION ALL
+    SELECT 'tenant:' || d.tenant_id, %(rl_tenant_rate)s::float8, %(rl_tenant_burst)s::float8
+    FROM (SELECT DISTINCT tenant_id FROM tenants WHERE tenant_id <> '') AS d
+    WHERE %(rl_tenant_rate)s::float8 IS NOT NULL AND d.tenant_id <> ALL(%(rl_tenant_own)s::text[])
+),
+rate_keys AS (
+    SELECT k.type, k.key FROM unnest(%(rl_types)s::text[], %(rl_type_keys)s::text[]) AS k(type, key)
+),
+rate_buckets AS MATERIALIZED (
+    SELECT b.key,
+           least(r.burst, b.tokens + r.rate * greatest(0, extract(epoch FROM
+                 coalesce(%(now)s::timestamptz, now()) - b.refreshed_at))) AS tokens
+    FROM jobqueue_rate_limit AS b
+    JOIN rate_limits AS r ON r.key = b.key
+    ORDER BY b.key
+    FOR UPDATE OF b SKIP LOCKED
+),
 heads AS (
     SELECT h.id, h.priority, h.run_at, t.queue, t.tenant_id, l.cap, l.running
     FROM tenants AS t
@@ -80,6 +112,14 @@ heads AS (
                 WHERE o.ordering_key = j.ordering_key
                   AND o.state IN ('leased', 'ready', 'scheduled')
                   AND (o.id < j.id OR o.state = 'leased')))
+          AND (NOT %(rl_on)s OR NOT EXISTS (
+                SELECT 1
+                FROM (SELECT k.key FROM rate_keys AS k WHERE k.type = j.type
+                      UNION ALL
+                      SELECT r.key FROM rate_limits AS r WHERE r.key = 'tenant:' || j.tenant_id)
+                     AS jk
+                LEFT JOIN rate_buckets AS b ON b.key = jk.key
+                WHERE b.tokens IS NULL OR b.tokens < 1))
         ORDER BY j.priority DESC, j.run_at, j.id
         -- A constant LIMIT, not "room left under the cap": the planner would estimate an
         -- expression LIMIT at a tenth of the table, and that inflated cost switches on JIT
@@ -104,13 +144,51 @@ ranked AS (
     JOIN queues AS q ON q.name = p.queue
     WHERE p.cap IS NULL OR p.nth_of_tenant <= p.cap - p.running
 ),
+rate_jobs AS (
+    -- Each candidate's buckets, the candidates of each bucket in the order "picked" serves them:
+    -- a bucket with n tokens admits its first n (a candidate another bucket turns away still
+    -- counts here, so a claim may admit fewer, never more).
+    SELECT r.id, jk.key,
+           row_number() OVER (PARTITION BY jk.key
+                              ORDER BY CASE WHEN %(strict)s THEN r.pos ELSE 0 END,
+                                       CASE WHEN %(strict)s THEN r.nth_of_queue
+                                            ELSE r.start + r.nth_of_queue / r.weight END,
+                                       r.pos, r.id) AS nth
+    FROM ranked AS r
+    JOIN jobqueue_job AS j ON j.id = r.id
+    CROSS JOIN LATERAL (SELECT k.key FROM rate_keys AS k WHERE k.type = j.type
+                        UNION ALL
+                        SELECT l.key FROM rate_limits AS l WHERE l.key = 'tenant:' || j.tenant_id)
+               AS jk
+    WHERE %(rl_on)s
+),
+rate_fit AS (
+    SELECT r.* FROM ranked AS r
+    WHERE NOT EXISTS (SELECT 1 FROM rate_jobs AS x JOIN rate_buckets AS b ON b.key = x.key
+                      WHERE x.id = r.id AND x.nth > floor(b.tokens))
+),
 picked AS (
     SELECT r.id, r.pos, r.nth_of_queue, r.start + r.nth_of_queue / r.weight AS tag
-    FROM ranked AS r
+    FROM rate_fit AS r
     ORDER BY CASE WHEN %(strict)s THEN r.pos ELSE 0 END,
              CASE WHEN %(strict)s THEN r.nth_of_queue ELSE r.start + r.nth_of_queue / r.weight END,
              r.pos
     LIMIT %(max_jobs)s
+),
+rate_spent AS (
+    UPDATE jobqueue_rate_limit AS b
+    SET tokens = rb.tokens - s.taken, refreshed_at = coalesce(%(now)s::timestamptz, now())
+    FROM (SELECT x.key, count(*) AS taken
+          FROM rate_jobs AS x JOIN picked AS p ON p.id = x.id GROUP BY x.key) AS s
+    JOIN rate_buckets AS rb ON rb.key = s.key
+    WHERE b.key = s.key
+),
+rate_new AS (
+    INSERT INTO jobqueue_rate_limit (key, tokens, refreshed_at)
+    SELECT l.key, l.burst, coalesce(%(now)s::timestamptz, now())
+    FROM rate_limits AS l
+    WHERE NOT EXISTS (SELECT 1 FROM jobqueue_rate_limit AS b WHERE b.key = l.key)
+    ON CONFLICT (key) DO NOTHING
 )
 UPDATE jobqueue_job AS j
 SET state = 'leased',
