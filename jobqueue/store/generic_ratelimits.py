@@ -89,7 +89,9 @@ class GenericRateLimitStore:
         """Store the buckets the claim spent from, as of the claim's time."""
         rows = RateBucket.objects.using(self.alias)
         for key in sorted(gate.spent):
-            rows.filter(key=key).update(tokens=gate.tokens[key], refreshed_at=gate.now)
+            rows.filter(key=key, refreshed_at__lte=gate.now).update(
+                tokens=gate.tokens[key], refreshed_at=gate.now
+            )
 
     def _rate_rows(self, rates: RateLimits) -> list[tuple[RateBucket, float, float, str]]:
         """Return each bucket with a declared limit: (row, rate, tokens now, text)."""

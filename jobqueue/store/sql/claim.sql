@@ -177,7 +177,10 @@ picked AS (
 ),
 rate_spent AS (
     UPDATE jobqueue_rate_limit AS b
-    SET tokens = rb.tokens - s.taken, refreshed_at = coalesce(%(now)s::timestamptz, now())
+    -- Never back in time: a claim whose transaction began before the last spend's refilled
+    -- nothing (elapsed < 0 counts as 0) and must not make the next refill count that time twice.
+    SET tokens = rb.tokens - s.taken,
+        refreshed_at = greatest(b.refreshed_at, coalesce(%(now)s::timestamptz, now()))
     FROM (SELECT x.key, count(*) AS taken
           FROM rate_jobs AS x JOIN picked AS p ON p.id = x.id GROUP BY x.key) AS s
     JOIN rate_buckets AS rb ON rb.key = s.key
