@@ -8,10 +8,11 @@
         "tenant": {"default": "50/s", "overrides": {"big": "500/s", "internal": None}},
     }
 
-A limit is ``"<number>/<s|min|h>"`` or ``{"rate": ..., "burst": n}``; the burst (how many
-tokens a full bucket holds, so how many jobs may start at once after a quiet spell) defaults to
-one second's worth, at least 1. The tenant default gives every tenant (``tenant_id`` not empty)
-its own bucket; an override of None exempts a tenant.
+A limit is ``"<number>/<s|min|h>"`` (or a bare number: per second) or
+``{"rate": ..., "burst": n}``; the burst (how many tokens a full bucket holds, so how many jobs
+may start at once after a quiet spell) defaults to one second's worth, at least 1. The tenant
+default gives every tenant (``tenant_id`` not empty) its own bucket; an override of None exempts
+a tenant.
 
 A job is subject to every limiter that names it: its type's, its type's dependency's (the
 ``@job(dependency=...)`` of the worker's registry), its tenant's. The claim takes one token from
@@ -140,7 +141,9 @@ class RateLimits:
 
 
 def parse_rate(value: Any, where: str) -> Limiter:
-    """Return the limit ``value`` declares: ``"100/s"``, ``"600/min"`` or ``{"rate", "burst"}``.
+    """Return the limit ``value`` declares: ``"600/min"``, ``20`` (per second), or a dict.
+
+    The dict is ``{"rate": one of those, "burst": n}``.
 
     Args:
         value: the declared limit.
@@ -159,16 +162,21 @@ def parse_rate(value: Any, where: str) -> Limiter:
                 f"got {value!r}"
             )
         value, burst = value["rate"], value.get("burst")
-    match = _RATE.fullmatch(value) if isinstance(value, str) else None
-    if match is None or match.group(2) not in _UNITS:
-        raise JobQueueConfigurationError(
-            f"{where} must be a rate like '100/s', '600/min' or '10/h', got {value!r}"
-        )
-    per_s = float(match.group(1)) / _UNITS[match.group(2)]
+    if isinstance(value, str):
+        match = _RATE.fullmatch(value)
+        if match is None or match.group(2) not in _UNITS:
+            raise JobQueueConfigurationError(
+                f"{where} must be a rate like '100/s', '600/min' or '10/h', got {value!r}"
+            )
+        per_s: Any = float(match.group(1)) / _UNITS[match.group(2)]
+        text = value.strip()
+    else:
+        # A bare number is jobs per second; the range check refuses anything else.
+        per_s, text = value, f"{value}/s"
     rate = setting("RATE_LIMITS.rate", per_s, f"{where} (per second)")
     if burst is None:
         burst = max(1, math.ceil(rate))
-    return Limiter(rate, setting("RATE_LIMITS.burst", burst, f"{where} burst"), value.strip())
+    return Limiter(rate, setting("RATE_LIMITS.burst", burst, f"{where} burst"), text)
 
 
 def _names(value: Any, where: str) -> dict[str, Any]:

@@ -8,19 +8,23 @@ The real-process accuracy tests are in test_process_rate_limits.py.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
+from django.urls import reverse
 from django.utils import timezone
 
 from jobqueue import checks
 from jobqueue.conf import build_settings
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.fairness import rate_limits
 from jobqueue.models import Job, RateBucket
 from jobqueue.ratelimits import RateLimits, parse_rate_limits
 from jobqueue.states import JobState
@@ -203,3 +207,42 @@ def test_a_bad_rate_limit_is_e001_naming_the_key(bad, named):
         assert message.id == "jobqueue.E001" and "RATE_LIMITS" in message.msg
         with pytest.raises(SystemCheckError, match=r"jobqueue\.E001"):
             call_command("check", databases=["default"])
+
+
+# -- metrics ----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_metrics_show_each_limiters_rate_tokens_and_held_jobs(client):
+    setting = {"RATE_LIMITS": {"type": {NOOP: "1/min"}}, "METRICS_INTERVAL_SECONDS": 0}
+    for _ in range(4):
+        make_job(JobState.READY, queue="q", type=NOOP, run_at=timezone.now() - timedelta(seconds=1))
+    with override_settings(ROOT_URLCONF="tests.metrics_urls", JOBQUEUE=setting):
+        plan = replace(ClaimPlan.even(1), rates=rate_limits())
+        store = get_store()
+        store.claim(["elsewhere"], "w1", 1, 30.0, plan=plan)  # the bucket appears, full
+        assert len(store.claim(["q"], "w1", 10, 30.0, plan=plan)) == 1
+        text = client.get("/metrics/").content.decode()
+    key = f'{{limiter="type:{NOOP}"}}'
+    assert f"jobqueue_rate_limit_rate{key} {1 / 60!r}" in text
+    assert f"jobqueue_rate_limit_held_jobs{key} 3" in text
+    [tokens] = [
+        line for line in text.splitlines() if line.startswith(f"jobqueue_rate_limit_tokens{key}")
+    ]
+    assert 0 <= float(tokens.split()[-1]) < 1
+
+
+@pytest.mark.django_db
+def test_the_dashboard_shows_each_limiter_with_its_held_jobs(client):
+    client.force_login(User.objects.create(username="ops", is_staff=True, is_superuser=True))
+    for _ in range(3):
+        make_job(JobState.READY, queue="q", type=NOOP, run_at=timezone.now() - timedelta(seconds=1))
+    with override_settings(JOBQUEUE={"RATE_LIMITS": {"type": {NOOP: "2/h"}}}):
+        plan = replace(ClaimPlan.even(1), rates=rate_limits())
+        store = get_store()
+        store.claim(["elsewhere"], "w1", 1, 30.0, plan=plan)
+        assert len(store.claim(["q"], "w1", 10, 30.0, plan=plan)) == 1
+        page = client.get(reverse("admin:jobqueue_dashboard")).content.decode()
+    page = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+    assert "Rate limits" in page
+    assert f"type:{NOOP} 2/h 1 0.00 2" in page
