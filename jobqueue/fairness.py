@@ -171,10 +171,12 @@ class QueueSelector:
 
 
 def rate_limits() -> RateLimits:
-    """Return ``JOBQUEUE["RATE_LIMITS"]`` knowing the dependency of each job type registered here.
+    """Return ``JOBQUEUE["RATE_LIMITS"]`` with the ``@job`` rate limits and dependencies known here.
 
     A type this process has not registered is limited by its type's and tenant's limits only
     (its dependency is declared by its ``@job``).
     """
-    known = {name: t.dependency for name, t in registry().items()}
-    return get_settings().rate_limits.with_dependencies(known)
+    types = registry()
+    known = {name: t.dependency for name, t in types.items()}
+    declared = {name: t.rate_limit for name, t in types.items() if t.rate_limit is not None}
+    return get_settings().rate_limits.with_type_limits(declared).with_dependencies(known)

@@ -101,6 +101,17 @@ class RateLimits:
             MappingProxyType(known),
         )
 
+    def with_type_limits(self, declared: Mapping[str, Limiter]) -> RateLimits:
+        """Return these limits plus ``declared`` (``@job(rate_limit=...)``); settings win."""
+        types = {**declared, **self.types}
+        return RateLimits(
+            self.dependencies,
+            MappingProxyType(types),
+            self.tenant_default,
+            self.tenant_overrides,
+            self.type_dependencies,
+        )
+
     def static(self) -> dict[str, Limiter]:
         """Return the buckets known without looking at jobs: bucket key -> limit.
 

@@ -21,12 +21,13 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from jobqueue import checks
+from jobqueue import checks, jobtypes
 from jobqueue.conf import build_settings
 from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.fairness import rate_limits
+from jobqueue.jobs import job
 from jobqueue.models import Job, RateBucket
-from jobqueue.ratelimits import RateLimits, parse_rate_limits
+from jobqueue.ratelimits import Limiter, RateLimits, parse_rate_limits
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.store.plan import ClaimPlan
@@ -246,3 +247,23 @@ def test_the_dashboard_shows_each_limiter_with_its_held_jobs(client):
     page = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
     assert "Rate limits" in page
     assert f"type:{NOOP} 2/h 1 0.00 2" in page
+
+
+def test_a_job_type_can_declare_its_rate_limit_and_the_setting_wins(monkeypatch):
+    monkeypatch.setattr(jobtypes, "_registry", dict(jobtypes._registry))
+
+    @job(name="tests.rate_limited", rate_limit={"rate": "10/s", "burst": 3})
+    def limited():
+        pass
+
+    assert rate_limits().types["tests.rate_limited"] == Limiter(10, 3, "10/s")
+    assert rate_limits().keys_of("tests.rate_limited", "") == ["type:tests.rate_limited"]
+    with override_settings(JOBQUEUE={"RATE_LIMITS": {"type": {"tests.rate_limited": "1/s"}}}):
+        assert rate_limits().types["tests.rate_limited"] == Limiter(1, 1, "1/s")
+    with pytest.raises(JobQueueConfigurationError, match=r"@job for tests.bad rate_limit must"):
+
+        @job(name="tests.bad", rate_limit="fast")
+        def bad():
+            pass
+
+    assert "tests.bad" not in jobtypes.registry()
