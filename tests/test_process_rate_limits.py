@@ -103,3 +103,13 @@ def test_unrelated_jobs_flow_while_a_limiter_holds_back_its_own(workers):
     assert waiting.count() >= 250
     assert not waiting.exclude(attempts=0).exists()
     stop(workers, procs)
+
+
+def test_burst_waits_for_the_jobs_a_limiter_holds_back_then_exits(workers):
+    """runworkers --burst exits once nothing is claimable: jobs a drained limiter holds back are
+    claimable-later, so it runs them all first."""
+    ids = enqueue_noops(6)
+    settings = {**SLOW_POLL, "RATE_LIMITS": {"type": {NOOP: {"rate": "4/s", "burst": 1}}}}
+    done = workers.run("--queues", "rl", "--burst", settings=settings, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert Job.objects.filter(id__in=ids, state=JobState.SUCCEEDED).count() == 6

@@ -203,7 +203,9 @@ class PostgresStore(
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
     ) -> list[ClaimedJob]:
-        return claim_again(self._claim_once, queues, worker_id, max_jobs, lease_s, now, plan)
+        return claim_again(
+            self._claim_once, queues, worker_id, max_jobs, lease_s, now, plan, self._ensure_buckets
+        )
 
     def _claim_once(
         self,

@@ -5,6 +5,8 @@ A mixin of :class:`~jobqueue.store.postgres.PostgresStore`. ``claim.sql`` spends
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from ..ratelimits import RateLimits
@@ -16,6 +18,13 @@ class PostgresRateLimitStore:
     """rate_limit_wait, rate_limit_rows on PostgreSQL; the host provides ``_execute``."""
 
     _execute: Any
+
+    def _ensure_buckets(
+        self, queues: Sequence[str], rates: RateLimits, now: datetime | None
+    ) -> None:
+        """Create the missing buckets a claim of ``queues`` may draw on (full)."""
+        params = {**claim_params(rates), "queues": list(queues), "now": now}
+        self._execute("ensure_rate_buckets", params).close()
 
     def rate_limit_wait(self, rates: RateLimits) -> float | None:
         if not rates.enabled:

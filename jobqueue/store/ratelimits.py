@@ -71,8 +71,13 @@ def claim_again(
     lease_s: float,
     now: datetime | None,
     plan: ClaimPlan | None,
+    ensure: Callable[[Sequence[str], RateLimits, datetime | None], None] | None = None,
 ) -> list[ClaimedJob]:
     """Run a store's claim; with rate limits, once more for the slots a limiter left empty.
+
+    With rate limits, ``ensure`` (the PostgreSQL store's) first creates the buckets the claim
+    may draw on that are missing (``ensure_rate_buckets.sql``): ``claim.sql`` holds back the
+    jobs of a missing bucket, so without it a new tenant's first jobs would wait a claim.
 
     A claim leaves out the jobs of buckets that are empty when it starts, but a bucket with
     fewer tokens than slots lets all its jobs into the candidates, and spends only its tokens:
@@ -83,8 +88,12 @@ def claim_again(
     Returns:
         What the claims took (``claim_once``'s return), at most ``max_jobs`` jobs.
     """
+    limited = plan is not None and plan.rates.enabled
+    if limited and ensure is not None:
+        assert plan is not None
+        ensure(queues, plan.rates, now)
     claimed = claim_once(queues, worker_id, max_jobs, lease_s, now, plan)
-    if plan is not None and plan.rates.enabled and 0 < len(claimed) < max_jobs:
+    if limited and 0 < len(claimed) < max_jobs:
         claimed += claim_once(queues, worker_id, max_jobs - len(claimed), lease_s, now, plan)
     return claimed
 

@@ -331,11 +331,14 @@ class Worker:
                 claimed = self._claim(free)
                 if claimed is None:
                     continue
-                if self.burst and not claimed and not self._runs:
-                    return
                 if claimed and len(claimed) == free:
                     continue
-                rate_wake(self.store, self.selector.rates, self._wakeups, self.poll_interval_s)
+                # --burst waits for jobs a drained rate limiter holds back, then exits.
+                held = rate_wake(
+                    self.store, self.selector.rates, self._wakeups, self.poll_interval_s
+                )
+                if self.burst and not claimed and not self._runs and not held:
+                    return
             self._wait(self._listener.idle_wait_s(self.poll_interval_s))
 
     def _free_slots(self) -> int:

@@ -17,7 +17,7 @@ from ..store import Store
 from .wakeups import WakeUps
 
 
-def rate_wake(store: Store, rates: RateLimits, wakeups: WakeUps, poll_interval_s: float) -> None:
+def rate_wake(store: Store, rates: RateLimits, wakeups: WakeUps, poll_interval_s: float) -> bool:
     """Set a timer on ``wakeups`` for when a drained limiter of ``rates`` has a token again.
 
     Args:
@@ -26,12 +26,18 @@ def rate_wake(store: Store, rates: RateLimits, wakeups: WakeUps, poll_interval_s
         wakeups: the claim loop's bell and timers.
         poll_interval_s: the worker's poll, seconds: a later wake-up is left to the poll.
 
+    Returns:
+        Whether a limiter is drained (its jobs may be waiting for its next token): a ``--burst``
+        worker waits for them instead of exiting. False after a database error.
+
     Raises:
         Nothing: a database error is left for the next claim to report and back off from.
     """
     if not rates.enabled:
-        return
+        return False
     with contextlib.suppress(DatabaseError):
         wait_s = store.rate_limit_wait(rates)
         if wait_s is not None and wait_s < poll_interval_s:
             wakeups.add_timer(wait_s)
+        return wait_s is not None
+    return False
