@@ -237,6 +237,7 @@ class PostgresStore(
             "now": now,
             **claim_params(plan.rates),
         }
+        statement = "claim" if plan.rates.enabled else "claim~rates"
         if caps.enabled:
             # Two claims running at once would each read the other's leases as not yet taken
             # and could together pass a tenant's cap. Capped claims take turns: the lock is held
@@ -247,10 +248,10 @@ class PostgresStore(
                 with self._execute("claim_turn", {}) as cursor:
                     cursor.fetchone()
                 bounded.checkpoint("claim", self.alias)
-                with self._execute("claim", params) as cursor:
+                with self._execute(statement, params) as cursor:
                     rows = fetchall(cursor)
         else:
-            with self._execute("claim", params) as cursor:
+            with self._execute(statement, params) as cursor:
                 rows = fetchall(cursor)
         # UPDATE ... RETURNING gives rows in no particular order; hand them out in the order
         # the picked CTE served them.

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..ratelimits import RateLimits
+from .plan import ClaimPlan
 from .ratelimits import RateLimitRow, claim_params
 from .rows import fetchall, fetchone
 
@@ -19,11 +20,14 @@ class PostgresRateLimitStore:
 
     _execute: Any
 
-    def _ensure_buckets(
-        self, queues: Sequence[str], rates: RateLimits, now: datetime | None
-    ) -> None:
+    def _ensure_buckets(self, queues: Sequence[str], plan: ClaimPlan, now: datetime | None) -> None:
         """Create the missing buckets a claim of ``queues`` may draw on (full)."""
-        params = {**claim_params(rates), "queues": list(queues), "now": now}
+        params = {
+            **claim_params(plan.rates),
+            "queues": list(queues),
+            "every": plan.every,
+            "now": now,
+        }
         self._execute("ensure_rate_buckets", params).close()
 
     def rate_limit_wait(self, rates: RateLimits) -> float | None:

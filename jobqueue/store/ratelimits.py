@@ -71,7 +71,7 @@ def claim_again(
     lease_s: float,
     now: datetime | None,
     plan: ClaimPlan | None,
-    ensure: Callable[[Sequence[str], RateLimits, datetime | None], None] | None = None,
+    ensure: Callable[[Sequence[str], ClaimPlan, datetime | None], None] | None = None,
 ) -> list[ClaimedJob]:
     """Run a store's claim; with rate limits, once more for the slots a limiter left empty.
 
@@ -91,7 +91,7 @@ def claim_again(
     limited = plan is not None and plan.rates.enabled
     if limited and ensure is not None:
         assert plan is not None
-        ensure(queues, plan.rates, now)
+        ensure(queues, plan, now)
     claimed = claim_once(queues, worker_id, max_jobs, lease_s, now, plan)
     if limited and 0 < len(claimed) < max_jobs:
         claimed += claim_once(queues, worker_id, max_jobs - len(claimed), lease_s, now, plan)

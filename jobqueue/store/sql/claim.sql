@@ -25,8 +25,10 @@
 --   are refilled to now and spent in this statement ("rate_*" CTEs), so workers on every host
 --   share them by the database clock. The buckets are locked with SKIP LOCKED: a bucket another
 --   claim holds counts as empty here (that claim spends its tokens), so no token is spent twice
---   and no claim waits on another. A bucket not there yet (a tenant's first job) is created full
---   and spent from the next claim on.
+--   and no claim waits on another. The store creates missing buckets before the claim
+--   (ensure_rate_buckets.sql); one still missing counts as empty. The lines between
+--   "rates{" and "}rates" are sent only when some limit is declared (store/sqltext.py): the
+--   claim without them stays within psycopg's query cache.
 --
 -- "heads" row-locks what it reads with SKIP LOCKED, so concurrent claims never wait on each other
 -- or hand out the same job, and a claim reads past the rows another claim holds instead of coming
@@ -71,6 +73,7 @@ load AS (
                 ELSE 0 END AS running
     FROM capped AS c
 ),
+-- rates{
 rate_limits AS (
     -- The buckets this claim may draw on: the declared ones, and the tenant default's bucket of
     -- each tenant with claimable jobs but no override.
@@ -94,6 +97,7 @@ rate_buckets AS MATERIALIZED (
     ORDER BY b.key
     FOR UPDATE OF b SKIP LOCKED
 ),
+-- }rates
 heads AS (
     SELECT h.id, h.priority, h.run_at, t.queue, t.tenant_id, l.cap, l.running
     FROM tenants AS t
@@ -112,14 +116,16 @@ heads AS (
                 WHERE o.ordering_key = j.ordering_key
                   AND o.state IN ('leased', 'ready', 'scheduled')
                   AND (o.id < j.id OR o.state = 'leased')))
-          AND (NOT %(rl_on)s OR NOT EXISTS (
+          -- rates{
+          AND NOT EXISTS (
                 SELECT 1
                 FROM (SELECT k.key FROM rate_keys AS k WHERE k.type = j.type
                       UNION ALL
                       SELECT r.key FROM rate_limits AS r WHERE r.key = 'tenant:' || j.tenant_id)
                      AS jk
                 LEFT JOIN rate_buckets AS b ON b.key = jk.key
-                WHERE b.tokens IS NULL OR b.tokens < 1))
+                WHERE b.tokens IS NULL OR b.tokens < 1)
+          -- }rates
         ORDER BY j.priority DESC, j.run_at, j.id
         -- A constant LIMIT, not "room left under the cap": the planner would estimate an
         -- expression LIMIT at a tenth of the table, and that inflated cost switches on JIT
@@ -144,6 +150,7 @@ ranked AS (
     JOIN queues AS q ON q.name = p.queue
     WHERE p.cap IS NULL OR p.nth_of_tenant <= p.cap - p.running
 ),
+-- rates{
 rate_jobs AS (
     -- Each candidate's buckets, the candidates of each bucket in the order "picked" serves them:
     -- a bucket with n tokens admits its first n (a candidate another bucket turns away still
@@ -160,22 +167,22 @@ rate_jobs AS (
                         UNION ALL
                         SELECT l.key FROM rate_limits AS l WHERE l.key = 'tenant:' || j.tenant_id)
                AS jk
-    WHERE %(rl_on)s
 ),
-rate_fit AS (
-    SELECT r.* FROM ranked AS r
-    WHERE NOT EXISTS (SELECT 1 FROM rate_jobs AS x JOIN rate_buckets AS b ON b.key = x.key
-                      WHERE x.id = r.id AND x.nth > floor(b.tokens))
-),
+-- }rates
 picked AS (
     SELECT r.id, r.pos, r.nth_of_queue, r.start + r.nth_of_queue / r.weight AS tag
-    FROM rate_fit AS r
+    FROM ranked AS r
+    -- rates{
+    WHERE NOT EXISTS (SELECT 1 FROM rate_jobs AS x JOIN rate_buckets AS b ON b.key = x.key
+                      WHERE x.id = r.id AND x.nth > floor(b.tokens))
+    -- }rates
     ORDER BY CASE WHEN %(strict)s THEN r.pos ELSE 0 END,
              CASE WHEN %(strict)s THEN r.nth_of_queue ELSE r.start + r.nth_of_queue / r.weight END,
              r.pos
     LIMIT %(max_jobs)s
-),
-rate_spent AS (
+)
+-- rates{
+, rate_spent AS (
     UPDATE jobqueue_rate_limit AS b
     -- Never back in time: a claim whose transaction began before the last spend's refilled
     -- nothing (elapsed < 0 counts as 0) and must not make the next refill count that time twice.
@@ -185,14 +192,8 @@ rate_spent AS (
           FROM rate_jobs AS x JOIN picked AS p ON p.id = x.id GROUP BY x.key) AS s
     JOIN rate_buckets AS rb ON rb.key = s.key
     WHERE b.key = s.key
-),
-rate_new AS (
-    INSERT INTO jobqueue_rate_limit (key, tokens, refreshed_at)
-    SELECT l.key, l.burst, coalesce(%(now)s::timestamptz, now())
-    FROM rate_limits AS l
-    WHERE NOT EXISTS (SELECT 1 FROM jobqueue_rate_limit AS b WHERE b.key = l.key)
-    ON CONFLICT (key) DO NOTHING
 )
+-- }rates
 UPDATE jobqueue_job AS j
 SET state = 'leased',
     attempts = j.attempts + 1,

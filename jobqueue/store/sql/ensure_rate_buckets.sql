@@ -5,11 +5,19 @@
 -- its own autocommit statement, so the claim finds every bucket and never holds a job back
 -- only because its tenant is new. Existing rows are left alone (no lock, no write).
 WITH RECURSIVE
+queues AS (
+    SELECT q.name FROM unnest(%(queues)s::text[]) AS q(name)
+    UNION
+    -- A "*" worker: every queue with claimable jobs (read only with a tenant default).
+    SELECT DISTINCT j.queue FROM jobqueue_job AS j
+    WHERE %(every)s AND %(rl_tenant_rate)s::float8 IS NOT NULL
+      AND j.state IN ('ready', 'scheduled')
+),
 tenants AS (
     SELECT q.name AS queue,
            (SELECT min(j.tenant_id) FROM jobqueue_job AS j
             WHERE j.queue = q.name AND j.state IN ('ready', 'scheduled')) AS tenant_id
-    FROM unnest(%(queues)s::text[]) AS q(name)
+    FROM queues AS q
     WHERE %(rl_tenant_rate)s::float8 IS NOT NULL
     UNION ALL
     SELECT t.queue,
