@@ -65,8 +65,9 @@ def workers(processes: int, slots: int, limits: dict | None, *flags: str) -> sub
         str(processes), "--concurrency", str(slots), "--no-scheduler", *flags,
     ]  # fmt: skip
     return subprocess.Popen(
-        cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, start_new_session=True
-    )
+        cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -97,6 +98,10 @@ def drain(n: int, tenants: int, limits: dict | None) -> float:
     )
     if done != n:
         raise SystemExit(f"drain: {done} of {n} succeeded")
+    print(
+        f"  ... drained {n:,} ({tenants} tenants, limits {limits}): {n / span:,.0f} jobs/s",
+        flush=True,
+    )
     return n / span
 
 

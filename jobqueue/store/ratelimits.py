@@ -75,25 +75,25 @@ def claim_again(
 ) -> list[ClaimedJob]:
     """Run a store's claim; with rate limits, once more for the slots a limiter left empty.
 
-    With rate limits, ``ensure`` (the PostgreSQL store's) first creates the buckets the claim
+    Before that second claim, ``ensure`` (the PostgreSQL store's) creates the buckets the claim
     may draw on that are missing (``ensure_rate_buckets.sql``): ``claim.sql`` holds back the
-    jobs of a missing bucket, so without it a new tenant's first jobs would wait a claim.
+    jobs of a missing bucket (a new tenant's, a new limit's), so a short claim is also how a
+    missing bucket shows. A full claim costs one statement, as without limits.
 
     A claim leaves out the jobs of buckets that are empty when it starts, but a bucket with
     fewer tokens than slots lets all its jobs into the candidates, and spends only its tokens:
     the others' places stay empty. The second claim sees that bucket drained and fills them
-    with jobs it does not limit, so a limiter never holds back unrelated jobs, even for a poll.
-    Only after a claim that took some jobs (an empty one drained nothing) and only with limits.
+    with jobs it does not limit, so a limiter never holds back unrelated jobs, even for a poll;
+    it also takes what a bucket locked by a concurrent claim kept from the first. Only with
+    limits, and only after a short claim.
 
     Returns:
         What the claims took (``claim_once``'s return), at most ``max_jobs`` jobs.
     """
-    limited = plan is not None and plan.rates.enabled
-    if limited and ensure is not None:
-        assert plan is not None
-        ensure(queues, plan, now)
     claimed = claim_once(queues, worker_id, max_jobs, lease_s, now, plan)
-    if limited and 0 < len(claimed) < max_jobs:
+    if plan is not None and plan.rates.enabled and len(claimed) < max_jobs:
+        if ensure is not None:
+            ensure(queues, plan, now)
         claimed += claim_once(queues, worker_id, max_jobs - len(claimed), lease_s, now, plan)
     return claimed
 

@@ -23,9 +23,10 @@
 --   a job waits, claimable-later and without spending an attempt, while any token bucket it
 --   falls under (its type's, its dependency's, its tenant's) has less than one token; the buckets
 --   are refilled to now and spent in this statement ("rate_*" CTEs), so workers on every host
---   share them by the database clock. The buckets are locked with SKIP LOCKED: a bucket another
---   claim holds counts as empty here (that claim spends its tokens), so no token is spent twice
---   and no claim waits on another. The store creates missing buckets before the claim
+--   share them by the database clock. Drained buckets are read from the snapshot ("rate_seen");
+--   the buckets the candidates draw on, and only those, are locked with SKIP LOCKED
+--   ("rate_buckets"): a bucket another claim holds counts as empty here (that claim spends its
+--   tokens), so no token is spent twice and no claim waits on another. The store creates missing buckets before the claim
 --   (ensure_rate_buckets.sql); one still missing counts as empty. The lines between
 --   "rates{" and "}rates" are sent only when some limit is declared (store/sqltext.py): the
 --   claim without them stays within psycopg's query cache.
@@ -88,14 +89,12 @@ rate_limits AS (
 rate_keys AS (
     SELECT k.type, k.key FROM unnest(%(rl_types)s::text[], %(rl_type_keys)s::text[]) AS k(type, key)
 ),
-rate_buckets AS MATERIALIZED (
-    SELECT b.key,
-           least(r.burst, b.tokens + r.rate * greatest(0, extract(epoch FROM
-                 coalesce(%(now)s::timestamptz, now()) - b.refreshed_at))) AS tokens
+rate_seen AS (
+    -- As of this statement's snapshot, unlocked: only to leave out drained buckets' jobs.
+    SELECT b.key, least(r.burst, b.tokens + r.rate * greatest(0, extract(epoch FROM
+                  coalesce(%(now)s::timestamptz, now()) - b.refreshed_at))) AS tokens
     FROM jobqueue_rate_limit AS b
     JOIN rate_limits AS r ON r.key = b.key
-    ORDER BY b.key
-    FOR UPDATE OF b SKIP LOCKED
 ),
 -- }rates
 heads AS (
@@ -123,7 +122,7 @@ heads AS (
                       UNION ALL
                       SELECT r.key FROM rate_limits AS r WHERE r.key = 'tenant:' || j.tenant_id)
                      AS jk
-                LEFT JOIN rate_buckets AS b ON b.key = jk.key
+                LEFT JOIN rate_seen AS b ON b.key = jk.key
                 WHERE b.tokens IS NULL OR b.tokens < 1)
           -- }rates
         ORDER BY j.priority DESC, j.run_at, j.id
@@ -168,13 +167,25 @@ rate_jobs AS (
                         SELECT l.key FROM rate_limits AS l WHERE l.key = 'tenant:' || j.tenant_id)
                AS jk
 ),
+rate_buckets AS MATERIALIZED (
+    -- The buckets the candidates draw on, locked and read as committed now (not as of the
+    -- snapshot): what is spent. One another claim holds is skipped, its jobs left this time.
+    SELECT b.key,
+           least(r.burst, b.tokens + r.rate * greatest(0, extract(epoch FROM
+                 coalesce(%(now)s::timestamptz, now()) - b.refreshed_at))) AS tokens
+    FROM jobqueue_rate_limit AS b
+    JOIN rate_limits AS r ON r.key = b.key
+    WHERE b.key IN (SELECT x.key FROM rate_jobs AS x)
+    ORDER BY b.key
+    FOR UPDATE OF b SKIP LOCKED
+),
 -- }rates
 picked AS (
     SELECT r.id, r.pos, r.nth_of_queue, r.start + r.nth_of_queue / r.weight AS tag
     FROM ranked AS r
     -- rates{
-    WHERE NOT EXISTS (SELECT 1 FROM rate_jobs AS x JOIN rate_buckets AS b ON b.key = x.key
-                      WHERE x.id = r.id AND x.nth > floor(b.tokens))
+    WHERE NOT EXISTS (SELECT 1 FROM rate_jobs AS x LEFT JOIN rate_buckets AS b ON b.key = x.key
+                      WHERE x.id = r.id AND (b.tokens IS NULL OR x.nth > floor(b.tokens)))
     -- }rates
     ORDER BY CASE WHEN %(strict)s THEN r.pos ELSE 0 END,
              CASE WHEN %(strict)s THEN r.nth_of_queue ELSE r.start + r.nth_of_queue / r.weight END,
