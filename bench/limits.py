@@ -1,6 +1,6 @@
 """Rate limits (issue 18): what a limit costs the claim, and how accurately it holds.
 
-    .venv/bin/python bench/limits.py [--quick] [--drain-jobs 20000] [--seconds 60]
+    .venv/bin/python bench/limits.py [--quick] [--drain-jobs 20000] [--seconds 60] [--parts cost]
 
 Recreates the database named by BENCH_DATABASE_URL (default
 postgres://postgres@127.0.0.1:5432/jq_limits), runs, and drops it. Every time is by the database
@@ -175,6 +175,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--drain-jobs", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--parts", default="cost,accuracy,bursts", help="which parts, by name")
     cfg = parser.parse_args()
     cfg.drain_jobs = cfg.drain_jobs or (5_000 if cfg.quick else 20_000)
     cfg.seconds = cfg.seconds or (20.0 if cfg.quick else 60.0)
@@ -186,9 +187,9 @@ def main() -> None:
     try:
         [(pg,)] = query("SHOW server_version")
         print(f"jobqueue rate-limit bench: PostgreSQL {pg}, {os.cpu_count()} cores")
-        cost(cfg)
-        accuracy(cfg)
-        bursts(cfg)
+        parts = {"cost": cost, "accuracy": accuracy, "bursts": bursts}
+        for name in cfg.parts.split(","):
+            parts[name](cfg)
     finally:
         import psycopg
         from django.db import connections

@@ -24,10 +24,12 @@
 --   falls under (its type's, its dependency's, its tenant's) has less than one token; the buckets
 --   are refilled to now and spent in this statement ("rate_*" CTEs), so workers on every host
 --   share them by the database clock. Drained buckets are read from the snapshot ("rate_seen");
---   the buckets the candidates draw on, and only those, are locked with SKIP LOCKED
---   ("rate_buckets"): a bucket another claim holds counts as empty here (that claim spends its
---   tokens), so no token is spent twice and no claim waits on another. The store creates missing buckets before the claim
---   (ensure_rate_buckets.sql); one still missing counts as empty. The lines between
+--   the buckets of the candidates that can be picked (the first max_jobs of each queue), and
+--   only those, are locked in key order and read as committed ("rate_buckets"): no token is
+--   spent twice, and since a claim waits for nothing else while holding a bucket (job rows are
+--   taken with SKIP LOCKED) and takes buckets in one order, claims cannot
+--   deadlock. The store creates missing buckets after a short claim (ensure_rate_buckets.sql);
+--   one still missing counts as empty. The lines between
 --   "rates{" and "}rates" are sent only when some limit is declared (store/sqltext.py): the
 --   claim without them stays within psycopg's query cache.
 --
@@ -166,10 +168,11 @@ rate_jobs AS (
                         UNION ALL
                         SELECT l.key FROM rate_limits AS l WHERE l.key = 'tenant:' || j.tenant_id)
                AS jk
+    WHERE r.nth_of_queue <= %(max_jobs)s
 ),
 rate_buckets AS MATERIALIZED (
-    -- The buckets the candidates draw on, locked and read as committed now (not as of the
-    -- snapshot): what is spent. One another claim holds is skipped, its jobs left this time.
+    -- The buckets the candidates draw on, locked in key order and read as committed now (not
+    -- as of the snapshot): what is spent. A claim waits here for a bucket another holds.
     SELECT b.key,
            least(r.burst, b.tokens + r.rate * greatest(0, extract(epoch FROM
                  coalesce(%(now)s::timestamptz, now()) - b.refreshed_at))) AS tokens
@@ -177,14 +180,15 @@ rate_buckets AS MATERIALIZED (
     JOIN rate_limits AS r ON r.key = b.key
     WHERE b.key IN (SELECT x.key FROM rate_jobs AS x)
     ORDER BY b.key
-    FOR UPDATE OF b SKIP LOCKED
+    FOR UPDATE OF b
 ),
 -- }rates
 picked AS (
     SELECT r.id, r.pos, r.nth_of_queue, r.start + r.nth_of_queue / r.weight AS tag
     FROM ranked AS r
     -- rates{
-    WHERE NOT EXISTS (SELECT 1 FROM rate_jobs AS x LEFT JOIN rate_buckets AS b ON b.key = x.key
+    WHERE r.nth_of_queue <= %(max_jobs)s
+      AND NOT EXISTS (SELECT 1 FROM rate_jobs AS x LEFT JOIN rate_buckets AS b ON b.key = x.key
                       WHERE x.id = r.id AND (b.tokens IS NULL OR x.nth > floor(b.tokens)))
     -- }rates
     ORDER BY CASE WHEN %(strict)s THEN r.pos ELSE 0 END,
