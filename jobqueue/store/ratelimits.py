@@ -50,7 +50,6 @@ def claim_params(rates: RateLimits) -> dict[str, Any]:
     pairs = rates.type_keys()
     default = rates.tenant_default
     return {
-        "rl_on": rates.enabled,
         "rl_keys": keys,
         "rl_rates": [static[k].rate for k in keys],
         "rl_bursts": [static[k].burst for k in keys],
