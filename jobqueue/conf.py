@@ -39,6 +39,7 @@ from .policies import (
 )
 from .poolspec import parse_pooled_databases
 from .queuespec import parse_queues_setting
+from .ratelimits import RateLimits, parse_rate_limits
 from .txlimits import TransactionLimits, parse_transaction_limits
 from .validation import is_count, is_text
 
@@ -181,6 +182,8 @@ class JobQueueSettings:
     #: Pooler mode (``jobqueue/poolspec.py``): pooled alias -> the alias its workers LISTEN on,
     #: or None (they poll). Aliases not in it are direct connections.
     pooled_databases: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
+    #: Token-bucket rate limits per dependency, job type and tenant (``ratelimits.py``).
+    rate_limits: RateLimits = field(default_factory=RateLimits)
 
 
 def _ranged(key: str) -> Callable[[Any], float]:
@@ -370,6 +373,7 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
     "TRANSACTION_LIMITS": ("transaction_limits", parse_transaction_limits),
     "ENQUEUE_UNREGISTERED": ("enqueue_unregistered", parse_enqueue_unregistered),
     "POOLED_DATABASES": ("pooled_databases", parse_pooled_databases),
+    "RATE_LIMITS": ("rate_limits", parse_rate_limits),
 }
 
 _KEYS = {*FIELDS, "CRON"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +17,7 @@ from . import arguments
 from .backoff import policy_for
 from .conf import get_settings
 from .errors import InvalidJobOption, LeaseLost
+from .fairness import rate_limits
 from .history import error_entry
 from .outage import writing as _writing
 from .payloads import to_json
@@ -74,7 +76,7 @@ def claim(
     caps = TenantCaps(conf.tenant_max_running, conf.tenant_max_running_overrides)
     # A one-off claim has no history of its own to be fair against: equal shares from tag 0,
     # which is the first plan a worker's QueueSelector gives for the same queues.
-    plan = ClaimPlan.even(len(queues), caps)
+    plan = replace(ClaimPlan.even(len(queues), caps), rates=rate_limits())
     with _writing(using):
         return get_store(using).claim(queues, worker_id, max_jobs, lease, plan=plan)
 

@@ -31,10 +31,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from .conf import get_settings
+from .jobtypes import registry
+
 # Queue specs ("critical:6,default:3") are parsed by the leaf queuespec; re-exported here.
 from .queuespec import EVERY_QUEUE, advertised_queues
 from .queuespec import MAX_WEIGHT as MAX_WEIGHT
 from .queuespec import parse_queue_spec as parse_queue_spec
+from .ratelimits import RateLimits
 from .store.plan import ClaimPlan, TenantCaps
 
 # The ORM store's claim order lives with the store; its old path still works.
@@ -71,6 +75,7 @@ class QueueSelector:
         strict: bool = False,
         caps: TenantCaps | None = None,
         exclude: Sequence[str] = (),
+        rates: RateLimits | None = None,
     ) -> None:
         """Serve ``queues`` with ``weights`` (default: all 1), or in list order with ``strict``.
 
@@ -96,6 +101,7 @@ class QueueSelector:
         self.others_weight = given[-1] if self.every else 1.0
         self.strict = strict
         self.caps = caps or TenantCaps()
+        self.rates = rates or RateLimits()
         self._start = dict.fromkeys(self.queues, 0.0)
         self._others_start = 0.0
 
@@ -128,6 +134,7 @@ class QueueSelector:
             others_weight=self.others_weight,
             others_start=self._others_start,
             exclude=self.exclude,
+            rates=self.rates,
         )
 
     def claimed(self, jobs: Sequence[Claimed]) -> None:
@@ -161,3 +168,15 @@ class QueueSelector:
         for queue in self._start:
             self._start[queue] -= floor
         self._others_start -= floor
+
+
+def rate_limits() -> RateLimits:
+    """Return ``JOBQUEUE["RATE_LIMITS"]`` with the ``@job`` rate limits and dependencies known here.
+
+    A type this process has not registered is limited by its type's and tenant's limits only
+    (its dependency is declared by its ``@job``).
+    """
+    types = registry()
+    known = {name: t.dependency for name, t in types.items()}
+    declared = {name: t.rate_limit for name, t in types.items() if t.rate_limit is not None}
+    return get_settings().rate_limits.with_type_limits(declared).with_dependencies(known)

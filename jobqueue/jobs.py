@@ -71,6 +71,7 @@ def job(
     backoff: dict[str, Any] | None = None,
     takes_context: bool = False,
     dependency: str | None = None,
+    rate_limit: str | float | dict[str, Any] | None = None,
 ) -> Any:
     """Register a function as a job type. Use as ``@job`` or ``@job(queue="emails", ...)``.
 
@@ -90,6 +91,10 @@ def job(
         dependency: the service the handler calls (``"partner-api"``), named like a queue;
             several types may share one. Its failures feed that dependency's circuit breaker,
             and while the breaker is open, jobs of the type wait without spending attempts.
+        rate_limit: at most this many jobs of the type start, across all workers: ``"10/s"``,
+            ``"600/min"``, or ``{"rate": "10/s", "burst": 20}`` (README, "Flow control: rate
+            limits"). ``JOBQUEUE["RATE_LIMITS"]["type"]`` overrides it. Every worker that may
+            claim the type must have it registered (as for ``dependency``).
 
     Returns:
         A :class:`JobFunction` (or a decorator producing one).
@@ -111,6 +116,7 @@ def job(
             backoff=backoff,
             takes_context=takes_context,
             dependency=dependency,
+            rate_limit=rate_limit,
         )
 
     return make(func) if func is not None else make

@@ -30,6 +30,7 @@ from .errors import (
 )
 from .payloads import to_json
 from .policies import Backoff, parse_backoff
+from .ratelimits import Limiter, parse_rate
 from .validation import validate_dependency_name
 
 __all__ = [
@@ -284,6 +285,7 @@ class JobType:
         backoff: Backoff | None,
         takes_context: bool,
         dependency: str | None = None,
+        rate_limit: Limiter | None = None,
     ) -> None:
         self.func = func
         self.name = name
@@ -294,6 +296,7 @@ class JobType:
         self.backoff = backoff
         self.takes_context = takes_context
         self.dependency = dependency
+        self.rate_limit = rate_limit
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -342,6 +345,7 @@ def declare(  # noqa: UP047
     backoff: dict[str, Any] | None,
     takes_context: bool,
     dependency: str | None,
+    rate_limit: Any = None,
 ) -> T:
     """Internal: validate ``@job``'s options, build a ``cls`` for ``f`` and register it.
 
@@ -365,6 +369,7 @@ def declare(  # noqa: UP047
             validate_dependency_name(dependency)
         except ValueError as exc:
             raise JobQueueConfigurationError(f"{where}: {exc}") from None
+    limit = None if rate_limit is None else parse_rate(rate_limit, f"{where} rate_limit")
     parsed_backoff = parse_backoff(backoff, where=f"{where} backoff") if backoff else None
     params = list(inspect.signature(f).parameters)
     if takes_context:
@@ -385,6 +390,7 @@ def declare(  # noqa: UP047
         backoff=parsed_backoff,
         takes_context=takes_context,
         dependency=dependency,
+        rate_limit=limit,
     )
     with _lock:
         existing = _registry.get(type_name)

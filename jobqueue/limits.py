@@ -92,6 +92,10 @@ RANGES: dict[str, Range] = {
     # Case 31: at most 10,000 rows per delete statement.
     "PRUNE_BATCH_SIZE": _count(1, 10_000, "rows"),
     "PROCESSES": _count(1, 256),
+    # Rate limits (ratelimits.py): 0.0001/s (a job per 2.8 h; slower is a schedule, cron's job)
+    # to a million per second (beyond what one PostgreSQL claims); bursts up to a million tokens.
+    "RATE_LIMITS.rate": Range(0.0001, 1_000_000, unit="per second"),
+    "RATE_LIMITS.burst": _count(1, 1_000_000, "tokens"),
     # runworkers --max-tasks (a flag only): a billion tasks is "never" for any process.
     "MAX_TASKS": _count(1, 1_000_000_000, "tasks"),
 }

@@ -37,19 +37,22 @@ from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
 from .conf import get_settings
+from .fairness import rate_limits
 from .gauge_model import LAST_PRUNE
 from .models import CronEntry, GaugeSnapshot, Pause, RetryBudget
 from .ops.clock import db_now
 from .ops.prunable import EXACT_UP_TO, awaiting_prune
 from .ops.queues import live_workers, open_breakers, served_queues
 from .ops.rates import families as rollup_families
-from .store import get_store
+from .store import Store, get_store
 from .store.gauges import COUNT_CAP
 
 #: The exposition format's media type.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Tenants listed in ``jobqueue_running_jobs_by_tenant`` (the most running first).
 TOP_TENANTS = 20
+#: Rate limiters listed (by key): each tenant under a default has its own.
+MAX_LIMITERS = 200
 #: The name of the shared reading's row.
 SNAPSHOT = "metrics"
 #: How long a process may take to recompute the reading before another may take over, seconds.
@@ -263,6 +266,7 @@ def compute(using: str = "default") -> str:
         "Retry tokens left per queue (negative: retries are being delayed).",
         [({"queue": b.queue}, b.tokens) for b in RetryBudget.objects.using(using)[:200]],
     )
+    out += _rate_limit_families(store)
     entries = (
         CronEntry.objects.using(using)
         .filter(last_fired_at__isnull=False)
@@ -305,6 +309,28 @@ def compute(using: str = "default") -> str:
     for name, help_text, samples in rollup_families(now, using):
         out += family(name, help_text, samples)
     return "\n".join(out) + "\n"
+
+
+def _rate_limit_families(store: Store) -> list[str]:
+    """Return the rate limiters' gauges: rate, tokens now, held jobs (``RATE_LIMITS``)."""
+    rows = store.rate_limit_rows(rate_limits(), COUNT_CAP)[:MAX_LIMITERS]
+    out = family(
+        "jobqueue_rate_limit_rate",
+        "Each rate limiter's declared rate (RATE_LIMITS), jobs per second.",
+        [({"limiter": r.key}, r.rate) for r in rows],
+    )
+    out += family(
+        "jobqueue_rate_limit_tokens",
+        "Tokens in each rate limiter's bucket now (below 1: it holds its jobs back).",
+        [({"limiter": r.key}, r.tokens) for r in rows],
+    )
+    out += family(
+        "jobqueue_rate_limit_held_jobs",
+        "Due jobs each rate limiter holds back now (0 while it has a token). Exact up to "
+        f"{COUNT_CAP}; {COUNT_CAP} means that many or more.",
+        [({"limiter": r.key}, float(r.held)) for r in rows],
+    )
+    return out
 
 
 def cached_view(

@@ -19,6 +19,7 @@ from .breaker_model import BreakerState, DependencyBreaker, RetryBudget  # noqa:
 from .crontab import validate_cron_expression, validate_timezone
 from .gauge_model import GaugeSnapshot  # noqa: F401  (re-exported: its model module)
 from .pause_model import Pause, PauseKind  # noqa: F401  (re-exported: its model module)
+from .rate_limit_model import RateBucket  # noqa: F401  (re-exported: its model module)
 from .rollup_model import Rollup  # noqa: F401  (re-exported: its model module)
 from .states import CLAIMABLE, FINISHED, LIVE, DeadReason, JobState
 

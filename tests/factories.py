@@ -18,10 +18,12 @@ from django.utils import timezone
 from jobqueue.executor import execute
 from jobqueue.jobtypes import JobContext
 from jobqueue.models import Job
+from jobqueue.ratelimits import RateLimits
 from jobqueue.retries import Outcome
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome, finished
+from jobqueue.store.ratelimits import claim_params as rate_params
 
 __all__ = ["error_entry", "insert_ready_jobs", "job_kwargs", "make_job", "make_jobs"]
 
@@ -134,6 +136,7 @@ def claim_params(
         "max_jobs": max_jobs,
         "lease_s": 30.0,
         "now": None,
+        **rate_params(RateLimits()),
     }
 
 

@@ -50,9 +50,17 @@ PARTS: dict[str, set[str]] = {
         "handler_threads",
         "logging",
         "jobstatus",
+        "ratelimits",
     },
     "settings": {"conf", "arguments"},
-    "schema": {"models", "pause_model", "gauge_model", "rollup_model", "breaker_model"},
+    "schema": {
+        "models",
+        "pause_model",
+        "gauge_model",
+        "rollup_model",
+        "breaker_model",
+        "rate_limit_model",
+    },
     "registry": {"jobtypes", "options", "backoff"},
     "store": {"store"},
     "consumer": {

@@ -28,6 +28,10 @@ def setting(key: str, value: object) -> dict:
     """Return a ``JOBQUEUE`` dict setting ``key`` (``BACKOFF.cap_seconds`` nests) to ``value``."""
     if key == "RETENTION":
         return {"RETENTION": {"succeeded": value}}
+    if key == "RATE_LIMITS.rate":
+        return {"RATE_LIMITS": {"type": {"t": {"rate": value}}}}
+    if key == "RATE_LIMITS.burst":
+        return {"RATE_LIMITS": {"type": {"t": {"rate": "1/s", "burst": value}}}}
     if "." in key:
         outer, inner = key.split(".")
         # The partner of a base/cap pair at the far end, so only `key` can be wrong.
@@ -57,6 +61,8 @@ def named(key: str) -> str:
     """How an error names ``key``: ``JOBQUEUE['BACKOFF']['cap_seconds']``."""
     if key == "RETENTION":
         return "JOBQUEUE['RETENTION']['succeeded']"
+    if key.startswith("RATE_LIMITS."):
+        return "JOBQUEUE['RATE_LIMITS']['type']['t']"
     return "JOBQUEUE" + "".join(f"[{part!r}]" for part in key.split("."))
 
 

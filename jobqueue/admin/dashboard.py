@@ -34,10 +34,12 @@ from django.utils import timezone
 from .. import pausing
 from ..crontab import has_seconds
 from ..errors import InvalidJobOption
+from ..fairness import rate_limits
 from ..models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
 from ..ops.clock import humanize_seconds
 from ..ops.queues import served_queues
 from ..states import CLAIMABLE, JobState
+from ..store import get_store
 from .charts import DEFAULT_SPAN, charts
 from .cron import local
 from .filters import known_queues
@@ -288,6 +290,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "cron_entries": cron_entries(using),
         "breakers": breaker_rows(using),
         "budgets": budget_rows(using),
+        "rate_limits": get_store(using).rate_limit_rows(rate_limits())[:200],
         "pauses": pauses,
         "can_pause": user.has_perm("jobqueue.add_pause"),
         "can_resume": user.has_perm("jobqueue.delete_pause"),

@@ -50,9 +50,11 @@ from .generic_gauges import GenericGaugeStore
 from .generic_operator import GenericOperatorStore
 from .generic_pauses import GenericPauseStore
 from .generic_progress import GenericProgressStore
+from .generic_ratelimits import GenericRateLimitStore
 from .generic_rollups import GenericRollupStore
 from .plan import ClaimPlan
 from .ranking import Candidate, serve_order
+from .ratelimits import claim_again
 
 
 def _now(now: datetime | None) -> datetime:
@@ -67,6 +69,7 @@ class GenericStore(
     GenericOperatorStore,
     GenericPauseStore,
     GenericProgressStore,
+    GenericRateLimitStore,
     GenericRollupStore,
     WorkerRegistry,
 ):
@@ -139,6 +142,17 @@ class GenericStore(
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
     ) -> list[ClaimedJob]:
+        return claim_again(self._claim_once, queues, worker_id, max_jobs, lease_s, now, plan)
+
+    def _claim_once(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        max_jobs: int,
+        lease_s: float,
+        now: datetime | None = None,
+        plan: ClaimPlan | None = None,
+    ) -> list[ClaimedJob]:
         queues = list(queues)
         plan = plan or ClaimPlan.even(len(queues))
         now = _now(now)
@@ -153,12 +167,24 @@ class GenericStore(
                 Q(queue__in=paused_queues) | Q(type__in=paused_types)
             )
             # order_by(): Job's default ordering would add "id" to the DISTINCT.
+            gate = None
+            if plan.rates.enabled:
+                tenants = claimable.order_by().values_list("tenant_id", flat=True).distinct()
+                gate = self._rate_gate(plan.rates, tenants, now)
+                # Out before the candidates are chosen: a drained limiter's jobs never take
+                # the places of jobs it does not limit.
+                claimable = claimable.exclude(
+                    Q(type__in=gate.empty_types()) | Q(tenant_id__in=gate.empty_tenants())
+                )
             pairs = sorted(claimable.order_by().values_list("queue", "tenant_id").distinct())
             running = self._running({t for _, t in pairs}, plan)
             candidates = self._candidates(claimable, pairs, max_jobs, plan, running, now)
             picked = serve_order(candidates, queues, plan, running, max_jobs)
             rows = self._jobs.in_bulk([c.id for c, _ in picked], field_name="id") if picked else {}
             for candidate, tag in picked:
+                job = rows[candidate.id]
+                if gate is not None and not gate.admit(job.type, candidate.tenant_id):
+                    continue
                 token = uuid.uuid4()
                 # Conditional per row: a backend without row locks still cannot double-claim.
                 won = self._jobs.filter(id=candidate.id, state__in=CLAIMABLE).update(
@@ -188,6 +214,8 @@ class GenericStore(
                             suspect=job.suspect,
                         )
                     )
+            if gate is not None:
+                self._rate_save(gate)
         return claimed
 
     def _running(self, tenants: set[str], plan: ClaimPlan) -> dict[str, int]:

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from ..ratelimits import RateLimits
+
 __all__ = ["ClaimPlan", "TenantCaps"]
 
 
@@ -59,6 +61,7 @@ class ClaimPlan:
         others_weight: the weight of each such other queue.
         others_start: the virtual start tag of each such other queue.
         exclude: queues ``every`` never serves (``--exclude-queues``).
+        rates: the rate limits the claim spends tokens of (``jobqueue/ratelimits.py``).
     """
 
     weights: tuple[float, ...]
@@ -69,6 +72,7 @@ class ClaimPlan:
     others_weight: float = 1.0
     others_start: float = 0.0
     exclude: tuple[str, ...] = ()
+    rates: RateLimits = field(default_factory=RateLimits)
 
     def with_others(
         self, queues: Sequence[str], found: Iterable[str]

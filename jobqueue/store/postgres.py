@@ -45,7 +45,9 @@ from .postgres_gauges import PostgresGaugeStore
 from .postgres_operator import PostgresOperatorStore
 from .postgres_pauses import PostgresPauseStore
 from .postgres_progress import PostgresProgressStore
+from .postgres_ratelimits import PostgresRateLimitStore
 from .postgres_rollups import PostgresRollupStore
+from .ratelimits import claim_again, claim_params
 from .rows import fetchall, fetchone
 from .sqltext import sql
 
@@ -80,6 +82,7 @@ class PostgresStore(
     PostgresOperatorStore,
     PostgresPauseStore,
     PostgresProgressStore,
+    PostgresRateLimitStore,
     PostgresRollupStore,
     WorkerRegistry,
 ):
@@ -200,6 +203,19 @@ class PostgresStore(
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
     ) -> list[ClaimedJob]:
+        return claim_again(
+            self._claim_once, queues, worker_id, max_jobs, lease_s, now, plan, self._ensure_buckets
+        )
+
+    def _claim_once(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        max_jobs: int,
+        lease_s: float,
+        now: datetime | None = None,
+        plan: ClaimPlan | None = None,
+    ) -> list[ClaimedJob]:
         queues = list(queues)
         plan = plan or ClaimPlan.even(len(queues))
         if plan.every:
@@ -219,7 +235,9 @@ class PostgresStore(
             "max_jobs": max_jobs,
             "lease_s": lease_s,
             "now": now,
+            **claim_params(plan.rates),
         }
+        statement = "claim" if plan.rates.enabled else "claim~rates"
         if caps.enabled:
             # Two claims running at once would each read the other's leases as not yet taken
             # and could together pass a tenant's cap. Capped claims take turns: the lock is held
@@ -230,10 +248,10 @@ class PostgresStore(
                 with self._execute("claim_turn", {}) as cursor:
                     cursor.fetchone()
                 bounded.checkpoint("claim", self.alias)
-                with self._execute("claim", params) as cursor:
+                with self._execute(statement, params) as cursor:
                     rows = fetchall(cursor)
         else:
-            with self._execute("claim", params) as cursor:
+            with self._execute(statement, params) as cursor:
                 rows = fetchall(cursor)
         # UPDATE ... RETURNING gives rows in no particular order; hand them out in the order
         # the picked CTE served them.

@@ -8,7 +8,7 @@ objects: jobs (``base.py``), operator (``operator.py``), cron and leader lease (
 breakers and budgets (``breakers.py``), worker rows (``workers.py``), pauses (``pauses.py``),
 the metrics' gauges (``gauges.py``).
 progress and checkpoints (``progress.py``).
-the per-minute rollup (``rollups.py``).
+the per-minute rollup (``rollups.py``), the rate limiters (``ratelimits.py``).
 The composite lives here, not in ``base.py``, because ``cron.py`` takes
 :class:`~jobqueue.store.base.NewJob` from there.
 """
@@ -24,6 +24,7 @@ from .gauges import GaugeStore
 from .operator import OperatorStore
 from .pauses import PauseStore
 from .progress import ProgressStore
+from .ratelimits import RateLimitStore
 from .rollups import RollupStore
 from .workers import WorkerStore
 
@@ -37,6 +38,7 @@ class Store(
     PauseStore,
     GaugeStore,
     ProgressStore,
+    RateLimitStore,
     RollupStore,
     Protocol,
 ):

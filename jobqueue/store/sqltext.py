@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
-__all__ = ["compact", "sql"]
+__all__ = ["compact", "sql", "without"]
 
 
 def compact(text: str) -> str:
@@ -56,7 +56,31 @@ def compact(text: str) -> str:
     return "".join(out)
 
 
+def without(text: str, section: str) -> str:
+    """Return ``text`` without its ``-- <section>{`` ... ``-- }<section>`` lines (both included).
+
+    One file can so hold a statement and its larger variant: ``claim.sql``'s rate limits are
+    sent only when some limit is declared, and the claim without them stays within psycopg's
+    query cache.
+    """
+    kept, skipping = [], False
+    for line in text.splitlines():
+        mark = line.strip()
+        if mark == f"-- {section}{{":
+            skipping = True
+        elif mark == f"-- }}{section}":
+            skipping = False
+        elif not skipping:
+            kept.append(line)
+    return "\n".join(kept)
+
+
 @functools.cache
 def sql(name: str) -> str:
-    """Return the compacted text of ``store/sql/<name>.sql`` (read once)."""
-    return compact(resources.files("jobqueue.store.sql").joinpath(f"{name}.sql").read_text())
+    """Return the compacted text of ``store/sql/<name>.sql`` (read once).
+
+    ``"claim~rates"`` is ``claim.sql`` without its ``rates`` sections (:func:`without`).
+    """
+    file, _, drop = name.partition("~")
+    text = resources.files("jobqueue.store.sql").joinpath(f"{file}.sql").read_text()
+    return compact(without(text, drop) if drop else text)

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from django.db import DatabaseError, connections
 
 from ..conf import get_settings
-from ..fairness import QueueSelector, TenantCaps
+from ..fairness import QueueSelector, TenantCaps, rate_limits
 from ..guard import DependencyGuard
 from ..recovery import ReapHold
 from ..solo import SoloGate, give_back
@@ -49,6 +49,7 @@ from .ids import default_worker_id
 from .listening import ListenerHealth
 from .outage import DatabaseBackoff
 from .quota import TaskQuota
+from .ratewake import rate_wake
 from .reaper import Reaper
 from .rows import WorkerRowPruner
 from .runs import Runs
@@ -124,6 +125,7 @@ class Worker:
             strict=strict,
             caps=TenantCaps(conf.tenant_max_running, conf.tenant_max_running_overrides),
             exclude=exclude_queues,
+            rates=rate_limits(),
         )
         self.concurrency = concurrency or conf.concurrency
         self.lease_s = lease_s or conf.lease_seconds
@@ -329,10 +331,14 @@ class Worker:
                 claimed = self._claim(free)
                 if claimed is None:
                     continue
-                if self.burst and not claimed and not self._runs:
-                    return
                 if claimed and len(claimed) == free:
                     continue
+                # --burst waits for jobs a drained rate limiter holds back, then exits.
+                held = rate_wake(
+                    self.store, self.selector.rates, self._wakeups, self.poll_interval_s
+                )
+                if self.burst and not claimed and not self._runs and not held:
+                    return
             self._wait(self._listener.idle_wait_s(self.poll_interval_s))
 
     def _free_slots(self) -> int:

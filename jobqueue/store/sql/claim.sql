@@ -19,6 +19,20 @@
 -- jobqueue_job_ordering (ordering_key, id) over live rows; pauses use jobqueue_pause_kind_name
 -- (kind, name), a table of a few rows.
 --
+-- Rate limits (issue 18; jobqueue/ratelimits.py, docs/decisions.md "Rate limits in the claim"):
+--   a job waits, claimable-later and without spending an attempt, while any token bucket it
+--   falls under (its type's, its dependency's, its tenant's) has less than one token; the buckets
+--   are refilled to now and spent in this statement ("rate_*" CTEs), so workers on every host
+--   share them by the database clock. Drained buckets are read from the snapshot ("rate_seen");
+--   the buckets of the candidates that can be picked (the first max_jobs of each queue), and
+--   only those, are locked in key order and read as committed ("rate_buckets"): no token is
+--   spent twice, and since a claim waits for nothing else while holding a bucket (job rows are
+--   taken with SKIP LOCKED) and takes buckets in one order, claims cannot
+--   deadlock. The store creates missing buckets after a short claim (ensure_rate_buckets.sql);
+--   one still missing counts as empty. The lines between
+--   "rates{" and "}rates" are sent only when some limit is declared (store/sqltext.py): the
+--   claim without them stays within psycopg's query cache.
+--
 -- "heads" row-locks what it reads with SKIP LOCKED, so concurrent claims never wait on each other
 -- or hand out the same job, and a claim reads past the rows another claim holds instead of coming
 -- back empty. A row another claim leased since this statement's snapshot fails the re-checked
@@ -62,6 +76,29 @@ load AS (
                 ELSE 0 END AS running
     FROM capped AS c
 ),
+-- rates{
+rate_limits AS (
+    -- The buckets this claim may draw on: the declared ones, and the tenant default's bucket of
+    -- each tenant with claimable jobs but no override.
+    SELECT s.key, s.rate, s.burst
+    FROM unnest(%(rl_keys)s::text[], %(rl_rates)s::float8[], %(rl_bursts)s::float8[])
+         AS s(key, rate, burst)
+    UNION ALL
+    SELECT 'tenant:' || d.tenant_id, %(rl_tenant_rate)s::float8, %(rl_tenant_burst)s::float8
+    FROM (SELECT DISTINCT tenant_id FROM tenants WHERE tenant_id <> '') AS d
+    WHERE %(rl_tenant_rate)s::float8 IS NOT NULL AND d.tenant_id <> ALL(%(rl_tenant_own)s::text[])
+),
+rate_keys AS (
+    SELECT k.type, k.key FROM unnest(%(rl_types)s::text[], %(rl_type_keys)s::text[]) AS k(type, key)
+),
+rate_seen AS (
+    -- As of this statement's snapshot, unlocked: only to leave out drained buckets' jobs.
+    SELECT b.key, least(r.burst, b.tokens + r.rate * greatest(0, extract(epoch FROM
+                  coalesce(%(now)s::timestamptz, now()) - b.refreshed_at))) AS tokens
+    FROM jobqueue_rate_limit AS b
+    JOIN rate_limits AS r ON r.key = b.key
+),
+-- }rates
 heads AS (
     SELECT h.id, h.priority, h.run_at, t.queue, t.tenant_id, l.cap, l.running
     FROM tenants AS t
@@ -80,6 +117,16 @@ heads AS (
                 WHERE o.ordering_key = j.ordering_key
                   AND o.state IN ('leased', 'ready', 'scheduled')
                   AND (o.id < j.id OR o.state = 'leased')))
+          -- rates{
+          AND NOT EXISTS (
+                SELECT 1
+                FROM (SELECT k.key FROM rate_keys AS k WHERE k.type = j.type
+                      UNION ALL
+                      SELECT r.key FROM rate_limits AS r WHERE r.key = 'tenant:' || j.tenant_id)
+                     AS jk
+                LEFT JOIN rate_seen AS b ON b.key = jk.key
+                WHERE b.tokens IS NULL OR b.tokens < 1)
+          -- }rates
         ORDER BY j.priority DESC, j.run_at, j.id
         -- A constant LIMIT, not "room left under the cap": the planner would estimate an
         -- expression LIMIT at a tenth of the table, and that inflated cost switches on JIT
@@ -104,14 +151,64 @@ ranked AS (
     JOIN queues AS q ON q.name = p.queue
     WHERE p.cap IS NULL OR p.nth_of_tenant <= p.cap - p.running
 ),
+-- rates{
+rate_jobs AS (
+    -- Each candidate's buckets, the candidates of each bucket in the order "picked" serves them:
+    -- a bucket with n tokens admits its first n (a candidate another bucket turns away still
+    -- counts here, so a claim may admit fewer, never more).
+    SELECT r.id, jk.key,
+           row_number() OVER (PARTITION BY jk.key
+                              ORDER BY CASE WHEN %(strict)s THEN r.pos ELSE 0 END,
+                                       CASE WHEN %(strict)s THEN r.nth_of_queue
+                                            ELSE r.start + r.nth_of_queue / r.weight END,
+                                       r.pos, r.id) AS nth
+    FROM ranked AS r
+    JOIN jobqueue_job AS j ON j.id = r.id
+    CROSS JOIN LATERAL (SELECT k.key FROM rate_keys AS k WHERE k.type = j.type
+                        UNION ALL
+                        SELECT l.key FROM rate_limits AS l WHERE l.key = 'tenant:' || j.tenant_id)
+               AS jk
+    WHERE r.nth_of_queue <= %(max_jobs)s
+),
+rate_buckets AS MATERIALIZED (
+    -- The buckets the candidates draw on, locked in key order and read as committed now (not
+    -- as of the snapshot): what is spent. A claim waits here for a bucket another holds.
+    SELECT b.key,
+           least(r.burst, b.tokens + r.rate * greatest(0, extract(epoch FROM
+                 coalesce(%(now)s::timestamptz, now()) - b.refreshed_at))) AS tokens
+    FROM jobqueue_rate_limit AS b
+    JOIN rate_limits AS r ON r.key = b.key
+    WHERE b.key IN (SELECT x.key FROM rate_jobs AS x)
+    ORDER BY b.key
+    FOR UPDATE OF b
+),
+-- }rates
 picked AS (
     SELECT r.id, r.pos, r.nth_of_queue, r.start + r.nth_of_queue / r.weight AS tag
     FROM ranked AS r
+    -- rates{
+    WHERE r.nth_of_queue <= %(max_jobs)s
+      AND NOT EXISTS (SELECT 1 FROM rate_jobs AS x LEFT JOIN rate_buckets AS b ON b.key = x.key
+                      WHERE x.id = r.id AND (b.tokens IS NULL OR x.nth > floor(b.tokens)))
+    -- }rates
     ORDER BY CASE WHEN %(strict)s THEN r.pos ELSE 0 END,
              CASE WHEN %(strict)s THEN r.nth_of_queue ELSE r.start + r.nth_of_queue / r.weight END,
              r.pos
     LIMIT %(max_jobs)s
 )
+-- rates{
+, rate_spent AS (
+    UPDATE jobqueue_rate_limit AS b
+    -- Never back in time: a claim whose transaction began before the last spend's refilled
+    -- nothing (elapsed < 0 counts as 0) and must not make the next refill count that time twice.
+    SET tokens = rb.tokens - s.taken,
+        refreshed_at = greatest(b.refreshed_at, coalesce(%(now)s::timestamptz, now()))
+    FROM (SELECT x.key, count(*) AS taken
+          FROM rate_jobs AS x JOIN picked AS p ON p.id = x.id GROUP BY x.key) AS s
+    JOIN rate_buckets AS rb ON rb.key = s.key
+    WHERE b.key = s.key
+)
+-- }rates
 UPDATE jobqueue_job AS j
 SET state = 'leased',
     attempts = j.attempts + 1,

@@ -1,0 +1,19 @@
+-- rate_limit_wait: seconds until the soonest drained token bucket has a token again (the worker's
+-- wake-up; jobqueue/store/ratelimits.py). Drained: less than one token after refilling to now.
+-- Reads the buckets of the declared limits only (a few rows, by primary key, and the tenants'
+-- buckets by key prefix); locks nothing.
+WITH limits AS (
+    SELECT b.key, b.tokens, b.refreshed_at,
+           coalesce(s.rate, CASE WHEN b.key LIKE %(rl_tenant_prefix)s || '%%'
+                                  AND substr(b.key, length(%(rl_tenant_prefix)s) + 1)
+                                      <> ALL(%(rl_tenant_own)s::text[])
+                                 THEN %(rl_tenant_rate)s::float8 END) AS rate
+    FROM jobqueue_rate_limit AS b
+    LEFT JOIN unnest(%(rl_keys)s::text[], %(rl_rates)s::float8[]) AS s(key, rate)
+        ON s.key = b.key
+    WHERE b.tokens < 1
+)
+SELECT min((1 - l.tokens) / l.rate - extract(epoch FROM now() - l.refreshed_at)) AS wait_s
+FROM limits AS l
+WHERE l.rate IS NOT NULL
+  AND (1 - l.tokens) / l.rate > extract(epoch FROM now() - l.refreshed_at)
