@@ -387,5 +387,6 @@ def fail_until_file(context, path, flag):
 def record_parent_results(context, path, parent_results, **kwargs):
     """Record 'job_id attempt pid <parent_results as JSON>' (issue 19, takes_parent_results)."""
     with open(path, "a") as f:
-        f.write(f"{context.job_id} {context.attempt} {os.getpid()} {json.dumps(parent_results)}\n")
+        results = json.dumps(parent_results, separators=(",", ":"))
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()} {results}\n")
     return {"job": context.job_id, "parents": parent_results}
