@@ -11,6 +11,7 @@ retried) is in test_process_parents.py.
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 import jobqueue
 from jobqueue.errors import InvalidJobOption
@@ -212,3 +213,18 @@ class TestPostgresParents(ParentsContract):
 @pytest.mark.django_db(databases=["default", "sqlite"], transaction=True)
 class TestGenericParents(ParentsContract):
     alias = "sqlite"
+
+
+@pytest.mark.django_db
+def test_the_job_pages_show_parents_children_and_the_waiting_state(admin_client):
+    parent = jobqueue.enqueue("p12", jobs.noop)
+    child = jobqueue.enqueue("p12", jobs.noop, after=[parent])
+    page = admin_client.get(reverse("admin:jobqueue_job_change", args=[parent])).content.decode()
+    assert "Runs before" in page
+    assert f'href="{reverse("admin:jobqueue_job_change", args=[child])}"' in page
+    assert "jq-state-waiting" in page
+    page = admin_client.get(reverse("admin:jobqueue_job_change", args=[child])).content.decode()
+    assert f'href="{reverse("admin:jobqueue_job_change", args=[parent])}"' in page
+    listed = admin_client.get(reverse("admin:jobqueue_job_changelist") + "?state=waiting")
+    assert listed.status_code == 200
+    assert f"#{child}" in listed.content.decode() or f">{child}<" in listed.content.decode()
