@@ -22,6 +22,8 @@ from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome
 from tests.testapp import jobs
 
+from .jobqueue_cli import cli
+
 
 def state_of(job_id: int, alias: str) -> str:
     return Job.objects.using(alias).get(id=job_id).state
@@ -228,3 +230,18 @@ def test_the_job_pages_show_parents_children_and_the_waiting_state(admin_client)
     listed = admin_client.get(reverse("admin:jobqueue_job_changelist") + "?state=waiting")
     assert listed.status_code == 200
     assert f"#{child}" in listed.content.decode() or f">{child}<" in listed.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_jobqueue_show_lists_parents_children_and_what_a_job_waits_for():
+    parents = [jobqueue.enqueue("p13", jobs.noop) for _ in range(2)]
+    child = jobqueue.enqueue("p13", jobs.noop, after=parents)
+    shown = cli("show", str(child), "--json").json()
+    assert (shown["stored_state"], shown["after"], shown["waiting_for"]) == (
+        "waiting",
+        parents,
+        2,
+    )
+    assert cli("show", str(parents[0]), "--json").json()["before"] == [child]
+    listed = cli("jobs", "--state", "waiting", "--json").json()
+    assert [row["id"] for row in listed] == [child]
