@@ -11,6 +11,8 @@ retried) is in test_process_parents.py.
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 import jobqueue
@@ -22,6 +24,7 @@ from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome
 from tests.testapp import jobs
 
+from .conftest import requires_postgres
 from .jobqueue_cli import cli
 
 
@@ -245,3 +248,18 @@ def test_jobqueue_show_lists_parents_children_and_what_a_job_waits_for():
     assert cli("show", str(parents[0]), "--json").json()["before"] == [child]
     listed = cli("jobs", "--state", "waiting", "--json").json()
     assert [row["id"] for row in listed] == [child]
+
+
+@requires_postgres()
+@pytest.mark.django_db(transaction=True)
+def test_an_ack_is_one_statement_with_or_without_children_and_releases_in_it():
+    store = get_store("default")
+    plain = jobqueue.enqueue("p14", jobs.noop)
+    parent = jobqueue.enqueue("p14", jobs.noop)
+    child = jobqueue.enqueue("p14", jobs.noop, after=[parent])
+    claimed = {c.id: c for c in store.claim(["p14"], "w1", 10, 30.0)}
+    for job_id in (plain, parent):
+        with CaptureQueriesContext(connection) as queries:
+            store.finish_many([ack_outcome(job_id, claimed[job_id].lease_token, "null")])
+        assert len(queries) == 1, [q["sql"][:80] for q in queries]
+    assert state_of(child, "default") == JobState.READY
