@@ -21,7 +21,7 @@ from .models import Job
 from .newjobs import new_job as build_job
 from .newjobs import new_jobs as build_jobs
 from .outage import writing as _writing
-from .parents import parent_options
+from .parents import enqueue_each, parent_options, split_specs
 from .states import LIVE, RETRYABLE, JobState
 from .store import NewJob, Store, get_store
 from .store.base import ENQUEUE_MANY_CHUNK_BYTES
@@ -249,11 +249,15 @@ def enqueue_many(
         chunk_bytes = ENQUEUE_MANY_CHUNK_BYTES
     elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
         raise InvalidJobOption("chunk_bytes", f"must be an integer >= 1, got {chunk_bytes!r}")
-    new_jobs = build_jobs(jobs)
+    specs, parents = split_specs(jobs)
+    new_jobs = build_jobs(specs)
     if not new_jobs:
         return []
     with _writing(using):
-        results = get_store(using).enqueue_many(new_jobs, chunk_bytes)
+        if any(parents):
+            results = enqueue_each(get_store(using), new_jobs, parents)
+        else:
+            results = get_store(using).enqueue_many(new_jobs, chunk_bytes)
     for job, (job_id, created) in zip(new_jobs, results, strict=True):
         if created:
             _send_enqueued(job, job_id, using)

@@ -10,14 +10,28 @@ handler takes a ``parent_results`` argument.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from django.db import transaction
 
 from . import arguments
 from .errors import InvalidJobOption
+from .store import NewJob, Store
 from .store.parents import PARENT_RESULTS_KEY
 
-__all__ = ["MAX_PARENTS", "PARENT_RESULTS_KEY", "ParentOptions", "parent_options"]
+__all__ = [
+    "MAX_PARENTS",
+    "PARENT_KEYS",
+    "PARENT_RESULTS_KEY",
+    "ParentOptions",
+    "enqueue_each",
+    "parent_options",
+    "split_specs",
+]
+
+#: The keys of an ``enqueue_many`` job that are parent options (the rest are ``new_jobs``').
+PARENT_KEYS = ("after", "run_on_parent_failure", "takes_parent_results")
 
 #: Most parents one job may wait for (one edge row each, written in the enqueue's transaction).
 MAX_PARENTS = 1000
@@ -85,3 +99,66 @@ def parent_options(
     if dedupe_key is not None:
         raise InvalidJobOption("dedupe_key", "cannot be combined with after= (not supported yet)")
     return ParentOptions(tuple(ids), run_on_parent_failure, takes_parent_results)
+
+
+def split_specs(
+    specs: Iterable[Any],
+) -> tuple[list[Any], list[ParentOptions | None]]:
+    """Split ``enqueue_many``'s jobs into jobs without parent keys and their parent options.
+
+    A job that is not a mapping is passed on as it is (``new_jobs`` refuses it, naming it).
+
+    Raises:
+        InvalidJobOption: a job's parent options are bad; ``option`` is ``jobs[<index>].<key>``.
+    """
+    if isinstance(specs, Mapping | str | bytes) or not isinstance(specs, Iterable):
+        raise InvalidJobOption("jobs", f"must be an iterable of job dicts, got {specs!r:.100}")
+    rest: list[Any] = []
+    options: list[ParentOptions | None] = []
+    for index, spec in enumerate(specs):
+        if not isinstance(spec, Mapping) or not any(key in spec for key in PARENT_KEYS):
+            rest.append(spec)
+            options.append(None)
+            continue
+        try:
+            found = parent_options(
+                spec.get("after"),
+                run_on_parent_failure=spec.get("run_on_parent_failure", False),
+                takes_parent_results=spec.get("takes_parent_results", False),
+                dedupe_key=spec.get("dedupe_key"),
+            )
+        except InvalidJobOption as exc:
+            raise InvalidJobOption(f"jobs[{index}].{exc.option}", exc.problem) from None
+        plain = {k: v for k, v in spec.items() if k not in PARENT_KEYS}
+        if found is not None:
+            plain["payload"] = found.payload(plain.get("payload"))
+        rest.append(plain)
+        options.append(found)
+    return rest, options
+
+
+def enqueue_each(
+    store: Store, jobs: list[NewJob], parents: list[ParentOptions | None]
+) -> list[tuple[int, bool]]:
+    """Enqueue ``jobs`` one by one, all or nothing: ``enqueue_many`` where some have ``after``.
+
+    Returns:
+        ``(job_id, created)`` per job, in order, as ``Store.enqueue_many``.
+
+    Raises:
+        InvalidJobOption: a parent id names no job; nothing was written.
+    """
+    results: list[tuple[int, bool]] = []
+    with transaction.atomic(using=store.alias):
+        for job, options in zip(jobs, parents, strict=True):
+            if options is None:
+                results.append(store.enqueue_or_get(job))
+                continue
+            job_id, _ = store.enqueue_after(
+                job,
+                options.after,
+                run_on_parent_failure=options.run_on_parent_failure,
+                takes_parent_results=options.takes_parent_results,
+            )
+            results.append((job_id, True))
+    return results

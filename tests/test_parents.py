@@ -201,6 +201,40 @@ class ParentsContract:
         assert jobqueue.retry(parent, using=self.alias)
         assert state_of(child, self.alias) == JobState.WAITING
 
+    def test_enqueue_many_takes_after_per_job_all_or_nothing(self, store):
+        parent = self.enqueue("p15")
+        ids = jobqueue.enqueue_many(
+            [
+                {"queue": "p15", "job_type": jobs.noop},
+                {"queue": "p15", "job_type": jobs.noop, "after": [parent]},
+                {
+                    "queue": "p15",
+                    "job_type": jobs.record_parent_results,
+                    "payload": {"path": "/dev/null"},
+                    "after": [parent],
+                    "takes_parent_results": True,
+                },
+            ],
+            using=self.alias,
+        )
+        assert [state_of(i, self.alias) for i in ids] == ["ready", "waiting", "waiting"]
+        jobs_before = Job.objects.using(self.alias).count()
+        with pytest.raises(InvalidJobOption) as refused:
+            jobqueue.enqueue_many(
+                [
+                    {"queue": "p15", "job_type": jobs.noop},
+                    {"queue": "p15", "job_type": jobs.noop, "after": [987654321]},
+                ],
+                using=self.alias,
+            )
+        assert refused.value.option == "after"
+        with pytest.raises(InvalidJobOption) as refused:
+            jobqueue.enqueue_many(
+                [{"queue": "p15", "job_type": jobs.noop, "after": "1"}], using=self.alias
+            )
+        assert refused.value.option == "jobs[0].after"
+        assert Job.objects.using(self.alias).count() == jobs_before
+
     def test_a_chain_with_a_bad_step_writes_nothing(self):
         with pytest.raises(InvalidJobOption) as refused:
             jobqueue.chain(
