@@ -235,6 +235,20 @@ class ParentsContract:
         assert refused.value.option == "jobs[0].after"
         assert Job.objects.using(self.alias).count() == jobs_before
 
+    def test_a_parent_that_succeeds_while_its_child_is_cancelled_still_counts(self, store):
+        first, second = self.enqueue("p16"), self.enqueue("p16")
+        child = self.enqueue("p16", after=[first, second])
+        claimed = {c.id: c for c in self.claim(store, "p16")}
+        self.kill(store, claimed[second])
+        assert state_of(child, self.alias) == JobState.CANCELLED
+        self.ack(store, claimed[first])
+        assert jobqueue.retry(second, using=self.alias)
+        assert state_of(child, self.alias) == JobState.WAITING
+        [again] = self.claim(store, "p16")
+        self.ack(store, again)
+        row = Job.objects.using(self.alias).get(id=child)
+        assert (row.state, row.waiting_for) == (JobState.READY, 0)
+
     def test_a_chain_with_a_bad_step_writes_nothing(self):
         with pytest.raises(InvalidJobOption) as refused:
             jobqueue.chain(

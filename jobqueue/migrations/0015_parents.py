@@ -43,10 +43,13 @@ BEGIN
                 state = CASE WHEN c.state = 'waiting' AND c.waiting_for <= 1
                              THEN CASE WHEN c.run_at > now() THEN 'scheduled' ELSE 'ready' END
                              ELSE c.state END
-            FROM edges WHERE c.id = edges.child_id AND c.state = 'waiting'
-            RETURNING c.id, c.state
+            FROM edges WHERE c.id = edges.child_id
+            RETURNING c.id, c.state, c.waiting_for
         )
-        SELECT array_agg(id) INTO released FROM moved WHERE state <> 'waiting';
+        -- A child not waiting (cancelled for another parent) is counted too: retried, it waits
+        -- only for the parents still uncounted.
+        SELECT array_agg(id) INTO released FROM moved
+        WHERE waiting_for = 0 AND state IN ('ready', 'scheduled');
         IF released IS NOT NULL THEN
             -- A new statement, so a new snapshot: it sees every other parent's committed result.
             UPDATE jobqueue_job AS c

@@ -137,8 +137,10 @@ class GenericParentStore:
 
     def _count_off(self, child_id: int, now: datetime) -> None:
         """Take one parent off a child's ``waiting_for``; release it at 0."""
+        # A child not waiting (cancelled for another parent) is counted too: retried, it waits
+        # only for the parents still uncounted.
+        self._jobs.filter(id=child_id).update(waiting_for=F("waiting_for") - 1)
         child = self._jobs.filter(id=child_id, state=JobState.WAITING)
-        child.update(waiting_for=F("waiting_for") - 1)
         row = child.values("waiting_for", "run_at", "payload").first()
         if row is None or row["waiting_for"] > 0:
             return
