@@ -20,36 +20,47 @@ SETTLE_SQL = """
 CREATE OR REPLACE FUNCTION jobqueue_settle_children() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
+    kids bigint[];
+    counted_kids bigint[];
     released bigint[];
 BEGIN
+    -- Each statement below finds rows by id = ANY(array), so the planner takes the primary key
+    -- (a join to a CTE of unknown size could scan the jobs table).
     IF NEW.state IN ('succeeded', 'dead', 'cancelled') THEN
+        SELECT array_agg(child_id ORDER BY child_id) INTO kids
+        FROM jobqueue_jobparent WHERE parent_id = NEW.id AND NOT counted;
+        IF kids IS NULL THEN
+            RETURN NULL;
+        END IF;
         -- Lock the children in id order: parents finishing at once never wait on each other in
         -- opposite orders. A child's waiting_for is then decremented under its row lock, so of
         -- parents finishing concurrently exactly one sees it reach 0 (no lost or double release).
-        PERFORM 1 FROM jobqueue_job
-        WHERE id IN (SELECT child_id FROM jobqueue_jobparent WHERE parent_id = NEW.id AND NOT counted)
-        ORDER BY id FOR NO KEY UPDATE;
+        PERFORM 1 FROM jobqueue_job WHERE id = ANY(kids) ORDER BY id FOR NO KEY UPDATE;
         -- Count this parent off: a success always, a failure where the child runs anyway.
         WITH edges AS (
             UPDATE jobqueue_jobparent SET counted = true
             WHERE parent_id = NEW.id AND NOT counted
               AND (NEW.state = 'succeeded' OR run_on_parent_failure)
             RETURNING child_id
-        ), moved AS (
-            UPDATE jobqueue_job AS c
-            SET waiting_for = c.waiting_for - 1,
-                run_at = CASE WHEN c.state = 'waiting' AND c.waiting_for <= 1
-                              THEN greatest(c.run_at, now()) ELSE c.run_at END,
-                state = CASE WHEN c.state = 'waiting' AND c.waiting_for <= 1
-                             THEN CASE WHEN c.run_at > now() THEN 'scheduled' ELSE 'ready' END
-                             ELSE c.state END
-            FROM edges WHERE c.id = edges.child_id
-            RETURNING c.id, c.state, c.waiting_for
         )
-        -- A child not waiting (cancelled for another parent) is counted too: retried, it waits
-        -- only for the parents still uncounted.
-        SELECT array_agg(id) INTO released FROM moved
-        WHERE waiting_for = 0 AND state IN ('ready', 'scheduled');
+        SELECT array_agg(child_id) INTO counted_kids FROM edges;
+        IF counted_kids IS NOT NULL THEN
+            -- A child not waiting (cancelled for another parent) is counted too: retried, it
+            -- waits only for the parents still uncounted.
+            WITH moved AS (
+                UPDATE jobqueue_job AS c
+                SET waiting_for = c.waiting_for - 1,
+                    run_at = CASE WHEN c.state = 'waiting' AND c.waiting_for <= 1
+                                  THEN greatest(c.run_at, now()) ELSE c.run_at END,
+                    state = CASE WHEN c.state = 'waiting' AND c.waiting_for <= 1
+                                 THEN CASE WHEN c.run_at > now() THEN 'scheduled' ELSE 'ready' END
+                                 ELSE c.state END
+                WHERE c.id = ANY(counted_kids)
+                RETURNING c.id, c.state, c.waiting_for
+            )
+            SELECT array_agg(id) INTO released FROM moved
+            WHERE waiting_for = 0 AND state IN ('ready', 'scheduled');
+        END IF;
         IF released IS NOT NULL THEN
             -- A new statement, so a new snapshot: it sees every other parent's committed result.
             UPDATE jobqueue_job AS c
@@ -70,21 +81,26 @@ BEGIN
                     'kind', 'parent_failed', 'at', now(), 'parent', NEW.id, 'parent_state', NEW.state,
                     'previous_state', c.state,
                     'message', 'parent job #' || NEW.id || ' ended ' || NEW.state))
-            FROM jobqueue_jobparent AS l
-            WHERE l.parent_id = NEW.id AND NOT l.counted AND NOT l.run_on_parent_failure
-              AND c.id = l.child_id AND c.state = 'waiting';
+            WHERE c.id = ANY(kids) AND c.state = 'waiting' AND EXISTS (
+                SELECT 1 FROM jobqueue_jobparent AS l
+                WHERE l.parent_id = NEW.id AND l.child_id = c.id
+                  AND NOT l.counted AND NOT l.run_on_parent_failure);
         END IF;
     ELSIF OLD.state IN ('dead', 'cancelled') THEN
         -- An operator retry: the children its failure cancelled wait again (unless another of
         -- their parents is still dead or cancelled). Transitive, as the cancel was.
+        SELECT array_agg(child_id ORDER BY child_id) INTO kids
+        FROM jobqueue_jobparent
+        WHERE parent_id = NEW.id AND NOT counted AND NOT run_on_parent_failure;
+        IF kids IS NULL THEN
+            RETURN NULL;
+        END IF;
         UPDATE jobqueue_job AS c
         SET state = 'waiting', finished_at = NULL,
             errors = c.errors || jsonb_build_array(jsonb_build_object(
                 'kind', 'parent_retried', 'at', now(), 'parent', NEW.id, 'previous_state', c.state,
                 'message', 'parent job #' || NEW.id || ' was retried; waiting again'))
-        FROM jobqueue_jobparent AS l
-        WHERE l.parent_id = NEW.id AND NOT l.counted AND NOT l.run_on_parent_failure
-          AND c.id = l.child_id AND c.state = 'cancelled'
+        WHERE c.id = ANY(kids) AND c.state = 'cancelled'
           AND c.errors -> -1 ->> 'kind' = 'parent_failed'
           AND NOT EXISTS (
               SELECT 1 FROM jobqueue_jobparent AS o JOIN jobqueue_job AS p ON p.id = o.parent_id
