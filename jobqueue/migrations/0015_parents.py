@@ -23,6 +23,7 @@ DECLARE
     kids bigint[];
     counted_kids bigint[];
     released bigint[];
+    woken text[];
 BEGIN
     -- Each statement below finds rows by id = ANY(array), so the planner takes the primary key
     -- (a join to a CTE of unknown size could scan the jobs table).
@@ -56,10 +57,11 @@ BEGIN
                                  THEN CASE WHEN c.run_at > now() THEN 'scheduled' ELSE 'ready' END
                                  ELSE c.state END
                 WHERE c.id = ANY(counted_kids)
-                RETURNING c.id, c.state, c.waiting_for
+                RETURNING c.id, c.state, c.waiting_for, c.queue
             )
-            SELECT array_agg(id) INTO released FROM moved
-            WHERE waiting_for = 0 AND state IN ('ready', 'scheduled');
+            SELECT array_agg(id), array_agg(DISTINCT queue) FILTER (WHERE state = 'ready')
+            INTO released, woken
+            FROM moved WHERE waiting_for = 0 AND state IN ('ready', 'scheduled');
         END IF;
         IF released IS NOT NULL THEN
             -- A new statement, so a new snapshot: it sees every other parent's committed result.
@@ -70,8 +72,8 @@ BEGIN
                 WHERE l.child_id = c.id))
             WHERE c.id = ANY(released) AND EXISTS (
                 SELECT 1 FROM jobqueue_jobparent AS t WHERE t.child_id = c.id AND t.takes_parent_results);
-            PERFORM pg_notify('jobqueue_ready', q.queue)
-            FROM (SELECT DISTINCT queue FROM jobqueue_job WHERE id = ANY(released) AND state = 'ready') AS q;
+            -- The queues from the UPDATE itself: a look-up by state would walk the claim index.
+            PERFORM pg_notify('jobqueue_ready', q) FROM unnest(woken) AS q;
         END IF;
         IF NEW.state <> 'succeeded' THEN
             -- Cancelling a child with children fires this trigger on it: the cancel is transitive.
