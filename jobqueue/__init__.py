@@ -21,6 +21,7 @@ __all__ = [
     "WaitTimeout",
     "ack",
     "cancel",
+    "chain",
     "claim",
     "close_breaker",
     "enqueue",
@@ -40,6 +41,7 @@ __all__ = [
     "run_now",
     "schedule",
     "status",
+    "step",
     "wait",
 ]
 
@@ -63,6 +65,8 @@ _LAZY = {
     "resume": "jobqueue.pausing",
     "resume_type": "jobqueue.pausing",
     "job": "jobqueue.jobs",
+    "chain": "jobqueue.chains",
+    "step": "jobqueue.chains",
     "JobContext": "jobqueue.jobtypes",
     "status": "jobqueue.results",
     "result": "jobqueue.results",

@@ -173,6 +173,11 @@ def _is_id(value: Any) -> bool:
     return validation.is_count(value, 1, BIGINT_MAX)
 
 
+def is_job_id(value: Any) -> bool:
+    """Return whether ``value`` is an int some row could have as its id (1..bigint)."""
+    return _is_id(value)
+
+
 def job_id(value: Any) -> int:
     """Return ``value`` as the id of a job for an operator function (cancel, retry, run now).
 

@@ -21,6 +21,7 @@ from .models import Job
 from .newjobs import new_job as build_job
 from .newjobs import new_jobs as build_jobs
 from .outage import writing as _writing
+from .parents import enqueue_each, parent_options, split_specs
 from .states import LIVE, RETRYABLE, JobState
 from .store import NewJob, Store, get_store
 from .store.base import ENQUEUE_MANY_CHUNK_BYTES
@@ -66,6 +67,9 @@ def enqueue(
     tenant_id: str = "",
     ordering_key: str | None = None,
     using: str | None = None,
+    after: Iterable[int] | None = None,
+    run_on_parent_failure: bool = False,
+    takes_parent_results: bool = False,
 ) -> int:
     """Put a job on a queue, in the caller's transaction, and return its id.
 
@@ -88,6 +92,12 @@ def enqueue(
             across all workers; a retrying job holds its key until it succeeds, is cancelled or
             goes dead. None for no key.
         using: database alias of the queue; default ``"default"``.
+        after: ids of jobs (on ``using``) this one runs after: it waits (state ``waiting``)
+            until every one has succeeded, and ends cancelled if one ends dead or cancelled
+            (see :mod:`jobqueue.parents`). None for none. Not with ``dedupe_key``.
+        run_on_parent_failure: with ``after``: a dead or cancelled parent counts as done.
+        takes_parent_results: with ``after``: the handler gets ``parent_results``, the
+            parents' results in the order of ``after``.
 
     Returns:
         The new job's id, or the live job's id when ``dedupe_key`` is already held.
@@ -99,6 +109,7 @@ def enqueue(
             max_attempts, timeout_s, tenant_id, dedupe_key, ordering_key or using.
         UnregisteredJobType: no handler registers ``job_type`` in this process and
             ``JOBQUEUE["ENQUEUE_UNREGISTERED"]`` does not allow it (an ``InvalidJobOption``).
+            Also: a bad ``after`` or flag, or a parent id that names no job (nothing written).
         QueueUnavailable: the database cannot be reached; nothing was written.
         django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
             the caller's transaction; retry the transaction.
@@ -116,6 +127,9 @@ def enqueue(
         tenant_id=tenant_id,
         ordering_key=ordering_key,
         using=using,
+        after=after,
+        run_on_parent_failure=run_on_parent_failure,
+        takes_parent_results=takes_parent_results,
     )[0]
 
 
@@ -133,6 +147,9 @@ def enqueue_or_get(
     tenant_id: str = "",
     ordering_key: str | None = None,
     using: str | None = None,
+    after: Iterable[int] | None = None,
+    run_on_parent_failure: bool = False,
+    takes_parent_results: bool = False,
 ) -> tuple[int, bool, datetime]:
     """Internal: :func:`enqueue`, returning ``(job_id, created, created_at)``.
 
@@ -141,10 +158,16 @@ def enqueue_or_get(
     ``job_enqueued`` for a new row only.
     """
     using = arguments.alias(using)
+    parents = parent_options(
+        after,
+        run_on_parent_failure=run_on_parent_failure,
+        takes_parent_results=takes_parent_results,
+        dedupe_key=dedupe_key,
+    )
     new_job = build_job(
         queue,
         job_type,
-        payload,
+        parents.payload(payload) if parents else payload,
         run_at=run_at,
         delay=delay,
         priority=priority,
@@ -155,7 +178,16 @@ def enqueue_or_get(
         ordering_key=ordering_key,
     )
     with _writing(using):
-        job_id, created, created_at = get_store(using).enqueue_stamped(new_job)
+        if parents is None:
+            job_id, created, created_at = get_store(using).enqueue_stamped(new_job)
+        else:
+            job_id, created_at = get_store(using).enqueue_after(
+                new_job,
+                parents.after,
+                run_on_parent_failure=parents.run_on_parent_failure,
+                takes_parent_results=parents.takes_parent_results,
+            )
+            created = True
     if created:
         _send_enqueued(new_job, job_id, using)
     return job_id, created, created_at
@@ -217,11 +249,15 @@ def enqueue_many(
         chunk_bytes = ENQUEUE_MANY_CHUNK_BYTES
     elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
         raise InvalidJobOption("chunk_bytes", f"must be an integer >= 1, got {chunk_bytes!r}")
-    new_jobs = build_jobs(jobs)
+    specs, parents = split_specs(jobs)
+    new_jobs = build_jobs(specs)
     if not new_jobs:
         return []
     with _writing(using):
-        results = get_store(using).enqueue_many(new_jobs, chunk_bytes)
+        if any(parents):
+            results = enqueue_each(get_store(using), new_jobs, parents)
+        else:
+            results = get_store(using).enqueue_many(new_jobs, chunk_bytes)
     for job, (job_id, created) in zip(new_jobs, results, strict=True):
         if created:
             _send_enqueued(job, job_id, using)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .chains import STEP_OPTIONS, Step, step
 from .client import enqueue
 from .jobtypes import (
     ENQUEUE_OPTIONS,
@@ -58,6 +59,18 @@ class JobFunction(JobType):
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in ENQUEUE_OPTIONS}
         queue = options.pop("queue", None) or self.queue
         return enqueue(queue, self, kwargs, **options)
+
+    def step(self, **kwargs: Any) -> Step:
+        """Return a step of ``jobqueue.chain`` running this type: payload and options, as enqueue.
+
+        Keyword arguments named like :data:`~jobqueue.chains.STEP_OPTIONS` are options; the rest
+        is the payload.
+
+        Raises:
+            InvalidJobOption: as :func:`jobqueue.step`.
+        """
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in STEP_OPTIONS}
+        return step(self, kwargs, **options)
 
 
 def job(

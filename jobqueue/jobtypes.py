@@ -57,6 +57,9 @@ ENQUEUE_OPTIONS = frozenset(
         "tenant_id",
         "ordering_key",
         "using",
+        "after",
+        "run_on_parent_failure",
+        "takes_parent_results",
     }
 )
 

@@ -18,6 +18,7 @@ from . import validation
 from .breaker_model import BreakerState, DependencyBreaker, RetryBudget  # noqa: F401  (re-exported)
 from .crontab import validate_cron_expression, validate_timezone
 from .gauge_model import GaugeSnapshot  # noqa: F401  (re-exported: its model module)
+from .parent_model import JobParent  # noqa: F401  (re-exported: its model module)
 from .pause_model import Pause, PauseKind  # noqa: F401  (re-exported: its model module)
 from .rate_limit_model import RateBucket  # noqa: F401  (re-exported: its model module)
 from .rollup_model import Rollup  # noqa: F401  (re-exported: its model module)
@@ -88,6 +89,14 @@ class Job(models.Model):
     checkpoint = models.JSONField(null=True, blank=True, help_text="The next attempt resumes.")
     checkpoint_at = models.DateTimeField(null=True, blank=True)
     watched = models.BooleanField(default=False, db_default=False, help_text="Waited on.")
+    # Jobs enqueued after=[...] this one (JobParent rows): finishing it settles them. False for
+    # every job nobody waits for, so their finish runs no trigger function (migration 0015).
+    has_children = models.BooleanField(
+        default=False, db_default=False, help_text="Other jobs wait for this one."
+    )
+    waiting_for = models.IntegerField(
+        default=0, db_default=0, help_text="Parents that have not succeeded yet."
+    )
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

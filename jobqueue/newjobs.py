@@ -15,6 +15,7 @@ from .conf import get_settings
 from .errors import InvalidJobOption, InvalidPayload, UnregisteredJobType
 from .jobtypes import JobType, signature_of
 from .options import EnqueueOptions, enqueue_type
+from .parents import PARENT_KEYS
 from .payloads import to_json
 from .store.base import NewJob
 
@@ -153,10 +154,8 @@ def new_jobs(specs: Iterable[Mapping[str, Any]]) -> list[NewJob]:
             )
         unknown = sorted(map(str, set(spec) - set(ENQUEUE_MANY_KEYS)))
         if unknown:
-            raise InvalidJobOption(
-                where,
-                f"unknown keys: {', '.join(unknown)} (known: {', '.join(ENQUEUE_MANY_KEYS)})",
-            )
+            known = ", ".join((*ENQUEUE_MANY_KEYS, *PARENT_KEYS))
+            raise InvalidJobOption(where, f"unknown keys: {', '.join(unknown)} (known: {known})")
         if "job_type" not in spec:
             raise InvalidJobOption(where, "needs job_type")
         try:

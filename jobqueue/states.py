@@ -22,6 +22,11 @@ class JobState(models.TextChoices):
     DEAD = "dead", "dead"
     # In: cancel. Out: operator retry.
     CANCELLED = "cancelled", "cancelled"
+    # In: enqueue with ``after=`` parents not all succeeded; a parent's operator retry (a
+    # dependant its failure had cancelled). Out: the last parent succeeds (-> ready/scheduled,
+    # in that parent's transaction), a parent ends dead or cancelled (-> cancelled), cancel.
+    # Outside the claim index: waiting jobs cost claims nothing (jobqueue/store/parents.py).
+    WAITING = "waiting", "waiting"
 
 
 class DeadReason(models.TextChoices):
@@ -40,6 +45,8 @@ LIVE = frozenset({JobState.READY, JobState.SCHEDULED, JobState.LEASED})
 #: States no worker will move a job out of.
 FINISHED = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED})
 #: States an operator may cancel from. Cancelling a leased job fences its worker out.
-CANCELLABLE = frozenset({JobState.READY, JobState.SCHEDULED, JobState.LEASED, JobState.DEAD})
+CANCELLABLE = frozenset(
+    {JobState.READY, JobState.SCHEDULED, JobState.LEASED, JobState.DEAD, JobState.WAITING}
+)
 #: States an operator may retry from.
 RETRYABLE = frozenset({JobState.DEAD, JobState.CANCELLED})

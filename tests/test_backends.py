@@ -331,6 +331,7 @@ def test_the_one_status_mapping():
         JobState.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
         JobState.DEAD: TaskResultStatus.FAILED,
         JobState.CANCELLED: TaskResultStatus.FAILED,
+        JobState.WAITING: TaskResultStatus.READY,
     }
 
 

@@ -28,6 +28,7 @@ from .display import (
     short_error,
     state_badge,
 )
+from .family import FamilyMixin
 from .guards import InputGuardMixin
 from .paginator import EstimatedCountPaginator
 
@@ -45,6 +46,7 @@ DETAIL_FIELDSETS: FieldsetSpec = (
                 ("attempts_label", "timeout_s"),
                 ("dedupe_key", "ordering_key"),
                 ("reason_label", "cancel_requested_at"),
+                ("parents_label", "children_label"),
             )
         },
     ),
@@ -79,7 +81,7 @@ class JobChangeList(ChangeList):
             job.admin_secrets = found.get(job.pk, set())
 
 
-class JobAdminBase(InputGuardMixin, admin.ModelAdmin):
+class JobAdminBase(FamilyMixin, InputGuardMixin, admin.ModelAdmin):
     """Read-only job rows with the operator actions; subclasses choose columns and filters."""
 
     paginator = EstimatedCountPaginator
@@ -106,6 +108,8 @@ class JobAdminBase(InputGuardMixin, admin.ModelAdmin):
         "ordering_key",
         "reason_label",
         "cancel_requested_at",
+        "parents_label",
+        "children_label",
         "payload_block",
         "progress_label",
         "checkpoint_at",

@@ -30,6 +30,7 @@ STATE_COLORS = {
     "succeeded": "#2f855a",
     "dead": "#c53030",
     "cancelled": "#718096",
+    "waiting": "#2c7a7b",
 }
 
 

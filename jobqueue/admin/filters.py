@@ -34,7 +34,7 @@ class StateFilter(admin.SimpleListFilter):
     parameter_name = "state"
 
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
-        """Return the six states and "retrying"."""
+        """Return the states and "retrying"."""
         choices = [(state.value, state.label) for state in JobState]
         choices[0] = (JobState.READY.value, "ready (claimable now)")
         choices[1] = (JobState.SCHEDULED.value, "scheduled (waiting for run_at)")

@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from ..jobstatus import Progress
-from ..models import Job
+from ..models import Job, JobParent
 from ..states import CLAIMABLE, JobState
 
 #: The states an operator can name, in lifecycle order.
@@ -106,6 +106,16 @@ def progress_text(job: Job) -> str | None:
     return str(Progress(job.progress_done, job.progress_total))
 
 
+#: Most parent or child ids ``detail`` lists.
+FAMILY_SHOWN = 50
+
+
+def _family(job: Job, mine: str, theirs: str) -> list[int]:
+    """Return the ids of ``job``'s parents or children (enqueue's ``after=``), first ones first."""
+    edges = JobParent.objects.using(job._state.db).filter(**{mine: job.id}).order_by("id")
+    return list(edges.values_list(theirs, flat=True)[:FAMILY_SHOWN])
+
+
 def detail(job: Job, now: datetime) -> dict[str, Any]:
     """Return everything about ``job``: its row, payload, result and full error history."""
     row = summary(job, now)
@@ -121,6 +131,9 @@ def detail(job: Job, now: datetime) -> dict[str, Any]:
             "cancel_requested_at": _iso(job.cancel_requested_at),
             "started_at": _iso(job.started_at),
             "progress": progress_text(job),
+            "after": _family(job, "child_id", "parent_id"),
+            "waiting_for": job.waiting_for if job.state == JobState.WAITING else None,
+            "before": _family(job, "parent_id", "child_id") if job.has_children else [],
             "checkpoint": job.checkpoint,
             "checkpoint_at": _iso(job.checkpoint_at),
             "payload": job.payload,

@@ -48,6 +48,7 @@ from .generic_cron import GenericCronStore
 from .generic_deaths import GenericDeathStore
 from .generic_gauges import GenericGaugeStore
 from .generic_operator import GenericOperatorStore
+from .generic_parents import GenericParentStore
 from .generic_pauses import GenericPauseStore
 from .generic_progress import GenericProgressStore
 from .generic_ratelimits import GenericRateLimitStore
@@ -67,6 +68,7 @@ class GenericStore(
     GenericDependencyStore,
     GenericDeathStore,
     GenericOperatorStore,
+    GenericParentStore,
     GenericPauseStore,
     GenericProgressStore,
     GenericRateLimitStore,
@@ -307,7 +309,7 @@ class GenericStore(
         with transaction.atomic(using=self.alias):
             row = (
                 self._held(job_id, lease_token)
-                .values("errors", "cancel_requested_at", "attempts", "leased_by")
+                .values("errors", "cancel_requested_at", "attempts", "leased_by", "has_children")
                 .first()
             )
             if row is None:
@@ -339,6 +341,8 @@ class GenericStore(
             )
             if not updated:
                 raise LeaseLost(job_id)
+            if row["has_children"]:
+                self._settle_children(job_id, JobState.LEASED, fields["state"], now)
             return fields["state"]
 
     def finish_many(

@@ -51,6 +51,8 @@ class GenericOperatorStore:
 
     alias: str
     _jobs: Any
+    #: GenericParentStore's, beside this mixin in GenericStore.
+    _settle_children: Any
 
     def cancel_or_request(self, job_id: int, by: str = "") -> str | None:
         now = timezone.now()
@@ -58,7 +60,7 @@ class GenericOperatorStore:
             row = (
                 self._jobs.select_for_update()
                 .filter(id=job_id)
-                .values("state", "errors", "cancel_requested_at")
+                .values("state", "errors", "cancel_requested_at", "has_children")
                 .first()
             )
             if row is not None and row["state"] in CANCELLABLE - {JobState.LEASED}:
@@ -67,6 +69,8 @@ class GenericOperatorStore:
                     finished_at=now,
                     errors=[*row["errors"], _entry("operator_cancel", now, row["state"], by)],
                 )
+                if row["has_children"]:
+                    self._settle_children(job_id, row["state"], JobState.CANCELLED, now)
                 return JobState.CANCELLED
             # A running job is asked to stop; its worker ends it cancelled.
             if (
@@ -89,7 +93,7 @@ class GenericOperatorStore:
             with transaction.atomic(using=self.alias):
                 row = (
                     self._jobs.filter(id=job_id, state__in=RETRYABLE)
-                    .values("errors", "state", "queue", "dedupe_key")
+                    .values("errors", "state", "queue", "dedupe_key", "has_children")
                     .first()
                 )
                 if row is None:
@@ -109,6 +113,8 @@ class GenericOperatorStore:
                     cancel_requested_at=None,
                     errors=[*row["errors"], entry],
                 )
+                if updated and row["has_children"]:
+                    self._settle_children(job_id, row["state"], JobState.READY, now)
                 return bool(updated)
         except IntegrityError:
             holder = (

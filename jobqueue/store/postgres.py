@@ -43,6 +43,7 @@ from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
 from .postgres_gauges import PostgresGaugeStore
 from .postgres_operator import PostgresOperatorStore
+from .postgres_parents import PostgresParentStore
 from .postgres_pauses import PostgresPauseStore
 from .postgres_progress import PostgresProgressStore
 from .postgres_ratelimits import PostgresRateLimitStore
@@ -80,6 +81,7 @@ class PostgresStore(
     PostgresDependencyStore,
     PostgresDeathStore,
     PostgresOperatorStore,
+    PostgresParentStore,
     PostgresPauseStore,
     PostgresProgressStore,
     PostgresRateLimitStore,

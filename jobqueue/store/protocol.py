@@ -9,6 +9,7 @@ breakers and budgets (``breakers.py``), worker rows (``workers.py``), pauses (``
 the metrics' gauges (``gauges.py``).
 progress and checkpoints (``progress.py``).
 the per-minute rollup (``rollups.py``), the rate limiters (``ratelimits.py``).
+jobs enqueued after other jobs (``parents.py``).
 The composite lives here, not in ``base.py``, because ``cron.py`` takes
 :class:`~jobqueue.store.base.NewJob` from there.
 """
@@ -22,6 +23,7 @@ from .breakers import DependencyStore
 from .cron import CronStore
 from .gauges import GaugeStore
 from .operator import OperatorStore
+from .parents import ParentStore
 from .pauses import PauseStore
 from .progress import ProgressStore
 from .ratelimits import RateLimitStore
@@ -40,6 +42,7 @@ class Store(
     ProgressStore,
     RateLimitStore,
     RollupStore,
+    ParentStore,
     Protocol,
 ):
     """Everything jobqueue asks of a store, on one database alias (``alias``)."""

@@ -47,13 +47,15 @@ _STATUS = {
     JobState.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
     JobState.DEAD: TaskResultStatus.FAILED,
     JobState.CANCELLED: TaskResultStatus.FAILED,
+    JobState.WAITING: TaskResultStatus.READY,
 }
 
 
 def to_task_result_status(state: str) -> TaskResultStatus:
     """Return Django's status for a job state: the one mapping between the two.
 
-    ``ready`` and ``scheduled`` (waiting, or waiting to retry) are READY, ``leased`` is RUNNING,
+    ``ready``, ``scheduled`` (delayed, or waiting to retry) and ``waiting`` (for parent jobs)
+    are READY (not started), ``leased`` is RUNNING,
     ``succeeded`` is SUCCESSFUL, ``dead`` and ``cancelled`` are FAILED.
     """
     return _STATUS[JobState(state)]

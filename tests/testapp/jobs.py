@@ -1,6 +1,7 @@
 """Handlers the tests enqueue. Importable by worker subprocesses (autodiscovered as jobs.py)."""
 
 import asyncio
+import json
 import os
 import signal
 import threading
@@ -370,3 +371,22 @@ def checkpointed_steps(context, steps=200, step_s=0.02):
             context.checkpoint({"next": step + 1})
         context.progress(step + 1, steps)
     return {"steps": steps, "resumed_at": start}
+
+
+@job(takes_context=True)
+def fail_until_file(context, path, flag):
+    """Record the call; end dead (PermanentError) unless the file ``flag`` exists (issue 19)."""
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()}\n")
+    if not os.path.exists(flag):
+        raise PermanentError(f"{flag} is missing")
+    return context.job_id
+
+
+@job(takes_context=True)
+def record_parent_results(context, path, parent_results, **kwargs):
+    """Record 'job_id attempt pid <parent_results as JSON>' (issue 19, takes_parent_results)."""
+    with open(path, "a") as f:
+        results = json.dumps(parent_results, separators=(",", ":"))
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()} {results}\n")
+    return {"job": context.job_id, "parents": parent_results}

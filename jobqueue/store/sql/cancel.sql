@@ -1,4 +1,4 @@
--- cancel: a ready, scheduled or dead job is cancelled now; a leased one gets a cancel request,
+-- cancel: a ready, scheduled, waiting or dead job is cancelled now; a leased one gets a cancel request,
 -- which its worker passes to the handler at the next heartbeat and which makes it end cancelled.
 -- Primary-key lookup.
 UPDATE jobqueue_job
@@ -10,5 +10,5 @@ SET state = CASE WHEN state = 'leased' THEN 'leased' ELSE 'cancelled' END,
         'message', CASE WHEN state = 'leased' THEN 'cancel requested by operator'
                         ELSE 'cancelled by operator' END))
 WHERE id = %(id)s
-  AND (state IN ('ready', 'scheduled', 'dead') OR (state = 'leased' AND cancel_requested_at IS NULL))
+  AND (state IN ('ready', 'scheduled', 'dead', 'waiting') OR (state = 'leased' AND cancel_requested_at IS NULL))
 RETURNING state

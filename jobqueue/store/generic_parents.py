@@ -1,0 +1,159 @@
+"""Internal: jobs enqueued after other jobs, on the ORM (SQLite and other Django databases).
+
+The ORM twin of migration 0015_parents's trigger: :meth:`GenericParentStore._settle_children`
+runs in the transaction that moved a parent with children (``GenericStore._finish``, the
+operator's cancel and retry), only when the row read there says ``has_children``, so jobs
+nobody waits for pay no extra statement. SQLite serializes writers, so a child's
+``waiting_for`` is counted down by one writer at a time. A mixin of
+:class:`~jobqueue.store.generic.GenericStore`; the contract and the rules are
+:mod:`jobqueue.store.parents`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from ..models import Job, JobParent
+from ..states import FINISHED, JobState
+from .base import NewJob
+from .parents import FAILED, PARENT_RESULTS_KEY, failed_entry, retried_entry, start
+
+
+class GenericParentStore:
+    """enqueue_after and the settling of children; the host class gives ``alias``, ``_jobs``."""
+
+    alias: str
+    _jobs: Any
+
+    def enqueue_after(
+        self,
+        job: NewJob,
+        after: Sequence[int],
+        *,
+        run_on_parent_failure: bool = False,
+        takes_parent_results: bool = False,
+    ) -> tuple[int, datetime]:
+        now = timezone.now()
+        with transaction.atomic(using=self.alias):
+            parents = self._jobs.select_for_update().filter(id__in=after).order_by("id")
+            found = {i: (s, r) for i, s, r in parents.values_list("id", "state", "result")}
+            begin = start(
+                job,
+                after,
+                found,
+                run_on_parent_failure=run_on_parent_failure,
+                takes_parent_results=takes_parent_results,
+                now=now,
+            )
+            self._jobs.filter(id__in=after).update(has_children=True)
+            run_at = job.run_at or now + timedelta(seconds=job.delay_s)
+            state = begin.state or (JobState.SCHEDULED if run_at > now else JobState.READY)
+            row = Job(
+                queue=job.queue,
+                type=job.type,
+                payload=json.loads(begin.payload_json),
+                priority=job.priority,
+                tenant_id=job.tenant_id,
+                state=state,
+                run_at=run_at,
+                max_attempts=job.max_attempts,
+                timeout_s=job.timeout_s,
+                ordering_key=job.ordering_key,
+                errors=list(begin.errors),
+                waiting_for=begin.waiting_for,
+                finished_at=now if state == JobState.CANCELLED else None,
+                created_at=now,
+            )
+            row.save(using=self.alias, force_insert=True)
+            JobParent.objects.using(self.alias).bulk_create(
+                JobParent(
+                    parent_id=parent,
+                    child_id=row.id,
+                    counted=counted,
+                    run_on_parent_failure=run_on_parent_failure,
+                    takes_parent_results=takes_parent_results,
+                )
+                for parent, counted in zip(after, begin.counted, strict=True)
+            )
+        return row.id, now
+
+    def _settle_children(self, parent_id: int, old: str, new: str, now: datetime) -> None:
+        """Settle the children of a parent that moved from ``old`` to ``new`` (see parents.py).
+
+        Call it in the transaction that moved the parent, for a parent with ``has_children``.
+        """
+        if old == new:
+            return
+        edges = JobParent.objects.using(self.alias).filter(parent_id=parent_id, counted=False)
+        if new in FINISHED:
+            counting = edges
+            if new != JobState.SUCCEEDED:
+                counting = edges.filter(run_on_parent_failure=True)
+            children = sorted(counting.values_list("child_id", flat=True))
+            counting.update(counted=True)
+            for child_id in children:
+                self._count_off(child_id, now)
+            if new in FAILED:
+                doomed = list(
+                    edges.filter(run_on_parent_failure=False).values_list("child_id", flat=True)
+                )
+                waiting = self._jobs.filter(id__in=doomed, state=JobState.WAITING).order_by("id")
+                for child in waiting.values("id", "errors", "has_children"):
+                    entry = failed_entry(parent_id, new, JobState.WAITING, now)
+                    self._move(child, JobState.WAITING, JobState.CANCELLED, now, entry)
+        elif old in FAILED:
+            cancelled = edges.filter(run_on_parent_failure=False).values_list("child_id", flat=True)
+            for child in self._jobs.filter(id__in=list(cancelled), state=JobState.CANCELLED).values(
+                "id", "errors", "has_children"
+            ):
+                last = child["errors"][-1] if child["errors"] else {}
+                if last.get("kind") == "parent_failed" and not self._other_failed(
+                    child["id"], parent_id
+                ):
+                    entry = retried_entry(parent_id, now)
+                    self._move(child, JobState.CANCELLED, JobState.WAITING, now, entry)
+
+    def _move(self, child: dict, old: str, new: str, now: datetime, entry: dict) -> None:
+        finished_at = now if new == JobState.CANCELLED else None
+        self._jobs.filter(id=child["id"], state=old).update(
+            state=new, finished_at=finished_at, errors=[*child["errors"], entry]
+        )
+        if child["has_children"]:
+            self._settle_children(child["id"], old, new, now)
+
+    def _other_failed(self, child_id: int, parent_id: int) -> bool:
+        others = JobParent.objects.using(self.alias).filter(
+            child_id=child_id, counted=False, run_on_parent_failure=False
+        )
+        ids = others.exclude(parent_id=parent_id).values_list("parent_id", flat=True)
+        return self._jobs.filter(id__in=list(ids), state__in=sorted(FAILED)).exists()
+
+    def _count_off(self, child_id: int, now: datetime) -> None:
+        """Take one parent off a child's ``waiting_for``; release it at 0."""
+        # A child not waiting (cancelled for another parent) is counted too: retried, it waits
+        # only for the parents still uncounted.
+        self._jobs.filter(id=child_id).update(waiting_for=F("waiting_for") - 1)
+        child = self._jobs.filter(id=child_id, state=JobState.WAITING)
+        row = child.values("waiting_for", "run_at", "payload").first()
+        if row is None or row["waiting_for"] > 0:
+            return
+        run_at = max(row["run_at"], now)
+        fields: dict[str, Any] = {
+            "state": JobState.SCHEDULED if row["run_at"] > now else JobState.READY,
+            "run_at": run_at,
+        }
+        links = JobParent.objects.using(self.alias).filter(child_id=child_id).order_by("id")
+        if links.filter(takes_parent_results=True).exists():
+            parents = list(links.values_list("parent_id", flat=True))
+            results = dict(self._jobs.filter(id__in=parents).values_list("id", "result"))
+            payload = dict(row["payload"])
+            payload[PARENT_RESULTS_KEY] = [results.get(p) for p in parents]
+            fields["payload"] = payload
+        child.update(**fields)

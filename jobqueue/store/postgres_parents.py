@@ -1,0 +1,79 @@
+"""Internal: jobs enqueued after other jobs, on PostgreSQL.
+
+The statements: ``mark_parents.sql``, ``enqueue_child.sql``, ``link_parents.sql``, in one
+savepoint of the caller's transaction (or a transaction of their own). Settling the children when
+a parent finishes or is retried is migration 0015_parents's row trigger, in the statement that
+moved the parent. A mixin of :class:`~jobqueue.store.postgres.PostgresStore`; the contract is
+:class:`~jobqueue.store.parents.ParentStore`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from .base import NewJob
+from .parents import start
+from .rows import fetchall, fetchone
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+class PostgresParentStore:
+    """enqueue_after; the host class gives ``alias`` and ``_execute``."""
+
+    alias: str
+    _execute: Any
+
+    def enqueue_after(
+        self,
+        job: NewJob,
+        after: Sequence[int],
+        *,
+        run_on_parent_failure: bool = False,
+        takes_parent_results: bool = False,
+    ) -> tuple[int, datetime]:
+        with transaction.atomic(using=self.alias):
+            with self._execute("mark_parents", {"ids": list(after)}, callers=True) as cursor:
+                found = {r.id: (r.state, _json(r.result)) for r in fetchall(cursor)}
+            begin = start(
+                job,
+                after,
+                found,
+                run_on_parent_failure=run_on_parent_failure,
+                takes_parent_results=takes_parent_results,
+                now=timezone.now(),
+            )
+            params = {
+                "queue": job.queue,
+                "type": job.type,
+                "payload": begin.payload_json,
+                "priority": job.priority,
+                "tenant_id": job.tenant_id,
+                "state": begin.state,
+                "run_at": job.run_at,
+                "delay_s": job.delay_s,
+                "max_attempts": job.max_attempts,
+                "timeout_s": job.timeout_s,
+                "ordering_key": job.ordering_key,
+                "errors": json.dumps(list(begin.errors)),
+                "waiting_for": begin.waiting_for,
+            }
+            with self._execute("enqueue_child", params, callers=True) as cursor:
+                row = fetchone(cursor)
+            links = {
+                "child": row.id,
+                "parents": list(after),
+                "counted": list(begin.counted),
+                "run_on_parent_failure": run_on_parent_failure,
+                "takes_parent_results": takes_parent_results,
+            }
+            self._execute("link_parents", links, callers=True).close()
+        return row.id, row.created_at
