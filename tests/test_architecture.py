@@ -52,7 +52,14 @@ PARTS: dict[str, set[str]] = {
         "jobstatus",
     },
     "settings": {"conf", "arguments"},
-    "schema": {"models", "pause_model", "gauge_model", "rollup_model", "breaker_model"},
+    "schema": {
+        "models",
+        "pause_model",
+        "gauge_model",
+        "rollup_model",
+        "breaker_model",
+        "batch_model",
+    },
     "registry": {"jobtypes", "options", "backoff"},
     "store": {"store"},
     "consumer": {
@@ -79,6 +86,7 @@ PARTS: dict[str, set[str]] = {
         "audit",
         "results",
         "sampling",
+        "batches",
     },
     "surfaces": {"admin", "management", "ops", "metrics", "health", "checks", "apps", "__main__"},
     "api": {""},

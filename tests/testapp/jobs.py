@@ -370,3 +370,19 @@ def checkpointed_steps(context, steps=200, step_s=0.02):
             context.checkpoint({"next": step + 1})
         context.progress(step + 1, steps)
     return {"steps": steps, "resumed_at": start}
+
+
+@job
+def batch_member(index=0, sleep_s=0.0, fail=False):
+    """A batch member (test_batches): sleeps, then succeeds or fails for good."""
+    if sleep_s:
+        time.sleep(sleep_s)
+    if fail:
+        raise PermanentError(f"member {index} failed")
+    return index
+
+
+@job
+def batch_report(batch, payload):
+    """A batch callback (test_batches): returns what it was handed."""
+    return {"batch": batch, "payload": payload}
