@@ -17,7 +17,7 @@ on_success callback job, and the kills must have happened (a ``before`` kill can
 whose last two outcomes race: each statement then sees another member still pending).
 
 Sized for a loaded 2-core machine: 24 trials here, 16 of them with a kill (~40 s: a ``before``
-kill waits for the lost lease to be decided again, seconds), beside 100 in-process racing trials
+kill waits for the lost lease to be decided again, seconds), beside 50 in-process racing trials
 in test_batches_concurrent.py, instead of the issue's 200 process trials (~6 minutes here).
 """
 

@@ -5,15 +5,17 @@
 # ACCESS EXCLUSIVE lock for an instant (docs/upgrading.md). No foreign key: validating one would
 # scan the jobs table under a lock that blocks writes.
 #
-# The trigger is the one place batch counts move (docs/decisions.md, "Batches"). It fires AFTER
-# UPDATE OF state, FOR EACH ROW, only WHEN the row has a batch_id and its state changed: the WHEN
-# clause is checked in C, so the finish path of jobs without a batch runs no function and no
-# extra statement. For a member it moves the batch row's counts (pending, succeeded, dead,
-# cancelled) by the transition, whichever statement made it (finish_many, cancel, retry,
-# hand-back, the reaper), and when that update brings pending to zero it inserts the callback
-# jobs (on_success only if every member succeeded) in the same statement, hence the same
-# transaction, as the last outcome. The batch row's lock orders two last members finishing at
-# once: the second sees the first's counts and only one of them sees pending reach zero.
+# Where batch counts move (docs/decisions.md, "Batches"). The hot path, a run's outcome (leased
+# to succeeded, dead or cancelled, its attempt kept: the worker's acks and nacks, the reaper, a
+# dead process's charged job), is counted by finish_many.sql itself, one update per batch per
+# statement. Every other transition into or out of succeeded, dead or cancelled (cancel of a
+# waiting member, operator retry, a release or hand-back of a job whose cancel was requested,
+# which refund the attempt) is counted by this trigger: AFTER UPDATE OF state, FOR EACH ROW,
+# only WHEN the row has a batch_id and enters or leaves a finished state; the WHEN clause is
+# checked in C, so jobs without a batch run no function. On SQLite (one writer at a time, no
+# finish_many.sql) the trigger counts every transition. Both fire the callbacks in the
+# statement whose update brought pending to zero, under the batch row's lock: of two last
+# members finishing at once, the second sees the first's counts and only one sees zero.
 
 from django.db import migrations, models
 import django.utils.timezone
@@ -75,7 +77,9 @@ $$;
 CREATE TRIGGER jobqueue_job_batch_member_moved
     AFTER UPDATE OF state ON jobqueue_job
     FOR EACH ROW
-    WHEN (NEW.batch_id IS NOT NULL AND OLD.state IS DISTINCT FROM NEW.state)
+    WHEN (NEW.batch_id IS NOT NULL AND OLD.state IS DISTINCT FROM NEW.state
+          AND (OLD.state IN {FINISHED} OR NEW.state IN {FINISHED})
+          AND (OLD.state <> 'leased' OR NEW.attempts <> OLD.attempts))
     EXECUTE FUNCTION jobqueue_batch_member_moved();
 """
 
@@ -118,6 +122,7 @@ SQLITE_SQL = f"""
 CREATE TRIGGER jobqueue_job_batch_member_moved
 AFTER UPDATE OF state ON jobqueue_job
 FOR EACH ROW WHEN NEW.batch_id IS NOT NULL AND OLD.state IS NOT NEW.state
+    AND (OLD.state IN {FINISHED} OR NEW.state IN {FINISHED})
 BEGIN
     UPDATE jobqueue_batch SET
         pending = pending + (OLD.state IN {FINISHED}) - (NEW.state IN {FINISHED}),
