@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import pytest
 from django.db import transaction
+from django.urls import reverse
 
 import jobqueue
 from jobqueue.errors import BatchNotFound, InvalidJobOption, InvalidPayload, PermanentError
 from jobqueue.models import Batch, Job
 from jobqueue.states import JobState
 from tests.testapp import jobs
+
+from .jobqueue_cli import cli
 
 BOTH = pytest.mark.django_db(databases=["default", "sqlite"], transaction=True)
 
@@ -214,3 +217,52 @@ class TestPostgresBatches(BatchesContract):
 @BOTH
 class TestGenericBatches(BatchesContract):
     alias = "sqlite"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cli_batch_prints_the_counts_and_exits_1_for_a_missing_batch():
+    with jobqueue.batch(on_complete=REPORT) as b:
+        b.enqueue_many(members(2))
+    [claimed, _] = jobqueue.claim("bq", "w1", 2)
+    jobqueue.ack(claimed.id, claimed.lease_token, 1)
+
+    data = cli("batch", str(b.id), "--json").json()
+    assert {k: data[k] for k in ("id", "total", "pending", "succeeded", "done")} == {
+        "id": b.id,
+        "total": 2,
+        "pending": 1,
+        "succeeded": 1,
+        "done": False,
+    }
+    table = cli("batch", str(b.id))
+    assert table.returncode == 0 and "pending" in table.stdout
+    missing = cli("batch", "999999999")
+    assert missing.returncode == 1 and "No batch with id 999999999" in missing.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_admin_lists_batches_with_counts_and_links_members_and_callbacks(admin_client):
+    with jobqueue.batch(on_complete=REPORT) as b:
+        [first, second] = b.enqueue_many(members(2))
+    for claimed in jobqueue.claim("bq", "w1", 2):
+        jobqueue.ack(claimed.id, claimed.lease_token, 1)
+    status = jobqueue.batch_status(b.id)
+
+    listing = admin_client.get(reverse("admin:jobqueue_batch_changelist"))
+    assert listing.status_code == 200
+    page = admin_client.get(reverse("admin:jobqueue_batch_change", args=[b.id]))
+    assert page.status_code == 200
+    members_url = f"{reverse('admin:jobqueue_job_changelist')}?batch_id={b.id}"
+    html = page.content.decode()
+    assert members_url in html and "2 members" in html
+    assert reverse("admin:jobqueue_job_change", args=[status.complete_job_id]) in html
+
+    # The members link lists exactly the members.
+    members_page = admin_client.get(members_url)
+    assert members_page.status_code == 200
+    assert [job.id for job in members_page.context["cl"].result_list] == [second, first]
+    # A member's page links back to its batch.
+    job_page = admin_client.get(reverse("admin:jobqueue_job_change", args=[first]))
+    assert reverse("admin:jobqueue_batch_change", args=[b.id]) in job_page.content.decode()
+    # Read-only: nothing to add.
+    assert admin_client.get(reverse("admin:jobqueue_batch_add")).status_code == 403

@@ -18,6 +18,7 @@ from ..models import Job
 from ..ops.jobs import progress_text
 from ..states import JobState
 from . import actions as bulk
+from .batches import batch_url
 from .display import (
     compact_time,
     error_history_table,
@@ -45,6 +46,7 @@ DETAIL_FIELDSETS: FieldsetSpec = (
                 ("attempts_label", "timeout_s"),
                 ("dedupe_key", "ordering_key"),
                 ("reason_label", "cancel_requested_at"),
+                "batch_link",
             )
         },
     ),
@@ -106,6 +108,7 @@ class JobAdminBase(InputGuardMixin, admin.ModelAdmin):
         "ordering_key",
         "reason_label",
         "cancel_requested_at",
+        "batch_link",
         "payload_block",
         "progress_label",
         "checkpoint_at",
@@ -250,6 +253,14 @@ class JobAdminBase(InputGuardMixin, admin.ModelAdmin):
         if job.result is None:
             return "-"
         return json_block(job.result, whole_url=self._json_url(job, "result"))
+
+    @admin.display(description="batch")
+    def batch_link(self, job: Job) -> str:
+        """Link to the job's batch (``jobqueue.batch``), or ``-``."""
+        if job.batch_id is None:
+            return "-"
+        url = batch_url(self.admin_site.name, job.batch_id)
+        return format_html('<a href="{}">batch {}</a>', url, job.batch_id)
 
     @admin.display(description="progress")
     def progress_label(self, job: Job) -> str:
