@@ -97,3 +97,51 @@ def test_racing_last_outcomes_enqueue_the_callback_exactly_once():
         assert kinds == expected, f"trial {trial}: {kinds}"
         assert (status.pending, status.completions) == (0, 1), f"trial {trial}"
         assert (status.succeeded, status.dead) == (MEMBERS - len(dead), len(dead))
+
+
+def finish_mix(share: list, barrier: threading.Barrier, errors: list) -> None:
+    """One 'worker' recording outcomes of members of several batches in each statement."""
+    try:
+        store = get_store("default")
+        barrier.wait(timeout=60)
+        for start in range(0, len(share), 4):
+            store.finish_many([outcome(c, False) for c in share[start : start + 4]])
+    except BaseException as exc:  # noqa: BLE001 - reported to the test thread
+        errors.append(exc)
+        barrier.abort()
+    finally:
+        connections.close_all()
+
+
+def test_statements_finishing_members_of_several_batches_do_not_deadlock():
+    """Members of three batches with interleaved ids, finished four at a time by four
+    connections in shuffled orders: each statement locks its batch rows in id order, so none
+    waits on another in a cycle (a deadlock would abort one: an error here)."""
+    rng = random.Random(7)
+    for trial in range(20):
+        queue = f"mix{trial}"
+        with (
+            jobqueue.batch(on_complete=REPORT) as a,
+            jobqueue.batch(on_complete=REPORT) as b,
+            jobqueue.batch(on_complete=REPORT) as c,
+        ):
+            for i in range(8):
+                for open_batch in (c, a, b) if i % 2 else (b, c, a):
+                    open_batch.enqueue(queue, jobs.batch_member, {"index": i})
+        claimed = jobqueue.claim(queue, "w", 24)
+        rng.shuffle(claimed)
+        barrier = threading.Barrier(THREADS)
+        errors: list[BaseException] = []
+        threads = [
+            threading.Thread(target=finish_mix, args=(claimed[i::THREADS], barrier, errors))
+            for i in range(THREADS)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not errors, errors
+        for batch in (a, b, c):
+            status = jobqueue.batch_status(batch.id)
+            assert (status.pending, status.succeeded, status.completions) == (0, 8, 1)
+            assert Job.objects.filter(type=REPORT, payload__batch__id=batch.id).count() == 1
