@@ -1,10 +1,11 @@
 """Internal: the ``Batch`` model (a group of jobs with a callback), kept beside ``models.py``.
 
 Import it from :mod:`jobqueue.models`. ``jobqueue.batch()`` writes the row and its members'
-``Job.batch_id``; from then on only the database writes it: a row trigger on ``jobqueue_job``
-(migration 0016_batches, one function per vendor) moves the counts whenever a member's state
-enters or leaves succeeded, dead or cancelled, and enqueues the callback jobs in the statement
-whose update brought ``pending`` to zero (docs/decisions.md, "Batches").
+``Job.batch_id``; from then on the statements that move a member's state write it:
+``store/sql/finish_many.sql`` for a run's outcome, the row trigger of migration 0016_batches for
+the other transitions into or out of succeeded, dead or cancelled (on SQLite, all of them). The
+update that brings ``pending`` to zero enqueues the callback jobs in the same statement
+(docs/decisions.md, "Batches").
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 ``with jobqueue.batch(on_complete=report, payload={"day": d}) as b: b.enqueue(...)`` writes a
 batch row and its members in the caller's transaction (a rollback leaves neither). From then on
-the database keeps the counts: the row trigger of migration 0016_batches moves them whenever a
-member's state enters or leaves succeeded, dead or cancelled, and the update that brings
-``pending`` to zero inserts the callback jobs in the same statement (docs/decisions.md,
-"Batches"). A callback runs as any job, with two keyword arguments:
+the database keeps the counts: the statement that moves a member's state into or out of
+succeeded, dead or cancelled moves them (``finish_many.sql`` for a run's outcome, migration
+0016_batches's row trigger for cancels and retries), and the update that brings ``pending`` to
+zero inserts the callback jobs in the same statement (docs/decisions.md, "Batches"). A
+callback runs as any job, with two keyword arguments:
 
 * ``batch``: ``{"id", "total", "succeeded", "dead", "cancelled", "completion"}`` as they were at
   that completion (``completion`` counts from 1: an operator retry of a dead or cancelled member
@@ -157,7 +158,8 @@ class OpenBatch:
             InvalidPayload, QueueUnavailable: as ``jobqueue.enqueue_many``.
         """
         self._open()
-        specs = list(jobs) if isinstance(jobs, Iterable) else jobs
+        plain = isinstance(jobs, Iterable) and not isinstance(jobs, Mapping | str | bytes)
+        specs = list(jobs) if plain else jobs
         for index, spec in enumerate(specs):
             if isinstance(spec, Mapping):
                 _refuse(spec, f"jobs[{index}].")

@@ -3,11 +3,12 @@
 One part of the composite :class:`~jobqueue.store.protocol.Store`. The PostgreSQL store keeps it
 in ``postgres_batches.py``, the generic store in ``generic_batches.py``.
 
-Only the writes ``jobqueue.batch()`` makes are here. What happens when a member finishes is not:
-the row trigger of migration 0016_batches moves the batch's counts in the statement that moved
-the member's state, and enqueues the callbacks in the statement that brought ``pending`` to
-zero (docs/decisions.md, "Batches"). So no store method of the finish path knows about batches,
-and jobs without a batch pay nothing there.
+Only the writes ``jobqueue.batch()`` makes are here. What happens when a member finishes is in
+the statement that records it: ``finish_many.sql`` counts a run's outcomes per batch (one update
+of each batch row per statement, rows locked in id order), and the row trigger of migration
+0016_batches counts the other transitions (cancel, retry; every transition on SQLite); the
+update that brings ``pending`` to zero enqueues the callbacks (docs/decisions.md, "Batches").
+Jobs without a batch pay no extra statement.
 """
 
 from __future__ import annotations
