@@ -11,6 +11,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchStatus",
     "JobCancelled",
     "JobContext",
     "JobFailed",
@@ -20,6 +21,8 @@ __all__ = [
     "WaitError",
     "WaitTimeout",
     "ack",
+    "batch",
+    "batch_status",
     "cancel",
     "chain",
     "claim",
@@ -46,6 +49,9 @@ __all__ = [
 ]
 
 _LAZY = {
+    "batch": "jobqueue.batches",
+    "batch_status": "jobqueue.batches",
+    "BatchStatus": "jobqueue.batches",
     "enqueue": "jobqueue.client",
     "enqueue_many": "jobqueue.client",
     "claim": "jobqueue.consumer",

@@ -15,6 +15,7 @@ from .validation import MAX_DELAY_SECONDS as MAX_DELAY_SECONDS
 from .validation import is_number, validate_dependency_name
 
 __all__ = [
+    "BatchNotFound",
     "CronConfigurationError",
     "DuplicateJob",
     "InvalidCronExpression",
@@ -63,6 +64,14 @@ class JobNotFound(JobQueueError, LookupError):
     def __init__(self, job_id: object) -> None:
         self.job_id = job_id
         super().__init__(f"no job with id {job_id!r}")
+
+
+class BatchNotFound(JobQueueError, LookupError):
+    """No batch has this id."""
+
+    def __init__(self, batch_id: object) -> None:
+        self.batch_id = batch_id
+        super().__init__(f"no batch with id {batch_id!r}")
 
 
 class DuplicateJob(JobQueueError):

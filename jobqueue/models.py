@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from . import validation
+from .batch_model import Batch  # noqa: F401  (re-exported: its model module)
 from .breaker_model import BreakerState, DependencyBreaker, RetryBudget  # noqa: F401  (re-exported)
 from .crontab import validate_cron_expression, validate_timezone
 from .gauge_model import GaugeSnapshot  # noqa: F401  (re-exported: its model module)
@@ -97,6 +98,9 @@ class Job(models.Model):
     waiting_for = models.IntegerField(
         default=0, db_default=0, help_text="Parents that have not succeeded yet."
     )
+    # jobqueue.batch(): the Batch this job belongs to. No foreign key: adding one would validate
+    # every existing row under a lock (docs/upgrading.md); the batch row outlives its members.
+    batch_id = models.BigIntegerField(null=True, blank=True, help_text="Its batch, if any.")
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -149,6 +153,12 @@ class Job(models.Model):
                 fields=["type", "queue"],
                 name="jobqueue_job_dead",
                 condition=Q(state=JobState.DEAD),
+            ),
+            # A batch's members (the admin's member list). Only batch members.
+            models.Index(
+                fields=["batch_id", "state"],
+                name="jobqueue_job_batch",
+                condition=Q(batch_id__isnull=False),
             ),
         ]
         constraints = [

@@ -37,8 +37,8 @@ def test_the_hot_statements_fit_psycopgs_query_cache():
     ``finish_many`` carries the per-minute rollup's upsert (24 histogram columns) and does not
     fit: its parse costs about 23 µs per call, measured (``_query2pg_client_nocache``, 2,000
     calls), once per completer pass of up to a batch of outcomes, not per job. It is held to
-    6,000 characters so that it cannot grow unnoticed (docs/decisions.md, "finish_many and
-    psycopg's query cache").
+    8,000 characters so that it cannot grow unnoticed (docs/decisions.md, "finish_many and
+    psycopg's query cache"; 6,000 until the batches' bookkeeping added ~1,700, "Batches").
     """
     limit = _queries.MAX_CACHED_STATEMENT_LENGTH
     prefix = len(bounded._limit_sql()) + 2
@@ -47,4 +47,5 @@ def test_the_hot_statements_fit_psycopgs_query_cache():
     # With rate limits declared the claim is larger (issue 18: docs/decisions.md, "Rate limits
     # in the claim"); held under 6,000 characters as finish_many is.
     assert prefix + len(sql("claim").encode()) <= 6000
-    assert prefix + len(sql("finish_many").encode()) <= 6000
+    # finish_many also moves batch counts and enqueues batch callbacks (issue 19).
+    assert prefix + len(sql("finish_many").encode()) <= 8000

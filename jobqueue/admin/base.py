@@ -18,6 +18,7 @@ from ..models import Job
 from ..ops.jobs import progress_text
 from ..states import JobState
 from . import actions as bulk
+from .batches import batch_url
 from .display import (
     compact_time,
     error_history_table,
@@ -47,6 +48,7 @@ DETAIL_FIELDSETS: FieldsetSpec = (
                 ("dedupe_key", "ordering_key"),
                 ("reason_label", "cancel_requested_at"),
                 ("parents_label", "children_label"),
+                "batch_link",
             )
         },
     ),
@@ -110,6 +112,7 @@ class JobAdminBase(FamilyMixin, InputGuardMixin, admin.ModelAdmin):
         "cancel_requested_at",
         "parents_label",
         "children_label",
+        "batch_link",
         "payload_block",
         "progress_label",
         "checkpoint_at",
@@ -254,6 +257,14 @@ class JobAdminBase(FamilyMixin, InputGuardMixin, admin.ModelAdmin):
         if job.result is None:
             return "-"
         return json_block(job.result, whole_url=self._json_url(job, "result"))
+
+    @admin.display(description="batch")
+    def batch_link(self, job: Job) -> str:
+        """Link to the job's batch (``jobqueue.batch``), or ``-``."""
+        if job.batch_id is None:
+            return "-"
+        url = batch_url(self.admin_site.name, job.batch_id)
+        return format_html('<a href="{}">batch {}</a>', url, job.batch_id)
 
     @admin.display(description="progress")
     def progress_label(self, job: Job) -> str:

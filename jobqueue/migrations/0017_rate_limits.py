@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobqueue', '0014_rollup'),
+        ('jobqueue', '0016_batches'),
     ]
 
     operations = [

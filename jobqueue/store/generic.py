@@ -43,6 +43,7 @@ from .finishing import (
     lease_of,
     target_fields,
 )
+from .generic_batches import GenericBatchStore
 from .generic_breakers import GenericDependencyStore
 from .generic_cron import GenericCronStore
 from .generic_deaths import GenericDeathStore
@@ -63,6 +64,7 @@ def _now(now: datetime | None) -> datetime:
 
 
 class GenericStore(
+    GenericBatchStore,
     GenericGaugeStore,
     GenericCronStore,
     GenericDependencyStore,

@@ -38,6 +38,7 @@ from .finishing import (
     lease_of,
 )
 from .plan import ClaimPlan
+from .postgres_batches import PostgresBatchStore
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
@@ -76,6 +77,7 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
 
 
 class PostgresStore(
+    PostgresBatchStore,
     PostgresGaugeStore,
     PostgresCronStore,
     PostgresDependencyStore,

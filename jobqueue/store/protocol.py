@@ -9,7 +9,7 @@ breakers and budgets (``breakers.py``), worker rows (``workers.py``), pauses (``
 the metrics' gauges (``gauges.py``).
 progress and checkpoints (``progress.py``).
 the per-minute rollup (``rollups.py``), the rate limiters (``ratelimits.py``).
-jobs enqueued after other jobs (``parents.py``).
+jobs enqueued after other jobs (``parents.py``), batches (``batches.py``).
 The composite lives here, not in ``base.py``, because ``cron.py`` takes
 :class:`~jobqueue.store.base.NewJob` from there.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from .base import JobStore
+from .batches import BatchStore
 from .breakers import DependencyStore
 from .cron import CronStore
 from .gauges import GaugeStore
@@ -43,6 +44,7 @@ class Store(
     RateLimitStore,
     RollupStore,
     ParentStore,
+    BatchStore,
     Protocol,
 ):
     """Everything jobqueue asks of a store, on one database alias (``alias``)."""

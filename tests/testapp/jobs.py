@@ -390,3 +390,17 @@ def record_parent_results(context, path, parent_results, **kwargs):
         results = json.dumps(parent_results, separators=(",", ":"))
         f.write(f"{context.job_id} {context.attempt} {os.getpid()} {results}\n")
     return {"job": context.job_id, "parents": parent_results}
+@job
+def batch_member(index=0, sleep_s=0.0, fail=False):
+    """A batch member (test_batches): sleeps, then succeeds or fails for good."""
+    if sleep_s:
+        time.sleep(sleep_s)
+    if fail:
+        raise PermanentError(f"member {index} failed")
+    return index
+
+
+@job
+def batch_report(batch, payload):
+    """A batch callback (test_batches): returns what it was handed."""
+    return {"batch": batch, "payload": payload}

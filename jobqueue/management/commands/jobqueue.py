@@ -1,9 +1,9 @@
 """``manage.py jobqueue VERB``: the operator's CLI. Parsing, wiring and printing only.
 
-Verbs: ``status``, ``jobs``, ``show``, ``retry``, ``cancel``, ``pause``, ``resume``, ``prune``
-(``prunejobs``) and ``health``. Every read verb takes ``--json``. Exit status: 0 when all is
-well (pausing what is paused, or resuming what is not, included: the message says so), 1 when
-something is unhealthy or not found (or a bulk action was refused for want of ``--yes``), 2 for
+Verbs: ``status``, ``jobs``, ``show``, ``batch``, ``retry``, ``cancel``, ``pause``, ``resume``,
+``prune`` (``prunejobs``) and ``health``. Every read verb takes ``--json``. Exit status: 0 when
+all is well (pausing what is paused, or resuming what is not, included: the message says so), 1
+when something is unhealthy or not found (or a bulk action was refused for want of ``--yes``), 2 for
 bad usage.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 from typing import Any
 
 from django.core.management import call_command, load_command_class
@@ -18,6 +19,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
 from jobqueue import arguments, audit, health, pausing
+from jobqueue.batches import batch_status
+from jobqueue.errors import BatchNotFound
 from jobqueue.management import render
 from jobqueue.management.cli_args import (
     add_actor,
@@ -37,8 +40,8 @@ from jobqueue.states import CANCELLABLE, RETRYABLE
 
 class Command(BaseCommand):
     help = (
-        "Inspect and operate the job queue: status, jobs, show, retry, cancel, pause, resume, "
-        "prune, health."
+        "Inspect and operate the job queue: status, jobs, show, batch, retry, cancel, pause, "
+        "resume, prune, health."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -67,6 +70,10 @@ class Command(BaseCommand):
             "show", parents=[reads], help="one job in full, with its error history"
         )
         show.add_argument("id", type=job_id_arg, help="job id")
+        batch = verbs.add_parser(
+            "batch", parents=[reads], help="one batch: its counts by outcome and its callbacks"
+        )
+        batch.add_argument("id", type=job_id_arg, help="batch id")
 
         for verb, states in (("retry", RETRYABLE), ("cancel", CANCELLABLE)):
             sub = verbs.add_parser(
@@ -287,6 +294,21 @@ class Command(BaseCommand):
             tail = (entry.get("traceback") or "").rstrip()
             if tail:
                 self.stdout.write("    " + tail.replace("\n", "\n    "))
+        return True
+
+    def _batch(self, using: str, options: dict[str, Any]) -> bool:
+        try:
+            status = batch_status(options["id"], using=using)
+        except BatchNotFound:
+            self.stderr.write(f"No batch with id {options['id']}.")
+            return False
+        row = {**asdict(status), "done": status.done}
+        if options["json"]:
+            self._json(row)
+            return True
+        width = max(len(k) for k in row)
+        for key, value in row.items():
+            self.stdout.write(f"{key.ljust(width)}  {render.cell_text(value)}")
         return True
 
     def _health(self, using: str, options: dict[str, Any]) -> bool:

@@ -13,6 +13,12 @@
 -- slower, every indexed path of jobqueue_job weighed twice). Pickup latency is started_at - due_at, run duration
 -- clock.at - started_at, in float8 (date_part: extract's numeric made the aggregate 2x slower). Histogram columns
 -- are cumulative (le) counts.
+-- Batches (jobqueue/batches.py, migration 0016_batches): the members this statement finished are counted per batch
+-- in one update of each batch row (not one per member: a 10,000-member batch acked 100 at a time is 100 updates of
+-- its row), the rows locked first in id order (two statements touching the same batches never deadlock); the
+-- update that brings pending to zero draws the callbacks' ids and inserts them, so the callback commits with the
+-- last outcome and only the statement that saw zero under the row lock fires it. No member here: empty CTEs.
+-- The batch trigger of migration 0016 leaves these transitions (leased to finished, attempts unchanged) to us.
 WITH done AS (
 UPDATE jobqueue_job AS j
 SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE o.state END,
@@ -37,7 +43,7 @@ FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(states)s::text[], %(results
          AS o(id, token, state, result, error, dead_reason, retry_at, delay_s),
      (SELECT coalesce(%(now)s::timestamptz, now()) AS at) AS clock
 WHERE j.id = o.id AND j.lease_token = o.token AND j.state = 'leased'
-RETURNING j.id, j.state, j.queue, j.type, j.started_at, clock.at, o.error ->> 'kind' AS kind,
+RETURNING j.id, j.state, j.queue, j.type, j.started_at, clock.at, o.error ->> 'kind' AS kind, j.batch_id,
           (SELECT w.run_at FROM jobqueue_job AS w WHERE w.id = j.id) AS due_at
 ), observed AS (
     SELECT date_trunc('minute', at) AS minute, queue, type, state, kind,
@@ -93,5 +99,48 @@ ON CONFLICT (minute, queue, type, shard) DO UPDATE SET
     run_le_06 = r.run_le_06 + excluded.run_le_06, run_le_07 = r.run_le_07 + excluded.run_le_07,
     run_le_08 = r.run_le_08 + excluded.run_le_08, run_le_09 = r.run_le_09 + excluded.run_le_09,
     run_le_10 = r.run_le_10 + excluded.run_le_10, run_le_11 = r.run_le_11 + excluded.run_le_11
+), members AS (
+    SELECT batch_id, count(*) AS n, count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE state = 'dead') AS dead,
+           count(*) FILTER (WHERE state = 'cancelled') AS cancelled, min(at) AS at
+    FROM done
+    WHERE batch_id IS NOT NULL AND state IN ('succeeded', 'dead', 'cancelled')
+    GROUP BY batch_id
+), batch_locks AS MATERIALIZED (
+    SELECT count(*) AS n
+    FROM (SELECT b.id FROM jobqueue_batch AS b WHERE b.id IN (SELECT batch_id FROM members)
+          ORDER BY b.id FOR NO KEY UPDATE) AS l
+), counted AS (
+    UPDATE jobqueue_batch AS b
+    SET pending = b.pending - m.n, succeeded = b.succeeded + m.succeeded, dead = b.dead + m.dead,
+        cancelled = b.cancelled + m.cancelled,
+        completions = b.completions + (b.pending = m.n)::int,
+        completed_at = CASE WHEN b.pending = m.n THEN m.at ELSE b.completed_at END,
+        success_job_id = CASE
+            WHEN b.pending = m.n AND b.succeeded + m.succeeded = b.total
+                 AND b.callbacks @> '[{"kind": "success"}]'
+            THEN nextval(pg_get_serial_sequence('jobqueue_job', 'id')) ELSE b.success_job_id END,
+        complete_job_id = CASE
+            WHEN b.pending = m.n AND b.callbacks @> '[{"kind": "complete"}]'
+            THEN nextval(pg_get_serial_sequence('jobqueue_job', 'id')) ELSE b.complete_job_id END
+    FROM members AS m, batch_locks AS l
+    WHERE b.id = m.batch_id AND l.n >= 0
+    RETURNING b.*, m.at
+), fired AS (
+INSERT INTO jobqueue_job (
+    id, queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts,
+    timeout_s, leased_by, errors, dead_reason, created_at)
+SELECT CASE cb.kind WHEN 'success' THEN c.success_job_id ELSE c.complete_job_id END,
+       cb.queue, cb.type,
+       jsonb_build_object(
+           'batch', jsonb_build_object(
+               'id', c.id, 'total', c.total, 'succeeded', c.succeeded, 'dead', c.dead,
+               'cancelled', c.cancelled, 'completion', c.completions),
+           'payload', c.payload),
+       cb.priority, '', 'ready', c.at, 0, cb.max_attempts, cb.timeout_s, '', '[]'::jsonb, '', c.at
+FROM counted AS c
+CROSS JOIN LATERAL jsonb_to_recordset(c.callbacks)
+    AS cb(kind text, type text, queue text, priority int, max_attempts int, timeout_s float8)
+WHERE c.pending = 0 AND (cb.kind = 'complete' OR c.succeeded = c.total)
 )
 SELECT id, state FROM done
