@@ -5,7 +5,8 @@ the cache on Django's ``setting_changed`` signal, so ``override_settings`` works
 
 Each key has one parser (:data:`FIELDS`); the nested settings are parsed by the module that owns
 their value: ``policies`` (``BACKOFF``, ``BREAKER``, ``RETRY_BUDGET``), ``txlimits``
-(``TRANSACTION_LIMITS``), ``queuespec`` (``QUEUES``), ``poolspec`` (``POOLED_DATABASES``).
+(``TRANSACTION_LIMITS``), ``queuespec`` (``QUEUES``), ``poolspec`` (``POOLED_DATABASES``),
+``queuedbspec`` (``QUEUE_DATABASES``).
 Ranges come from the one table in ``limits``. ``Backoff``, ``Breaker``, ``RetryBudgetSettings``
 and ``TransactionLimits`` are re-exported here, the types of the settings' fields.
 """
@@ -38,6 +39,7 @@ from .policies import (
     parse_retry_budget,
 )
 from .poolspec import parse_pooled_databases
+from .queuedbspec import parse_queue_databases
 from .queuespec import parse_queues_setting
 from .txlimits import TransactionLimits, parse_transaction_limits
 from .validation import is_count, is_text
@@ -181,6 +183,10 @@ class JobQueueSettings:
     #: Pooler mode (``jobqueue/poolspec.py``): pooled alias -> the alias its workers LISTEN on,
     #: or None (they poll). Aliases not in it are direct connections.
     pooled_databases: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
+    #: Queue databases (``jobqueue/queuedbspec.py``): queue or ``"*"`` -> its aliases (shards).
+    queue_databases: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
 
 def _ranged(key: str) -> Callable[[Any], float]:
@@ -370,6 +376,7 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
     "TRANSACTION_LIMITS": ("transaction_limits", parse_transaction_limits),
     "ENQUEUE_UNREGISTERED": ("enqueue_unregistered", parse_enqueue_unregistered),
     "POOLED_DATABASES": ("pooled_databases", parse_pooled_databases),
+    "QUEUE_DATABASES": ("queue_databases", parse_queue_databases),
 }
 
 _KEYS = {*FIELDS, "CRON"}
