@@ -23,7 +23,7 @@ from jobqueue import checks
 from jobqueue.conf import build_settings
 from jobqueue.cron.entries import reconcile_settings
 from jobqueue.errors import JobQueueConfigurationError
-from jobqueue.models import CronEntry, Job
+from jobqueue.models import CronEntry, Job, Pause
 from jobqueue.queuedbspec import shard_index
 from jobqueue.routers import QueueDatabaseRouter
 from jobqueue.routing import all_queue_aliases, queue_alias, queue_aliases
@@ -244,3 +244,21 @@ def test_migrate_creates_jobqueue_tables_only_where_queues_live(tmp_path):
     other = tables(tmp_path / "o.db")
     assert "auth_user" in other
     assert not {t for t in other if t.startswith("jobqueue_")}
+
+
+# -- pauses: on every alias the queue lives on -----------------------------------------------------
+
+
+def test_a_pause_of_a_sharded_queue_holds_on_every_alias_and_resume_lifts_all():
+    def paused_on() -> set[str]:
+        return {a for a in ("default", "queues2") if Pause.objects.using(a).filter(name="bulk")}
+
+    with placed(SHARDED):
+        assert jobqueue.pause("bulk", by="ops") is True
+        assert paused_on() == {"default", "queues2"}
+        assert jobqueue.pause("bulk", by="ops") is False
+        assert jobqueue.resume("bulk") is True
+        assert paused_on() == set()
+        jobqueue.pause("emails", by="ops")
+    assert set(Pause.objects.using("queues2").values_list("name", flat=True)) == {"emails"}
+    assert not Pause.objects.using("default").exists()
