@@ -16,7 +16,7 @@ from django.conf import settings
 from django.test import override_settings
 
 import jobqueue
-from jobqueue.models import Job
+from jobqueue.models import CronEntry, CronFire, Job
 from jobqueue.routing import queue_alias
 from tests.conftest import (
     FAST_WORKER_SETTINGS,
@@ -130,3 +130,35 @@ def test_database_names_one_alias_and_serves_only_it(workers, queues2_url, tmp_p
     assert succeeded("queues2") == len(ids["queues2"])
     assert succeeded("default") == 0
     assert "serves database" not in done.stderr  # one alias: one worker in this process
+
+
+def test_a_cron_entry_fires_once_per_fire_time_on_its_queues_alias(workers, queues2_url):
+    """Two aliases, two schedulers (one leader each); the entry of "emails" lives on queues2."""
+    cron = {"tick": {"cron_expr": "* * * * * *", "job_type": NOOP, "queue": "emails"}}
+    cron_settings = {
+        **FAST_WORKER_SETTINGS,
+        "QUEUE_DATABASES": {"emails": "queues2"},
+        "CRON": cron,
+        "LEADER_LEASE_SECONDS": 2.0,
+        "SCHEDULER_INTERVAL_SECONDS": 0.2,
+        "CRON_GRACE_SECONDS": 10,
+    }
+    procs = [
+        workers.start("--queues", "emails,default", settings=cron_settings, log_name=f"w{n}.log")
+        for n in range(2)
+    ]
+    wait_for(lambda: CronFire.objects.using("queues2").count() >= 4, timeout=120)
+    for proc in procs:
+        os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        assert workers.exit_code(proc, timeout=90) == 0, workers.log(proc)
+    fires = list(CronFire.objects.using("queues2").order_by("fire_time"))
+    times = [f.fire_time for f in fires]
+    assert len(set(times)) == len(times)  # each fire time once, though two processes lead there
+    fired_jobs = Job.objects.using("queues2").filter(id__in=[f.job_id for f in fires])
+    assert set(fired_jobs.values_list("queue", flat=True)) == {"emails"}
+    assert fired_jobs.count() == len(fires)
+    # Nothing of the entry on default: its scheduler there keeps no entry it does not hold.
+    assert not CronEntry.objects.using("default").filter(name="tick").exists()
+    assert not CronFire.objects.using("default").exists()
+    assert not Job.objects.using("default").filter(queue="emails").exists()
