@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connections
 from django.db.models import Q
 
 from . import arguments, audit, routing, signals
@@ -242,13 +243,25 @@ def enqueue_many(
 
 
 def _routed(job: NewJob) -> str:
-    """Return the alias ``JOBQUEUE["QUEUE_DATABASES"]`` stores ``job`` on."""
-    return routing.queue_alias(
+    """Return the alias ``JOBQUEUE["QUEUE_DATABASES"]`` stores ``job`` on.
+
+    Raises:
+        InvalidJobOption: the setting names an alias that is not in ``DATABASES`` (also
+            ``manage.py check``'s jobqueue.E022); nothing was written.
+    """
+    alias = routing.queue_alias(
         job.queue,
         tenant_id=job.tenant_id,
         ordering_key=job.ordering_key,
         dedupe_key=job.dedupe_key,
     )
+    if alias not in connections.settings:
+        raise InvalidJobOption(
+            "using",
+            f"JOBQUEUE['QUEUE_DATABASES'] places queue {job.queue!r} on {alias!r}, which is not "
+            f"in DATABASES ({', '.join(sorted(connections.settings))})",
+        )
+    return alias
 
 
 def cancel(job_id: int, *, by: Any = None, using: str | None = None) -> bool:

@@ -22,7 +22,7 @@ import jobqueue
 from jobqueue import checks
 from jobqueue.conf import build_settings
 from jobqueue.cron.entries import reconcile_settings
-from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.errors import InvalidJobOption, JobQueueConfigurationError
 from jobqueue.models import CronEntry, Job, Pause
 from jobqueue.queuedbspec import shard_index
 from jobqueue.routers import QueueDatabaseRouter
@@ -262,3 +262,14 @@ def test_a_pause_of_a_sharded_queue_holds_on_every_alias_and_resume_lifts_all():
         jobqueue.pause("emails", by="ops")
     assert set(Pause.objects.using("queues2").values_list("name", flat=True)) == {"emails"}
     assert not Pause.objects.using("default").exists()
+
+
+def test_a_queue_placed_on_an_alias_not_in_databases_is_refused_writing_nothing():
+    with placed({"emails": "nowhere"}):
+        with pytest.raises(InvalidJobOption, match="'nowhere', which is not in DATABASES"):
+            jobqueue.enqueue("emails", NOOP)
+        with pytest.raises(InvalidJobOption, match="'nowhere'"):
+            jobqueue.enqueue_many(
+                [{"queue": "other", "job_type": NOOP}, {"queue": "emails", "job_type": NOOP}]
+            )
+    assert not Job.objects.exists() and not Job.objects.using("queues2").exists()
