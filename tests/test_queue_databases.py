@@ -27,6 +27,7 @@ from jobqueue.models import CronEntry, Job, Pause
 from jobqueue.queuedbspec import shard_index
 from jobqueue.routers import QueueDatabaseRouter
 from jobqueue.routing import all_queue_aliases, queue_alias, queue_aliases
+from jobqueue.worker.aliases import AliasShare, alias_shares
 from tests.conftest import ROOT, subprocess_env
 
 NOOP = "tests.testapp.jobs.noop"
@@ -246,7 +247,7 @@ def test_migrate_creates_jobqueue_tables_only_where_queues_live(tmp_path):
     assert not {t for t in other if t.startswith("jobqueue_")}
 
 
-# -- pauses: on every alias the queue lives on -----------------------------------------------------
+# -- pauses: on every alias the queue lives on --------------------------------------------------
 
 
 def test_a_pause_of_a_sharded_queue_holds_on_every_alias_and_resume_lifts_all():
@@ -273,3 +274,20 @@ def test_a_queue_placed_on_an_alias_not_in_databases_is_refused_writing_nothing(
                 [{"queue": "other", "job_type": NOOP}, {"queue": "emails", "job_type": NOOP}]
             )
     assert not Job.objects.exists() and not Job.objects.using("queues2").exists()
+
+
+# -- which queues a runworkers serves on each alias ---------------------------------------------
+
+
+def test_runworkers_serves_each_queue_on_its_aliases_and_star_on_every_queue_alias():
+    with placed({"emails": "queues2", "bulk": ["default", "queues2"]}):
+        shares = alias_shares(("emails", "bulk", "*"), (3, 2, 1))
+        assert shares == (
+            AliasShare("queues2", ("emails", "bulk", "*"), (3, 2, 1)),
+            AliasShare("default", ("bulk", "*"), (2, 1)),
+        )
+        only = alias_shares(("emails",), (1,), "default")
+        assert only == (AliasShare("default", ("emails",), (1,)),)
+    assert alias_shares(("emails", "bulk"), (1, 1)) == (
+        AliasShare("default", ("emails", "bulk"), (1, 1)),
+    )
