@@ -29,6 +29,10 @@
 * ``jobqueue.E021`` — ``manage.py check --database ALIAS`` (and ``migrate``): the alias is behind
   a transaction pooler (two open connections share a server backend) and not marked in
   ``POOLED_DATABASES``, or its ``LISTEN_DATABASE`` is. ``runworkers`` refuses to start then.
+* ``jobqueue.E022`` — ``JOBQUEUE["QUEUE_DATABASES"]`` names an alias that is not in ``DATABASES``.
+* ``jobqueue.W023`` — ``QUEUE_DATABASES`` places queues off ``default`` but ``DATABASE_ROUTERS``
+  lacks ``jobqueue.routers.QueueDatabaseRouter``: ``migrate`` would put jobqueue's tables on
+  every database, and leave them off none.
 """
 
 from __future__ import annotations
@@ -396,4 +400,45 @@ def check_transaction_pooler(
                     id="jobqueue.E021",
                 )
             )
+    return messages
+
+
+ROUTER_PATH = "jobqueue.routers.QueueDatabaseRouter"
+
+
+@checks.register()
+def check_queue_databases(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Check ``JOBQUEUE["QUEUE_DATABASES"]`` against ``DATABASES`` (jobqueue.E022, W023).
+
+    Any engine jobqueue supports may hold a queue (SQLite for development and tests too).
+    """
+    try:
+        placed = get_settings().queue_databases
+    except JobQueueConfigurationError:
+        return []  # reported by check_settings (E001)
+    databases = django_settings.DATABASES
+    messages: list[checks.CheckMessage] = []
+    for queue, aliases in placed.items():
+        for alias in aliases:
+            if alias not in databases:
+                messages.append(
+                    checks.Error(
+                        f"JOBQUEUE['QUEUE_DATABASES'][{queue!r}] names {alias!r}, which is not "
+                        f"an alias of DATABASES ({', '.join(sorted(databases))}).",
+                        hint="Add the database to DATABASES, or fix the alias.",
+                        id="jobqueue.E022",
+                    )
+                )
+    elsewhere = {alias for aliases in placed.values() for alias in aliases} - {"default"}
+    if elsewhere and ROUTER_PATH not in getattr(django_settings, "DATABASE_ROUTERS", []):
+        messages.append(
+            checks.Warning(
+                f"JOBQUEUE['QUEUE_DATABASES'] stores queues on {', '.join(sorted(elsewhere))} "
+                f"but DATABASE_ROUTERS lacks {ROUTER_PATH!r}: `migrate --database` would create "
+                "jobqueue's tables on every database.",
+                hint=f"Add {ROUTER_PATH!r} to DATABASE_ROUTERS, then run `manage.py migrate "
+                "--database ALIAS` for each queue database.",
+                id="jobqueue.W023",
+            )
+        )
     return messages

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connections
 from django.db.models import Q
 
-from . import arguments, audit, signals
+from . import arguments, audit, routing, signals
 from .errors import InvalidJobOption
 from .jobtypes import JobType
 from .models import Job
@@ -91,7 +92,9 @@ def enqueue(
         ordering_key: jobs with the same key (any queue) run one at a time, in enqueue order,
             across all workers; a retrying job holds its key until it succeeds, is cancelled or
             goes dead. None for no key.
-        using: database alias of the queue; default ``"default"``.
+        using: database alias to store the job on; default: the queue's alias by
+            ``JOBQUEUE["QUEUE_DATABASES"]`` (its shard, for a sharded queue), else
+            ``"default"``. An explicit alias is used as given, whatever the setting says.
         after: ids of jobs (on ``using``) this one runs after: it waits (state ``waiting``)
             until every one has succeeded, and ends cancelled if one ends dead or cancelled
             (see :mod:`jobqueue.parents`). None for none. Not with ``dedupe_key``.
@@ -157,7 +160,7 @@ def enqueue_or_get(
     ``created_at`` is the returned job's, as stored (the database's clock). Sends
     ``job_enqueued`` for a new row only.
     """
-    using = arguments.alias(using)
+    explicit = None if using is None else arguments.alias(using)
     parents = parent_options(
         after,
         run_on_parent_failure=run_on_parent_failure,
@@ -177,6 +180,7 @@ def enqueue_or_get(
         tenant_id=tenant_id,
         ordering_key=ordering_key,
     )
+    using = explicit or _routed(new_job)
     with _writing(using):
         if parents is None:
             job_id, created, created_at = get_store(using).enqueue_stamped(new_job)
@@ -224,7 +228,10 @@ def enqueue_many(
             required; ``queue`` too unless the type is registered with ``@job(queue=)``; the
             others optional, and type defaults apply as in :func:`enqueue`; see
             :data:`ENQUEUE_MANY_KEYS`).
-        using: database alias of the queues; default ``"default"``.
+        using: database alias of the queues; default: each job's alias by
+            ``JOBQUEUE["QUEUE_DATABASES"]``, the batch split into one insert per alias
+            (all or nothing per alias; across aliases only with the caller's transactions
+            open on each, see the README's "Scaling out"), else ``"default"``.
         chunk_bytes: most bytes of jobs per statement (>= 1); default
             ``ENQUEUE_MANY_CHUNK_BYTES`` (8 MiB). The client's extra memory stays near it. A
             job larger than it goes in a statement of its own.
@@ -244,7 +251,7 @@ def enqueue_many(
         django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
             the caller's transaction; retry the transaction.
     """
-    using = arguments.alias(using)
+    explicit = None if using is None else arguments.alias(using)
     if chunk_bytes is None:
         chunk_bytes = ENQUEUE_MANY_CHUNK_BYTES
     elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
@@ -253,15 +260,47 @@ def enqueue_many(
     new_jobs = build_jobs(specs)
     if not new_jobs:
         return []
-    with _writing(using):
-        if any(parents):
-            results = enqueue_each(get_store(using), new_jobs, parents)
-        else:
-            results = get_store(using).enqueue_many(new_jobs, chunk_bytes)
-    for job, (job_id, created) in zip(new_jobs, results, strict=True):
-        if created:
-            _send_enqueued(job, job_id, using)
-    return [job_id for job_id, _ in results]
+    by_alias: dict[str, list[int]] = {}
+    for index, job in enumerate(new_jobs):
+        by_alias.setdefault(explicit or _routed(job), []).append(index)
+    ids = [0] * len(new_jobs)
+    for alias, indexes in by_alias.items():
+        batch = [new_jobs[index] for index in indexes]
+        batch_parents = [parents[index] for index in indexes]
+        with _writing(alias):
+            if any(batch_parents):
+                # Parents are looked up on the job's own alias: a child and its parents
+                # share a database (docs/decisions.md, "Queues on several primaries").
+                results = enqueue_each(get_store(alias), batch, batch_parents)
+            else:
+                results = get_store(alias).enqueue_many(batch, chunk_bytes)
+        for index, job, (job_id, created) in zip(indexes, batch, results, strict=True):
+            ids[index] = job_id
+            if created:
+                _send_enqueued(job, job_id, alias)
+    return ids
+
+
+def _routed(job: NewJob) -> str:
+    """Return the alias ``JOBQUEUE["QUEUE_DATABASES"]`` stores ``job`` on.
+
+    Raises:
+        InvalidJobOption: the setting names an alias that is not in ``DATABASES`` (also
+            ``manage.py check``'s jobqueue.E022); nothing was written.
+    """
+    alias = routing.queue_alias(
+        job.queue,
+        tenant_id=job.tenant_id,
+        ordering_key=job.ordering_key,
+        dedupe_key=job.dedupe_key,
+    )
+    if alias not in connections.settings:
+        raise InvalidJobOption(
+            "using",
+            f"JOBQUEUE['QUEUE_DATABASES'] places queue {job.queue!r} on {alias!r}, which is not "
+            f"in DATABASES ({', '.join(sorted(connections.settings))})",
+        )
+    return alias
 
 
 def cancel(job_id: int, *, by: Any = None, using: str | None = None) -> bool:

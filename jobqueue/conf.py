@@ -5,7 +5,8 @@ the cache on Django's ``setting_changed`` signal, so ``override_settings`` works
 
 Each key has one parser (:data:`FIELDS`); the nested settings are parsed by the module that owns
 their value: ``policies`` (``BACKOFF``, ``BREAKER``, ``RETRY_BUDGET``), ``txlimits``
-(``TRANSACTION_LIMITS``), ``queuespec`` (``QUEUES``), ``poolspec`` (``POOLED_DATABASES``).
+(``TRANSACTION_LIMITS``), ``queuespec`` (``QUEUES``), ``poolspec`` (``POOLED_DATABASES``),
+``queuedbspec`` (``QUEUE_DATABASES``).
 Ranges come from the one table in ``limits``. ``Backoff``, ``Breaker``, ``RetryBudgetSettings``
 and ``TransactionLimits`` are re-exported here, the types of the settings' fields.
 """
@@ -38,6 +39,7 @@ from .policies import (
     parse_retry_budget,
 )
 from .poolspec import parse_pooled_databases
+from .queuedbspec import parse_queue_databases
 from .queuespec import parse_queues_setting
 from .ratelimits import RateLimits, parse_rate_limits
 from .txlimits import TransactionLimits, parse_transaction_limits
@@ -184,6 +186,10 @@ class JobQueueSettings:
     pooled_databases: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
     #: Token-bucket rate limits per dependency, job type and tenant (``ratelimits.py``).
     rate_limits: RateLimits = field(default_factory=RateLimits)
+    #: Queue databases (``jobqueue/queuedbspec.py``): queue or ``"*"`` -> its aliases (shards).
+    queue_databases: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
 
 def _ranged(key: str) -> Callable[[Any], float]:
@@ -374,6 +380,7 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
     "ENQUEUE_UNREGISTERED": ("enqueue_unregistered", parse_enqueue_unregistered),
     "POOLED_DATABASES": ("pooled_databases", parse_pooled_databases),
     "RATE_LIMITS": ("rate_limits", parse_rate_limits),
+    "QUEUE_DATABASES": ("queue_databases", parse_queue_databases),
 }
 
 _KEYS = {*FIELDS, "CRON"}

@@ -15,6 +15,7 @@ from typing import Any
 from . import arguments, audit
 from .jobtypes import JobType
 from .pause_model import Pause, PauseKind
+from .routing import all_queue_aliases, queue_aliases
 from .store import get_store
 from .store.pauses import Paused
 
@@ -34,11 +35,12 @@ def pause(queue: str, *, by: Any = "", reason: str = "", using: str | None = Non
         by: who pauses it (a Django user or a name), recorded and shown by the admin and
             ``status``; a user also gets a ``LogEntry``.
         reason: why, recorded (at most 200 characters).
-        using: database alias of the queue (default ``"default"``).
+        using: database alias of the queue (default: every alias the queue lives on,
+            ``JOBQUEUE["QUEUE_DATABASES"]``; ``"default"`` without the setting).
 
     Returns:
-        True if this call paused it; False if it was paused already (the first pause's ``by``,
-        time and reason stand).
+        True if this call paused it (on any of its aliases); False if it was paused already
+        (the first pause's ``by``, time and reason stand).
 
     Raises:
         InvalidJobOption: a bad queue name, ``by``, ``reason`` or alias.
@@ -56,7 +58,7 @@ def pause_type(
         job_type: a type name, or the object ``@job`` returned.
         by: who pauses it, recorded.
         reason: why, recorded (at most 200 characters).
-        using: database alias of the queue (default ``"default"``).
+        using: database alias (default: every queue database).
 
     Returns:
         True if this call paused it; False if it was paused already.
@@ -101,27 +103,42 @@ def paused(using: str | None = None) -> list[Paused]:
     return get_store(arguments.alias(using)).paused()
 
 
+def _aliases(kind: str, name: str, using: str | None) -> tuple[str, ...]:
+    """Return the aliases a pause or resume writes to: ``using``, else all the name's.
+
+    A queue's are the aliases it lives on (``JOBQUEUE["QUEUE_DATABASES"]``), a type's every
+    queue database: each database's claims read only its own pauses.
+    """
+    if using is not None:
+        return (arguments.alias(using),)
+    return queue_aliases(name) if kind == PauseKind.QUEUE else all_queue_aliases()
+
+
 def _pause(kind: str, name: str, by: Any, reason: Any, using: str | None) -> bool:
     who = audit.actor_name(by)
     why = arguments.text("reason", reason, 200) or ""
-    alias = arguments.alias(using)
-    _, created = get_store(alias).pause(kind, name, who, why)
-    if created:
-        _log(by, kind, name, alias, audit.ADDITION, f"Paused {kind} {name}.")
-    return created
+    paused_now = False
+    for alias in _aliases(kind, name, using):
+        _, created = get_store(alias).pause(kind, name, who, why)
+        if created:
+            _log(by, kind, name, alias, audit.ADDITION, f"Paused {kind} {name}.")
+        paused_now |= created
+    return paused_now
 
 
 def _resume(kind: str, name: str, by: Any, using: str | None) -> bool:
     audit.actor_name(by)  # a bad ``by`` is refused before anything changes
-    alias = arguments.alias(using)
-    row: int | None = None
-    if audit.is_user(by):  # read first: the resume deletes the row the log names
-        rows = Pause.objects.using(alias).filter(kind=kind, name=name)
-        row = rows.values_list("pk", flat=True).first()
-    lifted = get_store(alias).resume(kind, name) is not None
-    if lifted:
-        _log(by, kind, name, alias, audit.DELETION, f"Resumed {kind} {name}.", row)
-    return lifted
+    resumed = False
+    for alias in _aliases(kind, name, using):
+        row: int | None = None
+        if audit.is_user(by):  # read first: the resume deletes the row the log names
+            rows = Pause.objects.using(alias).filter(kind=kind, name=name)
+            row = rows.values_list("pk", flat=True).first()
+        lifted = get_store(alias).resume(kind, name) is not None
+        if lifted:
+            _log(by, kind, name, alias, audit.DELETION, f"Resumed {kind} {name}.", row)
+        resumed |= lifted
+    return resumed
 
 
 def _log(

@@ -29,6 +29,25 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"transaction_mode": "IMMEDIATE", "timeout": 30}
     )
 
+# Queue-database tests (tests/test_queue_databases.py): a second queue database, "queues2",
+# beside the default (a second database on the same PostgreSQL server, or a second SQLite file).
+# A worker subprocess is told the test database's name by JOBQUEUE_QUEUES2_URL.
+if env("JOBQUEUE_QUEUES2_URL", default=""):
+    DATABASES["queues2"] = env.db("JOBQUEUE_QUEUES2_URL")
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["queues2"] = {**DATABASES["sqlite"], "NAME": "jobqueue-tests-queues2.sqlite3"}
+else:
+    DATABASES["queues2"] = {
+        **DATABASES["default"],
+        "NAME": f"{DATABASES['default']['NAME']}_queues2",
+    }
+
+# The migration router test (tests/test_queue_databases.py) adds SQLite files "alias=path,...".
+for extra in filter(None, env("JOBQUEUE_TEST_EXTRA_SQLITE", default="").split(",")):
+    extra_alias, _, extra_path = extra.partition("=")
+    DATABASES[extra_alias] = {"ENGINE": "django.db.backends.sqlite3", "NAME": extra_path}
+DATABASE_ROUTERS = env.list("JOBQUEUE_TEST_ROUTERS", default=[])
+
 # Pooler-mode tests (tests/test_process_pooler.py): DATABASE_URL goes through PgBouncer,
 # JOBQUEUE_DIRECT_URL reaches the same database directly (the "direct" alias, for LISTEN).
 if env("JOBQUEUE_DIRECT_URL", default=""):

@@ -42,6 +42,7 @@ PARTS: dict[str, set[str]] = {
         "claimed",
         "queuespec",
         "poolspec",
+        "queuedbspec",
         "txlimits",
         "outage",
         "stopping",
@@ -52,7 +53,7 @@ PARTS: dict[str, set[str]] = {
         "jobstatus",
         "ratelimits",
     },
-    "settings": {"conf", "arguments"},
+    "settings": {"conf", "arguments", "routing"},
     "schema": {
         "models",
         "pause_model",
@@ -93,7 +94,17 @@ PARTS: dict[str, set[str]] = {
         "chains",
         "batches",
     },
-    "surfaces": {"admin", "management", "ops", "metrics", "health", "checks", "apps", "__main__"},
+    "surfaces": {
+        "admin",
+        "management",
+        "ops",
+        "metrics",
+        "health",
+        "checks",
+        "routers",
+        "apps",
+        "__main__",
+    },
     "api": {""},
 }
 

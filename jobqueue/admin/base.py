@@ -19,6 +19,7 @@ from ..ops.jobs import progress_text
 from ..states import JobState
 from . import actions as bulk
 from .batches import batch_url
+from .databases import DB_PARAM, selected_alias, selector, with_db
 from .display import (
     compact_time,
     error_history_table,
@@ -63,6 +64,16 @@ DETAIL_FIELDSETS: FieldsetSpec = (
 
 class JobChangeList(ChangeList):
     """The job list, with each shown row's masked values at hand for its "last error" cell."""
+
+    def get_filters_params(self, params: Any = None) -> dict[str, Any]:
+        """Leave ``?db=`` (the queue database, not a field lookup) out of the filters."""
+        lookup_params = super().get_filters_params(params)
+        lookup_params.pop(DB_PARAM, None)
+        return lookup_params
+
+    def url_for_result(self, result: Any) -> str:
+        """Link a row to its detail page on the row's own queue database."""
+        return with_db(super().url_for_result(result), result._state.db)
 
     def get_results(self, request: HttpRequest) -> None:
         """Fetch the page, then the payload and result of its rows with errors, in one query.
@@ -161,8 +172,20 @@ class JobAdminBase(FamilyMixin, InputGuardMixin, admin.ModelAdmin):
         return JobChangeList
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        """Leave the payload and result (up to 1 MiB each) out of the list's query."""
-        return super().get_queryset(request).defer("payload", "result", "checkpoint")
+        """Read the selected queue database (``?db=``), without payload, result, checkpoint.
+
+        Those columns (up to 1 MiB each) stay out of the list's query.
+        """
+        jobs = super().get_queryset(request).using(selected_alias(request))
+        return jobs.defer("payload", "result", "checkpoint")
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None):
+        """Add the queue database selector (shown with more than one queue database)."""
+        extra_context = {
+            **(extra_context or {}),
+            "jobqueue_databases": selector(selected_alias(request)),
+        }
+        return super().changelist_view(request, extra_context)
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
@@ -241,10 +264,11 @@ class JobAdminBase(FamilyMixin, InputGuardMixin, admin.ModelAdmin):
 
     def _json_url(self, job: Job, field: str) -> str:
         opts = self.model._meta
-        return reverse(
+        url = reverse(
             f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_json",
             args=[job.pk, field],
         )
+        return with_db(url, job._state.db or "default")
 
     @admin.display(description="payload")
     def payload_block(self, job: Job) -> str:
@@ -323,8 +347,9 @@ class JobAdminBase(FamilyMixin, InputGuardMixin, admin.ModelAdmin):
                     buttons.append(action)
             opts = self.model._meta
             extra_context["job_actions"] = buttons
-            extra_context["job_actions_url"] = reverse(
-                f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_changelist"
+            extra_context["job_actions_url"] = with_db(
+                reverse(f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_changelist"),
+                job._state.db or "default",
             )
         return super().change_view(request, object_id, form_url, extra_context)
 

@@ -12,7 +12,7 @@ state holds 10,000 rows or more (marked "≈"); everything else is exact.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,6 +38,7 @@ from ..fairness import rate_limits
 from ..models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
 from ..ops.clock import humanize_seconds
 from ..ops.queues import served_queues
+from ..routing import all_queue_aliases
 from ..states import CLAIMABLE, JobState
 from ..store import get_store
 from .charts import DEFAULT_SPAN, charts
@@ -82,6 +83,17 @@ class QueueStats:
     def live(self) -> int:
         """Return how many jobs are ready, scheduled or leased."""
         return sum(self.counts[s] for s in (JobState.READY, JobState.SCHEDULED, JobState.LEASED))
+
+    def add(self, other: QueueStats) -> None:
+        """Add ``other``'s counts into this row (totals; one queue on several databases)."""
+        for state in STATES:
+            self.counts[state] += other.counts[state]
+        self.estimated |= other.estimated
+        self.due += other.due
+        for name in ("succeeded_5m", "succeeded_1h", "dead_5m", "dead_1h"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        if other.lag_s is not None and (self.lag_s is None or other.lag_s > self.lag_s):
+            self.lag_s = other.lag_s
 
     def cells(self) -> list[tuple[str, int, bool]]:
         """Return ``(state, count, estimated)`` in lifecycle order, for the template."""
@@ -242,6 +254,16 @@ def dead_letters(using: str = "default") -> list[Mapping[str, Any]]:
     return sorted(rows, key=lambda r: (-r["n"], r["type"], r["queue"]))
 
 
+def merged_dead_letters(lists: Iterable[list[Mapping[str, Any]]]) -> list[Mapping[str, Any]]:
+    """Sum :func:`dead_letters` of several databases per (type, queue), most first."""
+    n: dict[tuple[str, str], int] = {}
+    for rows in lists:
+        for r in rows:
+            n[r["type"], r["queue"]] = n.get((r["type"], r["queue"]), 0) + r["n"]
+    merged = [{"type": t, "queue": q, "n": count} for (t, q), count in n.items()]
+    return sorted(merged, key=lambda r: (-r["n"], r["type"], r["queue"]))
+
+
 def workers(using: str = "default") -> list[Worker]:
     """Return every worker row, with ``is_alive`` to tell the running from the vanished."""
     return list(Worker.objects.using(using).order_by("host", "pid"))
@@ -252,23 +274,23 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
     if not modeladmin.has_view_permission(request):
         raise PermissionDenied
     started = time.perf_counter()
-    using = "default"
+    # Every queue database, summed (JOBQUEUE["QUEUE_DATABASES"]); the charts read the first.
+    aliases = all_queue_aliases()
+    using = aliases[0]
     now = timezone.now()
-    dead = dead_letters(using)
-    queues = queue_stats(using, now, dead)
+    dead_per_alias = {alias: dead_letters(alias) for alias in aliases}
+    dead = merged_dead_letters(dead_per_alias.values())
+    by_name: dict[str, QueueStats] = {}
+    for alias, alias_dead in dead_per_alias.items():
+        for stats in queue_stats(alias, now, alias_dead):
+            by_name.setdefault(stats.name, QueueStats(name=stats.name)).add(stats)
+    queues = sorted(by_name.values(), key=lambda s: s.name)
     totals = QueueStats(name="all queues")
     for stats in queues:
-        for state in STATES:
-            totals.counts[state] += stats.counts[state]
-        totals.estimated |= stats.estimated
-        totals.due += stats.due
-        for name in ("succeeded_5m", "succeeded_1h", "dead_5m", "dead_1h"):
-            setattr(totals, name, getattr(totals, name) + getattr(stats, name))
-        if stats.lag_s is not None and (totals.lag_s is None or stats.lag_s > totals.lag_s):
-            totals.lag_s = stats.lag_s
-    worker_rows = workers(using)
+        totals.add(stats)
+    worker_rows = [w for alias in aliases for w in workers(alias)]
     served = served_queues([w for w in worker_rows if w.is_alive], [s.name for s in queues])
-    pauses = list(Pause.objects.using(using).order_by("kind", "name"))
+    pauses = [p for alias in aliases for p in Pause.objects.using(alias).order_by("kind", "name")]
     paused_queues = {p.name: p for p in pauses if p.kind == "queue"}
     for stats in queues:
         stats.paused = paused_queues.get(stats.name)
@@ -287,10 +309,12 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "dead_by_type_more": max(len(dead) - DEAD_BY_TYPE_ROWS, 0),
         "workers": worker_rows,
         "alive_workers": sum(1 for w in worker_rows if w.is_alive),
-        "cron_entries": cron_entries(using),
-        "breakers": breaker_rows(using),
-        "budgets": budget_rows(using),
-        "rate_limits": get_store(using).rate_limit_rows(rate_limits())[:200],
+        "cron_entries": [e for alias in aliases for e in cron_entries(alias)],
+        "breakers": [b for alias in aliases for b in breaker_rows(alias)],
+        "budgets": [b for alias in aliases for b in budget_rows(alias)],
+        "rate_limits": [
+            r for alias in aliases for r in get_store(alias).rate_limit_rows(rate_limits())
+        ][:200],
         "pauses": pauses,
         "can_pause": user.has_perm("jobqueue.add_pause"),
         "can_resume": user.has_perm("jobqueue.delete_pause"),

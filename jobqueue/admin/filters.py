@@ -18,6 +18,7 @@ from ..conf import get_settings
 from ..jobtypes import registry
 from ..models import Job, Worker
 from ..states import CLAIMABLE, DeadReason, JobState
+from .databases import selected_alias
 
 RETRYING = "retrying"
 
@@ -130,7 +131,7 @@ class QueueFilter(_ChoicesWithCurrent):
 
     def choices_from(self, request: Any) -> list[str]:
         """Return the known queue names."""
-        return known_queues()
+        return known_queues(selected_alias(request))
 
 
 class JobTypeFilter(_ChoicesWithCurrent):
@@ -142,7 +143,7 @@ class JobTypeFilter(_ChoicesWithCurrent):
 
     def choices_from(self, request: Any) -> list[str]:
         """Return the registered job types."""
-        return known_job_types()
+        return known_job_types(selected_alias(request))
 
 
 class DeadLetterQueueFilter(QueueFilter):
@@ -150,7 +151,7 @@ class DeadLetterQueueFilter(QueueFilter):
 
     def choices_from(self, request: Any) -> list[str]:
         """Return the known queues plus the queues of dead jobs (a read of dead rows only)."""
-        return [*super().choices_from(request), *_dead_values("queue")]
+        return [*super().choices_from(request), *_dead_values("queue", selected_alias(request))]
 
 
 class DeadLetterTypeFilter(JobTypeFilter):
@@ -158,14 +159,13 @@ class DeadLetterTypeFilter(JobTypeFilter):
 
     def choices_from(self, request: Any) -> list[str]:
         """Return the registered types plus the types of dead jobs (a read of dead rows only)."""
-        return [*super().choices_from(request), *_dead_values("type")]
+        return [*super().choices_from(request), *_dead_values("type", selected_alias(request))]
 
 
-def _dead_values(field: str) -> list[str]:
+def _dead_values(field: str, using: str) -> list[str]:
     # Dead rows only, found through the partial index on finished jobs; a handful of values.
-    return list(
-        Job.objects.filter(state=JobState.DEAD).values_list(field, flat=True).distinct().order_by()
-    )
+    dead = Job.objects.using(using).filter(state=JobState.DEAD)
+    return list(dead.values_list(field, flat=True).distinct().order_by())
 
 
 class TenantFilter(admin.ListFilter):

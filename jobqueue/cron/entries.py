@@ -16,6 +16,7 @@ from ..conf import get_settings
 from ..errors import InvalidJobOption
 from ..jobtypes import JobType, registered
 from ..models import CronEntry, CronSource
+from ..routing import holds_cron_entry
 from ..store import Store, get_store
 from ..store.cron_entries import ENTRY_FIELDS
 from .spec import DEFAULT_CRON_MISSED_CAP, FIRE_TIME_KEY, accepts_fire_time
@@ -250,7 +251,8 @@ def reconcile_settings(using: str | None = None) -> dict[str, list[str]]:
     report: dict[str, list[str]] = {
         k: [] for k in ("created", "updated", "unchanged", "disabled", "conflict")
     }
-    specs = get_settings().cron
+    # Each entry lives on its queue's alias (routing.py): the other aliases' schedulers disable it.
+    specs = [s for s in get_settings().cron if holds_cron_entry(alias, s.queue, s.name)]
     for spec in specs:
         values = {f: getattr(spec, f) for f in ("name", *ENTRY_FIELDS)}
         entry, outcome = save_entry(

@@ -390,6 +390,8 @@ def record_parent_results(context, path, parent_results, **kwargs):
         results = json.dumps(parent_results, separators=(",", ":"))
         f.write(f"{context.job_id} {context.attempt} {os.getpid()} {results}\n")
     return {"job": context.job_id, "parents": parent_results}
+
+
 @job
 def batch_member(index=0, sleep_s=0.0, fail=False):
     """A batch member (test_batches): sleeps, then succeeds or fails for good."""

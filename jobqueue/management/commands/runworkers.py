@@ -30,6 +30,7 @@ from jobqueue.stopping import STANDALONE, SUPERVISED
 from jobqueue.store.pooler import refuse_unmarked_pooler
 from jobqueue.supervisor import EXIT_RECYCLE, Supervisor, reexec
 from jobqueue.worker import Worker, default_worker_id
+from jobqueue.worker.aliases import AliasShare, alias_shares
 
 
 def _spec(queues: tuple[str, ...], weights: tuple[int, ...]) -> str:
@@ -156,7 +157,11 @@ class Command(BaseCommand):
             help="name to hold leases under (default: host:pid:random)",
         )
         parser.add_argument(
-            "--database", default="default", help="database alias of the queue (default: 'default')"
+            "--database",
+            default=None,
+            help="serve every queue on this database alias only (default: each queue on the "
+            "aliases JOBQUEUE['QUEUE_DATABASES'] places it on, one process per alias; "
+            "'default' without the setting)",
         )
         parser.add_argument(
             "--processes",
@@ -175,17 +180,18 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         self._configure_logging(options["verbosity"])
         conf = get_settings()
-        if options["database"] not in connections:
+        if options["database"] is not None and options["database"] not in connections:
             raise CommandError(f"--database {options['database']!r} is not in DATABASES")
-        _require_migrations(options["database"])
-        using = options["database"]
-        try:
-            # Behind a transaction pooler not marked as such, LISTEN loses wake-ups and session
-            # state leaks between clients: refuse now, not after the first lost job.
-            refuse_unmarked_pooler(using)
-        except JobQueueConfigurationError as exc:
-            raise CommandError(str(exc)) from exc
         queues, weights = options["queues"] or (conf.queues, conf.queue_weights)
+        shares = alias_shares(queues, weights, options["database"])
+        for share in shares:
+            _require_migrations(share.alias)
+            try:
+                # Behind a transaction pooler not marked as such, LISTEN loses wake-ups and
+                # session state leaks between clients: refuse now, not after the first lost job.
+                refuse_unmarked_pooler(share.alias)
+            except JobQueueConfigurationError as exc:
+                raise CommandError(str(exc)) from exc
         if options["strict"] and any(weight != 1 for weight in weights):
             raise CommandError(
                 "--strict serves queues in the order listed, so weights do not apply: drop "
@@ -193,23 +199,28 @@ class Command(BaseCommand):
             )
         _check_exclusions(queues, options["exclude_queues"])
         settings = {
-            "queues": queues,
-            "weights": weights,
             "strict": options["strict"],
             "concurrency": options["concurrency"],
             "lease_s": options["lease"],
             "poll_interval_s": options["poll_interval"],
             "grace_s": options["grace"],
             "burst": options["burst"],
-            "using": using,
             "exclude_queues": options["exclude_queues"],
             "max_tasks": options["max_tasks"],
         }
         with_scheduler = not options["no_scheduler"] and not options["burst"]
 
-        def run_worker(worker_id: str | None, *, recycle: bool) -> Worker:
+        def run_worker(worker_id: str | None, *, recycle: bool, share: AliasShare) -> Worker:
             # Built in the process that runs it: under --processes, after the fork.
             worker_id = worker_id or default_worker_id()
+            using = share.alias
+            if len(shares) > 1:
+                logging.getLogger("jobqueue.worker").info(
+                    "worker %s serves database %r: queues %s",
+                    worker_id,
+                    using,
+                    _spec(share.queues, share.weights),
+                )
             services: list[Any] = []
             scheduler = None
             if with_scheduler:
@@ -226,6 +237,9 @@ class Command(BaseCommand):
                 recycle_on_overrun=recycle,
                 # Under the supervisor (recycle): a group-wide SIGTERM must drain only once.
                 stop_signals=SUPERVISED if recycle else STANDALONE,
+                queues=share.queues,
+                weights=share.weights,
+                using=using,
                 **settings,
             )
             try:
@@ -244,8 +258,8 @@ class Command(BaseCommand):
             return worker
 
         processes = options["processes"]
-        if processes is None:
-            worker = run_worker(options["worker_id"], recycle=False)
+        if processes is None and len(shares) == 1:
+            worker = run_worker(options["worker_id"], recycle=False, share=shares[0])
             code = worker.exit_code
             assert code is not None  # run_worker returns only once run() has set it
             if code == EXIT_RECYCLE and sys.argv[1:2] == ["runworkers"]:
@@ -268,16 +282,22 @@ class Command(BaseCommand):
                 sys.exit(code)
             return
 
+        alias_of: dict[str, str] = {}
+
         def slot_worker_id(slot: int, pid: int, nonce: str) -> str:
             # Named by the child's pid (leased_by points at the process to signal), with a
             # nonce the supervisor drew, so that it knows whose leases a dead child held.
             worker_id = options["worker_id"]
             if worker_id:
-                return f"{worker_id}-{slot}"[:MAX_WORKER_ID_LENGTH]
-            return default_worker_id(pid, nonce)
+                worker_id = f"{worker_id}-{slot}"[:MAX_WORKER_ID_LENGTH]
+            else:
+                worker_id = default_worker_id(pid, nonce)
+            alias_of[worker_id] = shares[slot % len(shares)].alias  # for hand_back, below
+            return worker_id
 
         def run_slot(slot: int, worker_id: str) -> int:
-            worker = run_worker(worker_id, recycle=True)
+            # Slots take the aliases in turn: N processes per alias, each on one alias.
+            worker = run_worker(worker_id, recycle=True, share=shares[slot % len(shares)])
             code = worker.exit_code
             assert code is not None  # as above
             if code == 0 and worker.quota.spent and not worker.stop_requested:
@@ -285,12 +305,17 @@ class Command(BaseCommand):
             return code
 
         grace = conf.grace_seconds if options["grace"] is None else options["grace"]
+
+        def hand_back(worker_id: str) -> None:
+            # A dead child held leases on its slot's alias only.
+            hand_back_leases(worker_id, alias_of.get(worker_id, shares[0].alias))
+
         Supervisor(
-            processes=processes,
+            processes=(processes or 1) * len(shares),
             run_worker=run_slot,
             grace_s=grace,
             worker_id_for=slot_worker_id,
-            hand_back=lambda worker_id: hand_back_leases(worker_id, using),
+            hand_back=hand_back,
         ).run()
 
     def _configure_logging(self, verbosity: int) -> None:
