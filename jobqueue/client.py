@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from . import arguments, audit, signals
+from . import arguments, audit, outbox, routing, signals
 from .errors import InvalidJobOption
 from .jobtypes import JobType
 from .models import Job
@@ -87,10 +87,14 @@ def enqueue(
         ordering_key: jobs with the same key (any queue) run one at a time, in enqueue order,
             across all workers; a retrying job holds its key until it succeeds, is cancelled or
             goes dead. None for no key.
-        using: database alias of the queue; default ``"default"``.
+        using: database alias of the queue; default the queue's (``QUEUE_DATABASES``). When an
+            ``atomic()`` block is open on another alias and none on this one, the job goes to
+            that alias's outbox in its transaction, and the workers relay it (``jobqueue.outbox``).
 
     Returns:
-        The new job's id, or the live job's id when ``dedupe_key`` is already held.
+        The new job's id, or the live job's id when ``dedupe_key`` is already held. Through the
+        outbox: the id the job will have once relayed (a held dedupe key is then found by the
+        relay, which inserts nothing).
 
     Raises:
         InvalidPayload: the payload is not JSON (the message names the path), holds a NUL or a
@@ -140,7 +144,6 @@ def enqueue_or_get(
     ``created_at`` is the returned job's, as stored (the database's clock). Sends
     ``job_enqueued`` for a new row only.
     """
-    using = arguments.alias(using)
     new_job = build_job(
         queue,
         job_type,
@@ -154,6 +157,18 @@ def enqueue_or_get(
         tenant_id=tenant_id,
         ordering_key=ordering_key,
     )
+    if using is None:
+        using = routing.queue_alias(
+            new_job.queue,
+            tenant_id=new_job.tenant_id,
+            ordering_key=new_job.ordering_key,
+            dedupe_key=new_job.dedupe_key,
+        )
+    using = arguments.alias(using)
+    caller = outbox.caller_alias(using)
+    if caller is not None:
+        # The queue is on another database than the caller's open transaction (issue 16).
+        return outbox.put(new_job, queue_alias=using, caller=caller)
     with _writing(using):
         job_id, created, created_at = get_store(using).enqueue_stamped(new_job)
     if created:

@@ -18,6 +18,7 @@ from . import validation
 from .breaker_model import BreakerState, DependencyBreaker, RetryBudget  # noqa: F401  (re-exported)
 from .crontab import validate_cron_expression, validate_timezone
 from .gauge_model import GaugeSnapshot  # noqa: F401  (re-exported: its model module)
+from .outbox_model import OutboxEntry  # noqa: F401  (re-exported: its model module)
 from .pause_model import Pause, PauseKind  # noqa: F401  (re-exported: its model module)
 from .rollup_model import Rollup  # noqa: F401  (re-exported: its model module)
 from .states import CLAIMABLE, FINISHED, LIVE, DeadReason, JobState

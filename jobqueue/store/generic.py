@@ -48,6 +48,7 @@ from .generic_cron import GenericCronStore
 from .generic_deaths import GenericDeathStore
 from .generic_gauges import GenericGaugeStore
 from .generic_operator import GenericOperatorStore
+from .generic_outbox import GenericOutboxStore
 from .generic_pauses import GenericPauseStore
 from .generic_progress import GenericProgressStore
 from .generic_rollups import GenericRollupStore
@@ -65,6 +66,7 @@ class GenericStore(
     GenericDependencyStore,
     GenericDeathStore,
     GenericOperatorStore,
+    GenericOutboxStore,
     GenericPauseStore,
     GenericProgressStore,
     GenericRollupStore,

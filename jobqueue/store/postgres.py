@@ -43,6 +43,7 @@ from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
 from .postgres_gauges import PostgresGaugeStore
 from .postgres_operator import PostgresOperatorStore
+from .postgres_outbox import PostgresOutboxStore
 from .postgres_pauses import PostgresPauseStore
 from .postgres_progress import PostgresProgressStore
 from .postgres_rollups import PostgresRollupStore
@@ -78,6 +79,7 @@ class PostgresStore(
     PostgresDependencyStore,
     PostgresDeathStore,
     PostgresOperatorStore,
+    PostgresOutboxStore,
     PostgresPauseStore,
     PostgresProgressStore,
     PostgresRollupStore,

@@ -9,6 +9,7 @@ breakers and budgets (``breakers.py``), worker rows (``workers.py``), pauses (``
 the metrics' gauges (``gauges.py``).
 progress and checkpoints (``progress.py``).
 the per-minute rollup (``rollups.py``).
+the transactional outbox (``outbox.py``).
 The composite lives here, not in ``base.py``, because ``cron.py`` takes
 :class:`~jobqueue.store.base.NewJob` from there.
 """
@@ -22,6 +23,7 @@ from .breakers import DependencyStore
 from .cron import CronStore
 from .gauges import GaugeStore
 from .operator import OperatorStore
+from .outbox import OutboxStore
 from .pauses import PauseStore
 from .progress import ProgressStore
 from .rollups import RollupStore
@@ -35,6 +37,7 @@ class Store(
     DependencyStore,
     WorkerStore,
     PauseStore,
+    OutboxStore,
     GaugeStore,
     ProgressStore,
     RollupStore,

@@ -33,7 +33,9 @@ class Service(Protocol):
 
     Optional: ``ready() -> bool``: when it returns False the round is put off to the runner's
     next tick (the reaper, held after an outage); ``stop()``: called once on the runner's
-    thread when the runner stops (the scheduler resigns its leader lease there).
+    thread when the runner stops (the scheduler resigns its leader lease there);
+    ``own_thread = True``: a frequent service that still gets a runner of its own (the outbox
+    relay, whose other databases must not delay the heartbeat).
     """
 
     name: str
@@ -232,7 +234,8 @@ def start_services(
     Args:
         services: the services (``interval_s`` in seconds).
         maintenance: the worker's maintenance runner, not started yet: a service that ticks
-            more often than every :data:`RELEASE_IDLE_S` seconds joins it (:class:`WhileClaiming`).
+            more often than every :data:`RELEASE_IDLE_S` seconds joins it (:class:`WhileClaiming`),
+            unless it asks for ``own_thread``.
         using: database alias.
         stopping: set once the worker stops claiming; it ends the services.
 
@@ -242,7 +245,7 @@ def start_services(
     """
     threads = []
     for service in services:
-        if service.interval_s < RELEASE_IDLE_S:
+        if service.interval_s < RELEASE_IDLE_S and not getattr(service, "own_thread", False):
             maintenance.add(WhileClaiming(service, stopping))
             continue
         runner = ServiceRunner([service], name=service.name, using=using, stop=stopping)
