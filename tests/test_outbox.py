@@ -17,8 +17,10 @@ from django.db import transaction
 from django.test import override_settings
 
 import jobqueue
+from jobqueue import metrics
 from jobqueue.errors import InvalidJobOption
 from jobqueue.models import Job, OutboxEntry
+from jobqueue.ops.outbox import lag_check
 from jobqueue.relay import RELAY_BATCH, OutboxRelay, relay_batch
 from jobqueue.store import bounded, get_store
 from tests.conftest import (
@@ -242,6 +244,7 @@ import django
 django.setup()
 from django.db import transaction
 import jobqueue
+from jobqueue import metrics
 with transaction.atomic():
     job_id = jobqueue.enqueue(
         "emails", "tests.testapp.jobs.record", {"path": sys.argv[1]}, using="outbox_queue"
@@ -285,3 +288,25 @@ def test_the_relay_service_relays_from_every_other_outbox_database():
     ids = enqueue_many_through_the_outbox(3)
     assert relay.run_once() == 3
     assert sorted(queue_jobs().values_list("id", flat=True)) == sorted(ids)
+
+
+def test_metrics_and_health_show_what_waits_for_the_queue_database():
+    enqueue_many_through_the_outbox(3)
+    text = metrics.compute(QUEUE_DB)
+    assert 'jobqueue_outbox_rows{database="default"} 3' in text
+    assert 'jobqueue_outbox_up{database="default"} 1' in text
+    ok, detail, data = lag_check(QUEUE_DB)
+    assert ok, detail
+    assert data["outbox_waiting"] == {"default": 3}
+    # A limit the oldest row has outgrown: the relay is behind.
+    wait_for(lambda: not lag_check(QUEUE_DB, max_lag_s=0.001)[0])
+    assert "default: oldest waits" in lag_check(QUEUE_DB, max_lag_s=0.001)[1]
+    relay_all()
+    assert 'jobqueue_outbox_rows{database="default"} 0' in metrics.compute(QUEUE_DB)
+    assert lag_check(QUEUE_DB, max_lag_s=0.001)[0]
+    # The default queue database has no outbox relaying to it (default is the only outbox).
+    assert lag_check("default") == (
+        True,
+        "no outbox relays to this database",
+        {"outbox_waiting": {}, "outbox_down": []},
+    )
