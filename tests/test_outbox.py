@@ -18,7 +18,9 @@ from django.test import override_settings
 
 import jobqueue
 from jobqueue import metrics
-from jobqueue.errors import InvalidJobOption
+from jobqueue.checks import check_outbox_databases
+from jobqueue.conf import build_settings
+from jobqueue.errors import InvalidJobOption, JobQueueConfigurationError
 from jobqueue.models import Job, OutboxEntry
 from jobqueue.ops.outbox import lag_check
 from jobqueue.relay import RELAY_BATCH, OutboxRelay, relay_batch
@@ -310,3 +312,19 @@ def test_metrics_and_health_show_what_waits_for_the_queue_database():
         "no outbox relays to this database",
         {"outbox_waiting": {}, "outbox_down": []},
     )
+
+
+def test_check_names_an_outbox_alias_missing_from_databases():
+    with override_settings(JOBQUEUE={"OUTBOX_DATABASES": ["default", "nowhere"]}):
+        errors = check_outbox_databases()
+    assert [(e.id, "'nowhere'" in e.msg) for e in errors] == [("jobqueue.E030", True)]
+    assert check_outbox_databases() == []
+
+
+def test_bad_outbox_settings_name_the_key():
+    for bad in ({"OUTBOX_DATABASES": [""]}, {"OUTBOX_DATABASES": 3}):
+        with pytest.raises(JobQueueConfigurationError, match="OUTBOX_DATABASES"):
+            build_settings(bad)
+    with pytest.raises(JobQueueConfigurationError, match="OUTBOX_RELAY_INTERVAL_SECONDS"):
+        build_settings({"OUTBOX_RELAY_INTERVAL_SECONDS": 0})
+    assert build_settings({"OUTBOX_DATABASES": []}).outbox_databases == ()
