@@ -26,6 +26,7 @@
   ``.iterator()`` server-side cursors do not survive transaction pooling.
 * ``jobqueue.W022`` — a PostgreSQL alias not marked pooled whose ``PORT`` is 6432 (PgBouncer's
   own): statically, it looks like a pooler.
+* ``jobqueue.E030`` — ``JOBQUEUE["OUTBOX_DATABASES"]`` names an alias that is not in ``DATABASES``.
 * ``jobqueue.E021`` — ``manage.py check --database ALIAS`` (and ``migrate``): the alias is behind
   a transaction pooler (two open connections share a server backend) and not marked in
   ``POOLED_DATABASES``, or its ``LISTEN_DATABASE`` is. ``runworkers`` refuses to start then.
@@ -300,6 +301,24 @@ def _is_postgres(params: Any) -> bool:
         return load_backend(params["ENGINE"]).DatabaseWrapper.vendor == "postgresql"
     except ImproperlyConfigured:  # an ENGINE that does not import: Django reports it
         return False
+
+
+@checks.register()
+def check_outbox_databases(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Check that every ``OUTBOX_DATABASES`` alias is in ``DATABASES`` (jobqueue.E030)."""
+    try:
+        aliases = get_settings().outbox_databases
+    except JobQueueConfigurationError:
+        return []  # reported by check_settings (E001)
+    return [
+        checks.Error(
+            f"JOBQUEUE['OUTBOX_DATABASES'] names {alias!r}, which is not an alias of DATABASES.",
+            hint="Name the aliases whose transactions enqueue jobs for queues on other databases.",
+            id="jobqueue.E030",
+        )
+        for alias in aliases
+        if alias not in django_settings.DATABASES
+    ]
 
 
 @checks.register()

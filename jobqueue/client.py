@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connections
 from django.db.models import Q
 
-from . import arguments, audit, routing, signals
+from . import arguments, audit, outbox, routing, signals
 from .errors import InvalidJobOption
 from .jobtypes import JobType
 from .models import Job
@@ -101,9 +101,14 @@ def enqueue(
         run_on_parent_failure: with ``after``: a dead or cancelled parent counts as done.
         takes_parent_results: with ``after``: the handler gets ``parent_results``, the
             parents' results in the order of ``after``.
+            When an ``atomic()`` block is open on another alias and none on this one, the job
+            goes to that alias's outbox in its transaction, and the workers relay it
+            (``jobqueue.outbox``).
 
     Returns:
-        The new job's id, or the live job's id when ``dedupe_key`` is already held.
+        The new job's id, or the live job's id when ``dedupe_key`` is already held. Through the
+        outbox: the id the job will have once relayed (a held dedupe key is then found by the
+        relay, which inserts nothing).
 
     Raises:
         InvalidPayload: the payload is not JSON (the message names the path), holds a NUL or a
@@ -181,6 +186,17 @@ def enqueue_or_get(
         ordering_key=ordering_key,
     )
     using = explicit or _routed(new_job)
+    caller = outbox.caller_alias(using)
+    if caller is not None:
+        # The queue is on another database than the caller's open transaction (issue 16).
+        if parents is not None:
+            raise InvalidJobOption(
+                "after",
+                f"a job with parents cannot go through the outbox: an atomic() block is open on "
+                f"{caller!r} and none on the queue's database {using!r}; enqueue it inside a "
+                f"transaction on {using!r} (its parents are there)",
+            )
+        return outbox.put(new_job, queue_alias=using, caller=caller)
     with _writing(using):
         if parents is None:
             job_id, created, created_at = get_store(using).enqueue_stamped(new_job)

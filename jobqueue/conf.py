@@ -30,6 +30,9 @@ from . import limits
 from .cron.spec import DEFAULT_CRON_MISSED_CAP as DEFAULT_CRON_MISSED_CAP
 from .cron.spec import CronSpec, parse_cron_setting
 from .errors import JobQueueConfigurationError
+from .outboxspec import DEFAULT_OUTBOX_DATABASES as DEFAULT_OUTBOX_DATABASES
+from .outboxspec import DEFAULT_OUTBOX_RELAY_INTERVAL_SECONDS as _RELAY_INTERVAL_S
+from .outboxspec import parse_outbox_databases
 from .policies import (
     Backoff,
     Breaker,
@@ -190,6 +193,12 @@ class JobQueueSettings:
     queue_databases: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    #: The aliases that hold an outbox table and are relayed from (``jobqueue/outbox.py``).
+    outbox_databases: tuple[str, ...] = DEFAULT_OUTBOX_DATABASES
+    outbox_relay_interval_seconds: float = _RELAY_INTERVAL_S
+
+
+_RELAY_KEY = "OUTBOX_RELAY_INTERVAL_SECONDS"
 
 
 def _ranged(key: str) -> Callable[[Any], float]:
@@ -381,6 +390,8 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
     "POOLED_DATABASES": ("pooled_databases", parse_pooled_databases),
     "RATE_LIMITS": ("rate_limits", parse_rate_limits),
     "QUEUE_DATABASES": ("queue_databases", parse_queue_databases),
+    "OUTBOX_DATABASES": ("outbox_databases", parse_outbox_databases),
+    _RELAY_KEY: ("outbox_relay_interval_seconds", _ranged(_RELAY_KEY)),
 }
 
 _KEYS = {*FIELDS, "CRON"}

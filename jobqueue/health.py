@@ -5,7 +5,8 @@ heartbeat within their silence limit: the heartbeat runs beside the claim loop a
 and none has lost its LISTEN connection (FIELD-CASES 26; from the same rows); the scheduler fires
 (no enabled cron entry is overdue by more than the limit, which catches both a missing leader and
 a leader that holds the lease but fires nothing). The cron check passes when there are no
-enabled entries.
+enabled entries. The outbox relay keeps up (no caller database's outbox holds a job for this
+queue database older than a minute: ``jobqueue.ops.outbox``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from django.db import DatabaseError, connections
 
 from .models import CronEntry, LeaderLease, Worker
 from .ops.clock import db_now
+from .ops.outbox import lag_check as outbox_lag
 
 #: Default for ``--cron-max-delay``: how late an enabled entry's next fire may be, seconds.
 DEFAULT_CRON_MAX_DELAY_SECONDS = 120.0
@@ -94,8 +96,16 @@ def check(
         data={"latency_ms": round(elapsed_ms, 1)},
     )
     workers = _workers(using, host, now, max_silence_s)
+    ok, detail, data = outbox_lag(using)
+    relay = Check(name="outbox", ok=ok, detail=detail, data=data)
     return Health(
-        checks=(database, workers, _listeners(workers), _scheduler(using, now, cron_max_delay_s))
+        checks=(
+            database,
+            workers,
+            _listeners(workers),
+            _scheduler(using, now, cron_max_delay_s),
+            relay,
+        )
     )
 
 

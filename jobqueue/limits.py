@@ -89,6 +89,8 @@ RANGES: dict[str, Range] = {
     "TRANSACTION_LIMITS.lock_timeout_seconds": _seconds(0.1, 600),
     "TRANSACTION_LIMITS.statement_timeout_seconds": _seconds(0.1, HOUR),
     "TRANSACTION_LIMITS.idle_in_transaction_seconds": _seconds(0.1, 600),
+    # The relay's poll: 10 ms (a busy outbox) to a minute (lag of half a minute at most).
+    "OUTBOX_RELAY_INTERVAL_SECONDS": _seconds(0.01, 60),
     # Case 31: at most 10,000 rows per delete statement.
     "PRUNE_BATCH_SIZE": _count(1, 10_000, "rows"),
     "PROCESSES": _count(1, 256),

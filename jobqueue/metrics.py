@@ -41,6 +41,7 @@ from .fairness import rate_limits
 from .gauge_model import LAST_PRUNE
 from .models import CronEntry, GaugeSnapshot, Pause, RetryBudget
 from .ops.clock import db_now
+from .ops.outbox import families as outbox_families
 from .ops.prunable import EXACT_UP_TO, awaiting_prune
 from .ops.queues import live_workers, open_breakers, served_queues
 from .ops.rates import families as rollup_families
@@ -307,6 +308,8 @@ def compute(using: str = "default") -> str:
         [({}, pruned[1].timestamp())] if pruned and pruned[1] else [],
     )
     for name, help_text, samples in rollup_families(now, using):
+        out += family(name, help_text, samples)
+    for name, help_text, samples in outbox_families(using):
         out += family(name, help_text, samples)
     return "\n".join(out) + "\n"
 

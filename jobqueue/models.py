@@ -19,6 +19,7 @@ from .batch_model import Batch  # noqa: F401  (re-exported: its model module)
 from .breaker_model import BreakerState, DependencyBreaker, RetryBudget  # noqa: F401  (re-exported)
 from .crontab import validate_cron_expression, validate_timezone
 from .gauge_model import GaugeSnapshot  # noqa: F401  (re-exported: its model module)
+from .outbox_model import OutboxEntry  # noqa: F401  (re-exported: its model module)
 from .parent_model import JobParent  # noqa: F401  (re-exported: its model module)
 from .pause_model import Pause, PauseKind  # noqa: F401  (re-exported: its model module)
 from .rate_limit_model import RateBucket  # noqa: F401  (re-exported: its model module)

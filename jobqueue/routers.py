@@ -2,7 +2,10 @@
 
 ``DATABASE_ROUTERS = ["jobqueue.routers.QueueDatabaseRouter"]`` makes ``migrate --database X``
 create jobqueue's tables on ``X`` only when a queue lives there (``JOBQUEUE["QUEUE_DATABASES"]``,
-:func:`jobqueue.routing.all_queue_aliases`) or ``X`` is ``default``, and nowhere else. It has
+:func:`jobqueue.routing.all_queue_aliases`), when ``X`` holds callers' transactions whose
+enqueues go through the outbox (``JOBQUEUE["OUTBOX_DATABASES"]``: its ``jobqueue_outbox``
+table), or ``X`` is ``default``, and nowhere else. All of jobqueue's tables go together: its
+migrations hold triggers and SQL of their own that a per-model split would break. It has
 no opinion on other apps, nor on reads and writes: jobqueue names the alias of every statement
 itself.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .conf import get_settings
 from .routing import all_queue_aliases
 
 __all__ = ["QueueDatabaseRouter"]
@@ -40,4 +44,4 @@ class QueueDatabaseRouter:
         """
         if app_label != APP_LABEL:
             return None
-        return db == "default" or db in all_queue_aliases()
+        return db == "default" or db in all_queue_aliases() or db in get_settings().outbox_databases

@@ -24,6 +24,19 @@ DATABASES = {
         "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30},
     },
 }
+# A second queue database for the outbox tests (tests/test_outbox.py): the same server, its own
+# database (test_<name>_outbox_queue under pytest); subprocesses: JOBQUEUE_OUTBOX_QUEUE_URL.
+if env("JOBQUEUE_OUTBOX_QUEUE_URL", default=""):
+    DATABASES["outbox_queue"] = env.db("JOBQUEUE_OUTBOX_QUEUE_URL")
+else:
+    DATABASES["outbox_queue"] = {
+        **DATABASES["default"],
+        "NAME": (
+            f"{DATABASES['default']['NAME']}_outbox_queue"
+            if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3"
+            else env("JOBQUEUE_TEST_SQLITE_OUTBOX", default="jobqueue-tests-outbox.sqlite3")
+        ),
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"transaction_mode": "IMMEDIATE", "timeout": 30}

@@ -29,6 +29,7 @@ from .contract_cron_entries import CronEntryContract
 from .contract_deaths import DeathContract, decide_retry_in
 from .contract_dependencies import DependencyContract
 from .contract_finish import FinishContract
+from .contract_outbox import OutboxContract
 from .contract_rollup import RollupContract
 from .factories import ack, make_job, nack
 
@@ -51,7 +52,12 @@ def enqueue(store: Any, job: NewJob) -> int:
 
 
 class StoreContract(
-    DependencyContract, DeathContract, FinishContract, CronEntryContract, RollupContract
+    DependencyContract,
+    DeathContract,
+    FinishContract,
+    CronEntryContract,
+    RollupContract,
+    OutboxContract,
 ):
     """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path).
 

@@ -49,6 +49,7 @@ from .generic_cron import GenericCronStore
 from .generic_deaths import GenericDeathStore
 from .generic_gauges import GenericGaugeStore
 from .generic_operator import GenericOperatorStore
+from .generic_outbox import GenericOutboxStore
 from .generic_parents import GenericParentStore
 from .generic_pauses import GenericPauseStore
 from .generic_progress import GenericProgressStore
@@ -71,6 +72,7 @@ class GenericStore(
     GenericDeathStore,
     GenericOperatorStore,
     GenericParentStore,
+    GenericOutboxStore,
     GenericPauseStore,
     GenericProgressStore,
     GenericRateLimitStore,

@@ -44,6 +44,7 @@ from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
 from .postgres_gauges import PostgresGaugeStore
 from .postgres_operator import PostgresOperatorStore
+from .postgres_outbox import PostgresOutboxStore
 from .postgres_parents import PostgresParentStore
 from .postgres_pauses import PostgresPauseStore
 from .postgres_progress import PostgresProgressStore
@@ -84,6 +85,7 @@ class PostgresStore(
     PostgresDeathStore,
     PostgresOperatorStore,
     PostgresParentStore,
+    PostgresOutboxStore,
     PostgresPauseStore,
     PostgresProgressStore,
     PostgresRateLimitStore,

@@ -9,7 +9,8 @@ breakers and budgets (``breakers.py``), worker rows (``workers.py``), pauses (``
 the metrics' gauges (``gauges.py``).
 progress and checkpoints (``progress.py``).
 the per-minute rollup (``rollups.py``), the rate limiters (``ratelimits.py``).
-jobs enqueued after other jobs (``parents.py``), batches (``batches.py``).
+jobs enqueued after other jobs (``parents.py``), batches (``batches.py``),
+the transactional outbox (``outbox.py``).
 The composite lives here, not in ``base.py``, because ``cron.py`` takes
 :class:`~jobqueue.store.base.NewJob` from there.
 """
@@ -24,6 +25,7 @@ from .breakers import DependencyStore
 from .cron import CronStore
 from .gauges import GaugeStore
 from .operator import OperatorStore
+from .outbox import OutboxStore
 from .parents import ParentStore
 from .pauses import PauseStore
 from .progress import ProgressStore
@@ -39,6 +41,7 @@ class Store(
     DependencyStore,
     WorkerStore,
     PauseStore,
+    OutboxStore,
     GaugeStore,
     ProgressStore,
     RateLimitStore,

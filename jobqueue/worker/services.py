@@ -34,7 +34,9 @@ class Service(Protocol):
 
     Optional: ``ready() -> bool``: when it returns False the round is put off to the runner's
     next tick (the reaper, held after an outage); ``stop()``: called once on the runner's
-    thread when the runner stops (the scheduler resigns its leader lease there).
+    thread when the runner stops (the scheduler resigns its leader lease there);
+    ``own_thread = True``: a frequent service that still gets a runner of its own (the outbox
+    relay, whose other databases must not delay the heartbeat).
     """
 
     name: str
@@ -233,7 +235,8 @@ def start_services(
     Args:
         services: the services (``interval_s`` in seconds).
         maintenance: the worker's maintenance runner, not started yet: a service that ticks
-            more often than every :data:`RELEASE_IDLE_S` seconds joins it (:class:`WhileClaiming`).
+            more often than every :data:`RELEASE_IDLE_S` seconds joins it (:class:`WhileClaiming`),
+            unless it asks for ``own_thread``.
         using: database alias.
         stopping: set once the worker stops claiming; it ends the services.
 
@@ -244,7 +247,7 @@ def start_services(
     """
     rare = []
     for service in services:
-        if service.interval_s < RELEASE_IDLE_S:
+        if service.interval_s < RELEASE_IDLE_S and not getattr(service, "own_thread", False):
             maintenance.add(WhileClaiming(service, stopping))
         else:
             rare.append(service)

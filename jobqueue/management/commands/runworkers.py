@@ -25,6 +25,7 @@ from jobqueue.management.arguments import (
 )
 from jobqueue.pruning import Pruner
 from jobqueue.queuespec import EVERY_QUEUE
+from jobqueue.relay import OutboxRelay
 from jobqueue.sampling import DepthSampler
 from jobqueue.stopping import STANDALONE, SUPERVISED
 from jobqueue.store.pooler import refuse_unmarked_pooler
@@ -231,6 +232,10 @@ class Command(BaseCommand):
                 services.append(Pruner(using=using))
                 # The rollup's depth and lag, once a minute for the cluster (the first wins).
                 services.append(DepthSampler(using=using))
+                # Jobs enqueued in callers' transactions on other databases (issue 16).
+                relay = OutboxRelay(using=using)
+                if relay.sources:
+                    services.append(relay)
             worker = Worker(
                 worker_id=worker_id,
                 services=services,

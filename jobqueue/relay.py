@@ -1,0 +1,128 @@
+"""Internal: the outbox relay: move jobs from callers' outbox tables to their queue's database.
+
+Each worker process relays to its own queue database (``runworkers --database``, the relay's
+``target``) from every other alias of ``OUTBOX_DATABASES``, on a thread of its own, every
+``OUTBOX_RELAY_INTERVAL_SECONDS`` (a full batch is followed at once by the next). One batch:
+
+1. lock up to :data:`RELAY_BATCH` rows in the source's outbox (``SKIP LOCKED``: relays in many
+   processes share them), in a bounded transaction of the relay's own on the source;
+2. insert their jobs on the target, each under the id drawn at enqueue, and commit there;
+3. delete the rows on the source and commit.
+
+A relay killed after 2 and before 3 leaves the rows; the next relay inserts them again and the
+ids, taken already, make that a no-op: each job exists once. Killed before 2's commit, nothing
+happened. The test hooks ``relay_taken``, ``relay_inserted`` and ``relay_deleted``
+(``store.bounded.HOOKS``) stop a relay between the steps.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import DatabaseError, connections
+
+from .conf import get_settings
+from .store import bounded, get_store
+
+logger = logging.getLogger("jobqueue.relay")
+
+__all__ = ["RELAY_BATCH", "OutboxRelay", "relay_batch"]
+
+#: Outbox rows per relay transaction: one insert statement on the queue database.
+RELAY_BATCH = 500
+#: Most batches per source in one round, so a round returns promptly (the next one follows).
+MAX_BATCHES_PER_ROUND = 20
+
+
+def relay_batch(source: str, target: str, limit: int = RELAY_BATCH) -> tuple[int, int]:
+    """Relay one batch of ``source``'s outbox rows to ``target``.
+
+    Args:
+        source: alias of the outbox (a caller's database).
+        target: alias of the queue database the rows are for.
+        limit: most rows in the batch (>= 1).
+
+    Returns:
+        ``(rows relayed and deleted, jobs inserted)``: fewer inserted than relayed are rows
+        relayed before (a relay killed before its delete) or whose dedupe key a live job held.
+
+    Raises:
+        django.db.DatabaseError: either database failed; what was not deleted is relayed again.
+    """
+    with bounded.own_transaction(source):
+        rows = get_store(source).take_outbox(target, limit)
+        if not rows:
+            return 0, 0
+        bounded.checkpoint("relay_taken", source)
+        inserted = get_store(target).insert_relayed(rows)
+        bounded.checkpoint("relay_inserted", source)
+        get_store(source).delete_outbox([row.id for row in rows])
+        bounded.checkpoint("relay_deleted", source)
+    return len(rows), inserted
+
+
+class OutboxRelay:
+    """Relay outbox rows for the queue database ``using``: a service on a thread of its own.
+
+    Args:
+        using: the queue database alias (the worker's).
+        interval_s: seconds between rounds; default ``OUTBOX_RELAY_INTERVAL_SECONDS``.
+    """
+
+    name = "outbox relay"
+    #: Its own runner thread (``worker.services.start_services``): a slow caller database must
+    #: not delay the worker's heartbeats.
+    own_thread = True
+
+    def __init__(self, *, using: str, interval_s: float | None = None) -> None:
+        self.using = using
+        settings = get_settings()
+        self.interval_s = (
+            settings.outbox_relay_interval_seconds if interval_s is None else interval_s
+        )
+        self.sources = tuple(a for a in settings.outbox_databases if a != using)
+        self._failing: set[str] = set()
+
+    def run_once(self) -> int:
+        """Relay what waits in every source's outbox for this queue database; return the count.
+
+        A source that fails is logged (once until it works again) and skipped this round; the
+        others are relayed.
+
+        Raises:
+            django.db.DatabaseError: the queue database failed.
+        """
+        total = 0
+        for source in self.sources:
+            try:
+                total += self._drain(source)
+            except DatabaseError as exc:
+                if not self._target_ok():
+                    raise
+                if source not in self._failing:
+                    logger.error("outbox relay from %r: %s; retrying", source, exc)
+                self._failing.add(source)
+                connections[source].close()
+                continue
+            if source in self._failing:
+                logger.warning("outbox relay from %r works again", source)
+                self._failing.discard(source)
+        return total
+
+    def _drain(self, source: str) -> int:
+        relayed = 0
+        for _ in range(MAX_BATCHES_PER_ROUND):
+            count, inserted = relay_batch(source, self.using)
+            relayed += count
+            if count:
+                logger.debug(
+                    "relayed %d outbox row(s) from %r (%d new jobs)", count, source, inserted
+                )
+            if count < RELAY_BATCH:
+                break
+        return relayed
+
+    def _target_ok(self) -> bool:
+        """Return whether the queue database's connection is usable (not the one that failed)."""
+        connection = connections[self.using]
+        return connection.connection is None or connection.is_usable()

@@ -1,0 +1,70 @@
+"""Internal: the outbox on PostgreSQL. A mixin of :class:`~jobqueue.store.postgres.PostgresStore`.
+
+``outbox_put.sql`` runs in the caller's transaction (``callers``: never bounded by jobqueue's
+limits); the relay's statements run in its own bounded transactions (``jobqueue.worker.relay``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from .base import NewJob
+from .outbox import OUTBOX_COUNT_CAP, OutboxGauge, OutboxRow, job_json
+from .rows import fetchall, fetchone
+
+
+class PostgresOutboxStore:
+    """The outbox on PostgreSQL; the host provides ``alias`` and ``_execute``."""
+
+    alias: str
+    _execute: Any
+
+    def reserve_job_id(self) -> int:
+        params = {"n": 1, "ordering_keys": []}
+        with self._execute("reserve_ids", params) as cursor:
+            return int(fetchone(cursor).id)
+
+    def put_outbox(self, target: str, job_id: int, job: NewJob) -> datetime:
+        params = {
+            "target": target,
+            "job_id": job_id,
+            "job": job_json(job, job_id),
+            "delay_s": float(job.delay_s),
+        }
+        with self._execute("outbox_put", params, callers=True) as cursor:
+            created_at: datetime = fetchone(cursor).created_at
+        return created_at
+
+    def take_outbox(self, target: str, limit: int) -> list[OutboxRow]:
+        params = {"target": target, "limit": int(limit)}
+        with self._execute("outbox_take", params) as cursor:
+            rows = fetchall(cursor)
+        return [
+            OutboxRow(id=r.id, job_id=r.job_id, job=r.job, created_at=r.created_at) for r in rows
+        ]
+
+    def delete_outbox(self, ids: Sequence[int]) -> int:
+        with self._execute("outbox_delete", {"ids": list(ids)}) as cursor:
+            return int(cursor.rowcount)
+
+    def insert_relayed(self, rows: Sequence[OutboxRow]) -> int:
+        if not rows:
+            return 0
+        params = {"jobs": "[{}]".format(",".join(r.job for r in rows))}
+        # In autocommit (the relay never opens a transaction on the queue database): one
+        # statement, committed before the relay deletes the rows.
+        with self._execute("relay_jobs", params) as cursor:
+            return len(fetchall(cursor))
+
+    def outbox_gauges(
+        self, targets: Sequence[str], cap: int = OUTBOX_COUNT_CAP
+    ) -> list[OutboxGauge]:
+        params = {"targets": sorted(targets), "cap": int(cap)}
+        with self._execute("outbox_gauges", params) as cursor:
+            rows = fetchall(cursor)
+        return [
+            OutboxGauge(target=r.target, waiting=r.waiting, oldest_age_s=r.oldest_age_s)
+            for r in rows
+        ]
