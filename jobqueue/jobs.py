@@ -46,7 +46,8 @@ class JobFunction(JobType):
 
         Keyword arguments named like :data:`ENQUEUE_OPTIONS` (``run_at``, ``delay``,
         ``priority``, ``dedupe_key``, ``max_attempts``, ``timeout_s``, ``tenant_id``,
-        ``ordering_key``, ``using``, ``queue``) are options; the rest is the payload passed to
+        ``ordering_key``, ``concurrency_key``, ``concurrency_limit``, ``using``, ``queue``) are
+        options; the rest is the payload passed to
         the handler. Options left out take this type's defaults, then the ``JOBQUEUE`` settings.
 
         Returns:
@@ -71,6 +72,8 @@ def job(
     backoff: dict[str, Any] | None = None,
     takes_context: bool = False,
     dependency: str | None = None,
+    concurrency_key: str | Callable[..., str | None] | None = None,
+    concurrency_limit: int | None = None,
 ) -> Any:
     """Register a function as a job type. Use as ``@job`` or ``@job(queue="emails", ...)``.
 
@@ -90,6 +93,12 @@ def job(
         dependency: the service the handler calls (``"partner-api"``), named like a queue;
             several types may share one. Its failures feed that dependency's circuit breaker,
             and while the breaker is open, jobs of the type wait without spending attempts.
+        concurrency_key: what at most ``concurrency_limit`` jobs may run of at once, across all
+            workers: a fixed key, or a function of the payload's keyword arguments returning
+            one (``lambda account_id, **_: f"acct:{account_id}"``) or None (not limited),
+            called once at enqueue. Without it, ``concurrency_limit`` limits the type itself.
+        concurrency_limit: most leased jobs per key, 1..1,000,000 (``JOBQUEUE
+            ["CONCURRENCY_LIMITS"]`` overrides it per key).
 
     Returns:
         A :class:`JobFunction` (or a decorator producing one).
@@ -111,6 +120,8 @@ def job(
             backoff=backoff,
             takes_context=takes_context,
             dependency=dependency,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
         )
 
     return make(func) if func is not None else make

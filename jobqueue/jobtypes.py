@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from .arguments import validate_options
+from .concurrencyspec import check_declared
 from .conf import get_settings
 from .errors import (
     InvalidJobOption,
@@ -55,6 +56,8 @@ ENQUEUE_OPTIONS = frozenset(
         "timeout_s",
         "tenant_id",
         "ordering_key",
+        "concurrency_key",
+        "concurrency_limit",
         "using",
     }
 )
@@ -284,6 +287,8 @@ class JobType:
         backoff: Backoff | None,
         takes_context: bool,
         dependency: str | None = None,
+        concurrency_key: str | Callable[..., str | None] | None = None,
+        concurrency_limit: int | None = None,
     ) -> None:
         self.func = func
         self.name = name
@@ -294,6 +299,7 @@ class JobType:
         self.backoff = backoff
         self.takes_context = takes_context
         self.dependency = dependency
+        self.concurrency_key, self.concurrency_limit = concurrency_key, concurrency_limit
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -342,6 +348,8 @@ def declare(  # noqa: UP047
     backoff: dict[str, Any] | None,
     takes_context: bool,
     dependency: str | None,
+    concurrency_key: str | Callable[..., str | None] | None = None,
+    concurrency_limit: int | None = None,
 ) -> T:
     """Internal: validate ``@job``'s options, build a ``cls`` for ``f`` and register it.
 
@@ -365,6 +373,7 @@ def declare(  # noqa: UP047
             validate_dependency_name(dependency)
         except ValueError as exc:
             raise JobQueueConfigurationError(f"{where}: {exc}") from None
+    check_declared(where, concurrency_key, concurrency_limit)
     parsed_backoff = parse_backoff(backoff, where=f"{where} backoff") if backoff else None
     params = list(inspect.signature(f).parameters)
     if takes_context:
@@ -385,6 +394,8 @@ def declare(  # noqa: UP047
         backoff=parsed_backoff,
         takes_context=takes_context,
         dependency=dependency,
+        concurrency_key=concurrency_key,
+        concurrency_limit=concurrency_limit,
     )
     with _lock:
         existing = _registry.get(type_name)

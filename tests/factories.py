@@ -120,6 +120,8 @@ def claim_params(
     default_cap: int | None = None,
     caps: dict[str, int] | None = None,
     strict: bool = False,
+    tenant_weights: dict[str, float] | None = None,
+    concurrency_limits: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Return the parameters of ``store/sql/claim.sql``, for running it under EXPLAIN."""
     return {
@@ -130,6 +132,10 @@ def claim_params(
         "default_cap": default_cap,
         "cap_tenants": list(caps or {}),
         "cap_values": list((caps or {}).values()),
+        "weight_tenants": list(tenant_weights or {}),
+        "weight_values": list((tenant_weights or {}).values()),
+        "limit_keys": list(concurrency_limits or {}),
+        "limit_values": list((concurrency_limits or {}).values()),
         "worker_id": "w1",
         "max_jobs": max_jobs,
         "lease_s": 30.0,

@@ -41,6 +41,7 @@ PARTS: dict[str, set[str]] = {
         "retries",
         "claimed",
         "queuespec",
+        "concurrencyspec",
         "poolspec",
         "txlimits",
         "outage",
@@ -53,7 +54,7 @@ PARTS: dict[str, set[str]] = {
     },
     "settings": {"conf", "arguments"},
     "schema": {"models", "pause_model", "gauge_model", "rollup_model", "breaker_model"},
-    "registry": {"jobtypes", "options", "backoff"},
+    "registry": {"jobtypes", "options", "backoff", "concurrency"},
     "store": {"store"},
     "consumer": {
         "consumer",

@@ -34,13 +34,14 @@ from collections.abc import Sequence
 from django.db import DatabaseError, connections
 
 from ..conf import get_settings
-from ..fairness import QueueSelector, TenantCaps
+from ..fairness import QueueSelector
 from ..guard import DependencyGuard
 from ..recovery import ReapHold
 from ..solo import SoloGate, give_back
 from ..stopping import STANDALONE, StopSignals
 from ..store import ClaimedJob, get_store
 from ..store.bounded import timed_out
+from ..store.policy import claim_policy
 from ..store.pooler import listen_alias
 from ..supervisor import EXIT_RECYCLE
 from .completer import OUTCOME_BATCH_WINDOW_S, Completer
@@ -118,12 +119,9 @@ class Worker:
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
+        caps, limits = claim_policy(conf)
         self.selector = QueueSelector(
-            self.queues,
-            weights,
-            strict=strict,
-            caps=TenantCaps(conf.tenant_max_running, conf.tenant_max_running_overrides),
-            exclude=exclude_queues,
+            self.queues, weights, strict=strict, caps=caps, limits=limits, exclude=exclude_queues
         )
         self.concurrency = concurrency or conf.concurrency
         self.lease_s = lease_s or conf.lease_seconds

@@ -3,10 +3,18 @@
 -- Order of service (jobqueue/fairness.py and the README's "Fairness and priorities"):
 --   across queues: by weighted-fair tag start[q] + k/weight[q] (k = the job's rank in its queue),
 --     or, with strict, by the queue's position in the list;
---   within a queue: priority DESC, then the tenant with the fewest leased jobs (counting the ones
---     this claim takes), then run_at, then id;
+--   within a queue: priority DESC, then the tenant with the lowest (leased jobs + the ones this
+--     claim takes) / weight (JOBQUEUE["TENANT_WEIGHTS"], default 1: weighted fair queueing over
+--     running jobs; with equal weights, the tenant with the fewest), then run_at, then id;
 --   a tenant never exceeds its cap of leased jobs (all queues, all workers; the caller serializes
 --     capped claims with an advisory lock so the leased counts read here are current);
+--   concurrency limits (issue 18, jobqueue/concurrency.py): a job with a concurrency_key is
+--     never claimed while its key has concurrency_limit leased jobs (all queues, all workers; an
+--     override from JOBQUEUE["CONCURRENCY_LIMITS"] wins over the limit stored on the job), and
+--     one claim takes no more than the key's room. Checked per row in "heads", so a key at its
+--     limit is read past, never blocking the jobs behind it; the room is applied in "keyed".
+--     Leased rows count whoever holds them: a killed worker's slots come back when the reaper
+--     expires its leases. Claims that may meet limits take turns (claim_turn.sql), as capped ones;
 --   a job with an ordering_key waits while an earlier live job of that key exists or any job of
 --     that key is leased;
 --   a paused queue or job type (a jobqueue_pause row) gives nothing: read here, in the claim, so
@@ -15,7 +23,9 @@
 -- Index use: jobqueue_job_claim (queue, tenant_id, priority DESC, run_at, id) over claimable rows
 -- only. "tenants" walks it as a loose index scan (one probe per tenant with claimable jobs, not a
 -- read of every row); "heads" reads each (queue, tenant)'s first jobs in claim order; running
--- counts use jobqueue_job_running (tenant_id) over leased rows; ordering keys use
+-- counts use jobqueue_job_running (tenant_id) over leased rows; running per concurrency key uses
+-- jobqueue_job_conc_running (concurrency_key) over leased rows with a key (one probe per keyed
+-- row read, over at most that key's running jobs); ordering keys use
 -- jobqueue_job_ordering (ordering_key, id) over live rows; pauses use jobqueue_pause_kind_name
 -- (kind, name), a table of a few rows.
 --
@@ -24,6 +34,10 @@
 -- back empty. A row another claim leased since this statement's snapshot fails the re-checked
 -- state condition and is skipped. Rows locked but not picked are unlocked at commit.
 WITH RECURSIVE
+limit_overrides AS (
+    SELECT o.key, o.key_limit
+    FROM unnest(%(limit_keys)s::text[], %(limit_values)s::int[]) AS o(key, key_limit)
+),
 queues AS (
     SELECT q.name, q.weight, q.start, q.pos
     FROM unnest(%(queues)s::text[], %(weights)s::float8[], %(start)s::float8[])
@@ -55,19 +69,22 @@ capped AS (
 load AS (
     -- Leased jobs per tenant matter only for a cap or to choose between tenants; with one
     -- uncapped tenant (the common case of no tenants at all) they are not counted.
-    SELECT c.tenant_id, c.cap,
+    SELECT c.tenant_id, c.cap, coalesce(w.weight, 1.0) AS tenant_weight,
            CASE WHEN c.cap IS NOT NULL OR (SELECT count(*) FROM capped) > 1
                 THEN (SELECT count(*) FROM jobqueue_job AS l
                       WHERE l.state = 'leased' AND l.tenant_id = c.tenant_id)
                 ELSE 0 END AS running
     FROM capped AS c
+    LEFT JOIN unnest(%(weight_tenants)s::text[], %(weight_values)s::float8[]) AS w(tenant_id, weight)
+        ON w.tenant_id = c.tenant_id
 ),
 heads AS (
-    SELECT h.id, h.priority, h.run_at, t.queue, t.tenant_id, l.cap, l.running
+    SELECT h.id, h.priority, h.run_at, h.concurrency_key, h.concurrency_limit, t.queue, t.tenant_id,
+           l.cap, l.running, l.tenant_weight
     FROM tenants AS t
     JOIN load AS l ON l.tenant_id = t.tenant_id
     CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.run_at
+        SELECT j.id, j.priority, j.run_at, j.concurrency_key, j.concurrency_limit
         FROM jobqueue_job AS j
         WHERE j.queue = t.queue
           AND j.tenant_id = t.tenant_id
@@ -80,6 +97,14 @@ heads AS (
                 WHERE o.ordering_key = j.ordering_key
                   AND o.state IN ('leased', 'ready', 'scheduled')
                   AND (o.id < j.id OR o.state = 'leased')))
+          -- Concurrency limits: a job whose key is at its limit is read past (not claimed and
+          -- handed back), so the jobs behind it are served. A key without a limit is unlimited.
+          AND (j.concurrency_key IS NULL
+               OR (SELECT count(*) FROM jobqueue_job AS r
+                   WHERE r.state = 'leased' AND r.concurrency_key = j.concurrency_key)
+                  < coalesce((SELECT o.key_limit FROM limit_overrides AS o
+                              WHERE o.key = j.concurrency_key),
+                             j.concurrency_limit, 2147483647))
         ORDER BY j.priority DESC, j.run_at, j.id
         -- A constant LIMIT, not "room left under the cap": the planner would estimate an
         -- expression LIMIT at a tenth of the table, and that inflated cost switches on JIT
@@ -89,16 +114,33 @@ heads AS (
     ) AS h
     WHERE l.cap IS NULL OR l.cap > l.running
 ),
-per_tenant AS (
+keyed AS (
+    -- One claim takes at most a key's room (limit - leased) of its jobs, across queues and
+    -- tenants. Counted again here only for the few heads that have a key.
     SELECT h.*,
-           row_number() OVER (PARTITION BY h.tenant_id
-                              ORDER BY h.priority DESC, h.run_at, h.id) AS nth_of_tenant
+           row_number() OVER (PARTITION BY h.concurrency_key
+                              ORDER BY h.priority DESC, h.run_at, h.id) AS nth_of_key,
+           CASE WHEN h.concurrency_key IS NOT NULL
+                THEN coalesce((SELECT o.key_limit FROM limit_overrides AS o
+                               WHERE o.key = h.concurrency_key),
+                              h.concurrency_limit, 2147483647)
+                     - (SELECT count(*) FROM jobqueue_job AS r
+                        WHERE r.state = 'leased' AND r.concurrency_key = h.concurrency_key)
+                END AS key_room
     FROM heads AS h
+),
+per_tenant AS (
+    SELECT k.*,
+           row_number() OVER (PARTITION BY k.tenant_id
+                              ORDER BY k.priority DESC, k.run_at, k.id) AS nth_of_tenant
+    FROM keyed AS k
+    WHERE k.concurrency_key IS NULL OR k.nth_of_key <= k.key_room
 ),
 ranked AS (
     SELECT p.id, p.queue, q.pos, q.weight, q.start,
            row_number() OVER (PARTITION BY p.queue
-                              ORDER BY p.priority DESC, p.running + p.nth_of_tenant,
+                              ORDER BY p.priority DESC,
+                                       (p.running + p.nth_of_tenant) / p.tenant_weight,
                                        p.run_at, p.id) AS nth_of_queue
     FROM per_tenant AS p
     JOIN queues AS q ON q.name = p.queue
@@ -123,4 +165,4 @@ FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.type, j.payload, j.attempts, j.max_attempts, j.timeout_s, j.lease_token,
           j.lease_until, j.queue, j.priority, j.tenant_id, picked.pos, picked.nth_of_queue, picked.tag,
-          j.suspect
+          j.suspect, j.concurrency_key
