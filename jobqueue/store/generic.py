@@ -261,7 +261,7 @@ class GenericStore(
 
     def _key_room(self, key: str, limit: int | None, plan: ClaimPlan) -> int:
         """Return how many more jobs of concurrency key ``key`` may be leased now."""
-        limit = plan.limits.overrides.get(key, limit)
+        limit = plan.limits.limit_of(key, limit)
         if limit is None:
             return 2**31 - 1
         return limit - self._jobs.filter(state=JobState.LEASED, concurrency_key=key).count()

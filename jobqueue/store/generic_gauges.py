@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
 from ..models import Job
@@ -61,8 +61,16 @@ class GenericGaugeStore:
             for r in leased.values("queue").annotate(n=Count("id")).order_by("queue")
         }
         tenants = leased.values("tenant_id").annotate(n=Count("id")).order_by("-n", "tenant_id")
+        keys = (
+            leased.filter(concurrency_key__isnull=False)
+            .values("concurrency_key")
+            .annotate(n=Count("id"), limit=Max("concurrency_limit"))
+            .order_by("-n", "concurrency_key")
+        )
         return RunningGauge(
-            by_queue=by_queue, top_tenants=[(r["tenant_id"], r["n"]) for r in tenants[:top]]
+            by_queue=by_queue,
+            top_tenants=[(r["tenant_id"], r["n"]) for r in tenants[:top]],
+            top_keys=[(str(r["concurrency_key"]), r["n"], r["limit"]) for r in keys[:top]],
         )
 
     def prunable_by_state(

@@ -72,6 +72,10 @@ class ConcurrencyLimits:
         """True when limited jobs are expected (claims then take turns to honour the limits)."""
         return self.declared or bool(self.overrides)
 
+    def limit_of(self, key: str, stored: int | None) -> int | None:
+        """Return the limit of ``key``: the setting's, else ``stored`` (a job's; None: none)."""
+        return self.overrides.get(key, stored)
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimPlan:
