@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connections
+from django.db import connection, connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -21,9 +21,10 @@ from jobqueue.fairness import ConcurrencyLimits, QueueSelector, TenantCaps
 from jobqueue.models import Job
 from jobqueue.states import JobState
 from jobqueue.store.postgres import PostgresStore
+from jobqueue.store.sqltext import sql
 
 from .conftest import requires_postgres
-from .factories import ack, make_job, make_jobs
+from .factories import ack, claim_params, make_job, make_jobs
 
 
 class LimitsContract:
@@ -188,3 +189,20 @@ def test_concurrent_claims_on_many_connections_never_pass_the_limit():
 
 #: A worker that knows of a limit (its settings or job types declare one).
 LIMITS = ConcurrencyLimits(declared=True)
+
+
+@pytest.mark.slow  # a load: 23,000 rows, then the planner
+@requires_postgres()
+@pytest.mark.django_db
+def test_the_claim_counts_running_per_key_on_the_partial_index():
+    for n in range(100):
+        make_jobs(20, JobState.READY, queue="q", concurrency_key=f"k{n}", concurrency_limit=2)
+        make_jobs(2, JobState.LEASED, queue="q", concurrency_key=f"k{n}", concurrency_limit=2)
+    make_jobs(20000, JobState.SUCCEEDED, queue="q", concurrency_key="k1", concurrency_limit=2)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobqueue_job")
+        cursor.execute("EXPLAIN " + sql("claim"), claim_params(["q"], max_jobs=10))
+        plan = "\n".join(r[0] for r in cursor.fetchall())
+    assert "jobqueue_job_conc_running" in plan, plan
+    assert "Seq Scan on jobqueue_job" not in plan, plan
+    assert "Bitmap Heap Scan on jobqueue_job" not in plan, plan
