@@ -8,6 +8,7 @@ row has ``finished_at``; a ``dead`` row has a reason and an error entry.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -132,10 +133,8 @@ def claim_params(
         "default_cap": default_cap,
         "cap_tenants": list(caps or {}),
         "cap_values": list((caps or {}).values()),
-        "weight_tenants": list(tenant_weights or {}),
-        "weight_values": list((tenant_weights or {}).values()),
-        "limit_keys": list(concurrency_limits or {}),
-        "limit_values": list((concurrency_limits or {}).values()),
+        "tenant_weights": json.dumps(tenant_weights or {}),
+        "limits": json.dumps(concurrency_limits or {}),
         "worker_id": "w1",
         "max_jobs": max_jobs,
         "lease_s": 30.0,

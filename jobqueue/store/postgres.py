@@ -225,10 +225,9 @@ class PostgresStore(
             "default_cap": caps.default,
             "cap_tenants": list(caps.overrides),
             "cap_values": list(caps.overrides.values()),
-            "weight_tenants": list(caps.weights),
-            "weight_values": list(caps.weights.values()),
-            "limit_keys": list(limits.overrides),
-            "limit_values": list(limits.overrides.values()),
+            # Two small JSON objects ({tenant: weight}, {key: limit}): read with ->> in SQL.
+            "tenant_weights": json.dumps(dict(caps.weights)),
+            "limits": json.dumps(dict(limits.overrides)),
             "worker_id": worker_id,
             "max_jobs": max_jobs,
             "lease_s": lease_s,

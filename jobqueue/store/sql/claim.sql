@@ -12,7 +12,8 @@
 --     never claimed while its key has concurrency_limit leased jobs (all queues, all workers; an
 --     override from JOBQUEUE["CONCURRENCY_LIMITS"] wins over the limit stored on the job), and
 --     one claim takes no more than the key's room. Checked per row in "heads", so a key at its
---     limit is read past, never blocking the jobs behind it; the room is applied in "keyed".
+--     limit is read past, never blocking the jobs behind it; the room is applied in
+--     "per_tenant" (nk: the job's rank among its key's heads).
 --     Leased rows count whoever holds them: a killed worker's slots come back when the reaper
 --     expires its leases. Claims that may meet limits take turns (claim_turn.sql), as capped ones;
 --   a job with an ordering_key waits while an earlier live job of that key exists or any job of
@@ -34,10 +35,6 @@
 -- back empty. A row another claim leased since this statement's snapshot fails the re-checked
 -- state condition and is skipped. Rows locked but not picked are unlocked at commit.
 WITH RECURSIVE
-limit_overrides AS (
-    SELECT o.key, o.key_limit
-    FROM unnest(%(limit_keys)s::text[], %(limit_values)s::int[]) AS o(key, key_limit)
-),
 queues AS (
     SELECT q.name, q.weight, q.start, q.pos
     FROM unnest(%(queues)s::text[], %(weights)s::float8[], %(start)s::float8[])
@@ -69,23 +66,30 @@ capped AS (
 load AS (
     -- Leased jobs per tenant matter only for a cap or to choose between tenants; with one
     -- uncapped tenant (the common case of no tenants at all) they are not counted.
-    SELECT c.tenant_id, c.cap, coalesce(w.weight, 1.0) AS tenant_weight,
+    SELECT c.tenant_id, c.cap,
            CASE WHEN c.cap IS NOT NULL OR (SELECT count(*) FROM capped) > 1
                 THEN (SELECT count(*) FROM jobqueue_job AS l
                       WHERE l.state = 'leased' AND l.tenant_id = c.tenant_id)
                 ELSE 0 END AS running
     FROM capped AS c
-    LEFT JOIN unnest(%(weight_tenants)s::text[], %(weight_values)s::float8[]) AS w(tenant_id, weight)
-        ON w.tenant_id = c.tenant_id
 ),
 heads AS (
-    SELECT h.id, h.priority, h.run_at, h.concurrency_key, h.concurrency_limit, t.queue, t.tenant_id,
-           l.cap, l.running, l.tenant_weight
+    SELECT h.id, h.priority, h.run_at, h.room, t.queue, t.tenant_id, l.cap, l.running,
+           -- One claim takes at most a key's room of its jobs, across queues and tenants.
+           row_number() OVER (PARTITION BY h.ck ORDER BY h.priority DESC, h.run_at, h.id) AS nk
     FROM tenants AS t
     JOIN load AS l ON l.tenant_id = t.tenant_id
     CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.run_at, j.concurrency_key, j.concurrency_limit
+        SELECT j.id, j.priority, j.run_at, j.concurrency_key AS ck, k.room
         FROM jobqueue_job AS j
+        -- Concurrency limits: the key's room, its limit (the setting's override from the
+        -- %(limits)s object, else the job's) less its leased jobs. NULL: no key (or no limit).
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN j.concurrency_key IS NOT NULL THEN
+                coalesce((%(limits)s::jsonb->>j.concurrency_key)::int, j.concurrency_limit)
+                - (SELECT count(*) FROM jobqueue_job AS r
+                   WHERE r.state = 'leased' AND r.concurrency_key = j.concurrency_key) END AS room
+        ) AS k
         WHERE j.queue = t.queue
           AND j.tenant_id = t.tenant_id
           AND j.state IN ('ready', 'scheduled')
@@ -97,50 +101,33 @@ heads AS (
                 WHERE o.ordering_key = j.ordering_key
                   AND o.state IN ('leased', 'ready', 'scheduled')
                   AND (o.id < j.id OR o.state = 'leased')))
-          -- Concurrency limits: a job whose key is at its limit is read past (not claimed and
-          -- handed back), so the jobs behind it are served. A key without a limit is unlimited.
-          AND (j.concurrency_key IS NULL
-               OR (SELECT count(*) FROM jobqueue_job AS r
-                   WHERE r.state = 'leased' AND r.concurrency_key = j.concurrency_key)
-                  < coalesce((SELECT o.key_limit FROM limit_overrides AS o
-                              WHERE o.key = j.concurrency_key),
-                             j.concurrency_limit, 2147483647))
+          -- A job whose key is at its limit is read past (not claimed and handed back), so
+          -- the jobs behind it are served.
+          -- (IS NULL first: the planner then estimates nearly every row passes, as it does.)
+          AND (j.concurrency_key IS NULL OR k.room > 0)
         ORDER BY j.priority DESC, j.run_at, j.id
         -- A constant LIMIT, not "room left under the cap": the planner would estimate an
         -- expression LIMIT at a tenth of the table, and that inflated cost switches on JIT
         -- compilation, seconds per claim. The cap is applied in "ranked".
         LIMIT %(max_jobs)s
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF j SKIP LOCKED
     ) AS h
     WHERE l.cap IS NULL OR l.cap > l.running
 ),
-keyed AS (
-    -- One claim takes at most a key's room (limit - leased) of its jobs, across queues and
-    -- tenants. Counted again here only for the few heads that have a key.
-    SELECT h.*,
-           row_number() OVER (PARTITION BY h.concurrency_key
-                              ORDER BY h.priority DESC, h.run_at, h.id) AS nth_of_key,
-           CASE WHEN h.concurrency_key IS NOT NULL
-                THEN coalesce((SELECT o.key_limit FROM limit_overrides AS o
-                               WHERE o.key = h.concurrency_key),
-                              h.concurrency_limit, 2147483647)
-                     - (SELECT count(*) FROM jobqueue_job AS r
-                        WHERE r.state = 'leased' AND r.concurrency_key = h.concurrency_key)
-                END AS key_room
-    FROM heads AS h
-),
 per_tenant AS (
-    SELECT k.*,
-           row_number() OVER (PARTITION BY k.tenant_id
-                              ORDER BY k.priority DESC, k.run_at, k.id) AS nth_of_tenant
-    FROM keyed AS k
-    WHERE k.concurrency_key IS NULL OR k.nth_of_key <= k.key_room
+    SELECT h.*,
+           row_number() OVER (PARTITION BY h.tenant_id
+                              ORDER BY h.priority DESC, h.run_at, h.id) AS nth_of_tenant
+    FROM heads AS h
+    WHERE h.room IS NULL OR h.nk <= h.room
 ),
 ranked AS (
     SELECT p.id, p.queue, q.pos, q.weight, q.start,
            row_number() OVER (PARTITION BY p.queue
                               ORDER BY p.priority DESC,
-                                       (p.running + p.nth_of_tenant) / p.tenant_weight,
+                                       -- the tenant's weight: %(tenant_weights)s, default 1
+                                       (p.running + p.nth_of_tenant)
+                                       / coalesce((%(tenant_weights)s::jsonb->>p.tenant_id)::float, 1),
                                        p.run_at, p.id) AS nth_of_queue
     FROM per_tenant AS p
     JOIN queues AS q ON q.name = p.queue
