@@ -40,6 +40,10 @@ is by the database clock unless it says otherwise.
 6. Tenant weights (issue 18): tenants "gold" (TENANT_WEIGHTS 3) and "std" (1), each with more
    ready 20 ms jobs than 16 slots can run in the window; counts the jobs each finished in
    --weights-seconds after 1 s of warm-up. Goal: gold:std = 3:1 +-15 %.
+7. A held key (issue 18): one concurrency key at its limit (2 leased) with 0, 1,000 or 10,000
+   of its jobs ready ahead of 10 unlimited ones in the same queue; one claim of 10, in a
+   transaction rolled back, 21 times. Reports the median claim time (ms, client side) and that
+   the claim returned the 10 unlimited jobs (goal: all 10, every time).
 
 ``--quick`` shrinks every scenario (smaller backlogs, shorter windows) for a run of ~2 minutes.
 """
@@ -671,6 +675,43 @@ def scenario_tenant_weights(cfg: argparse.Namespace) -> None:
     )
 
 
+# -- 7. a held key --------------------------------------------------------------------------------
+
+
+def scenario_held_key(cfg: argparse.Namespace) -> None:
+    from django.db import transaction
+
+    from jobqueue.store.postgres import PostgresStore
+
+    print(
+        "\n7. a held key: a key at its limit (2 leased), N of its jobs ahead of 10 unlimited ones"
+    )
+    store = PostgresStore()
+    for ahead in (0, 1_000, 10_000):
+        truncate()
+        insert_ready(ahead + 2, "held", NOOP_JOB, {}, keys=1, key_limit=2)
+        query(
+            "UPDATE jobqueue_job SET state = 'leased', lease_until = now() + interval '1 hour',"
+            " lease_token = gen_random_uuid(), attempts = 1 WHERE id IN (1, 2)"
+        )
+        insert_ready(10, "held", NOOP_JOB, {})
+        times, got = [], []
+        for _ in range(21):
+            with transaction.atomic():
+                start = time.perf_counter()
+                claimed = store.claim(["held"], "bench", 10, 30.0)
+                times.append((time.perf_counter() - start) * 1000)
+                got.append(sum(1 for j in claimed if j.id > ahead + 2))
+                transaction.set_rollback(True)
+        report(
+            "7 held key",
+            f"{ahead:,} held ahead: claim ms (median), unlimited got",
+            "10 of 10 every claim",
+            f"{percentile(times, 50):.1f} ms, {min(got)}..{max(got)}",
+            min(got) == 10,
+        )
+
+
 # -- main -----------------------------------------------------------------------------------------
 
 
@@ -681,6 +722,7 @@ SCENARIOS = {
     4: scenario_ordering,
     5: scenario_claim_cost,
     6: scenario_tenant_weights,
+    7: scenario_held_key,
 }
 
 
