@@ -32,6 +32,7 @@ class GaugeContract:
         make_jobs(2, JobState.LEASED, using=self.alias)
         store = import_string(self.store_class)(self.alias)
         assert store.running_gauges(2).top_keys == [("acct:1", 3, 3), ("partner", 2, 5)]
+        assert store.concurrency_gauges(2) == [("acct:1", 3, 3), ("partner", 2, 5)]
 
 
 @requires_postgres()

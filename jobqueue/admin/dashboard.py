@@ -252,7 +252,7 @@ def concurrency_rows(using: str = "default") -> list[tuple[str, int, int | None]
     running jobs were enqueued with. One read of the leased rows (a partial index).
     """
     limits = ConcurrencyLimits(overrides=get_settings().concurrency_limits)
-    keys = get_store(using).running_gauges(CONCURRENCY_ROWS).top_keys
+    keys = get_store(using).concurrency_gauges(CONCURRENCY_ROWS)
     return [(key, n, limits.limit_of(key, stored)) for key, n, stored in keys]
 
 

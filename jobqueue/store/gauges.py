@@ -68,6 +68,13 @@ class GaugeStore(Protocol):
     def running_gauges(self, top: int) -> RunningGauge:
         """Return leased jobs per queue, and of the ``top`` tenants and keys running the most."""
 
+    def concurrency_gauges(self, top: int) -> list[tuple[str, int, int | None]]:
+        """Return :attr:`RunningGauge.top_keys` alone, in one read (the admin's dashboard).
+
+        Args:
+            top: most keys returned (>= 1), the ones running the most first.
+        """
+
     def prunable_by_state(
         self,
         retention: Mapping[str, float],

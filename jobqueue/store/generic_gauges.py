@@ -61,17 +61,21 @@ class GenericGaugeStore:
             for r in leased.values("queue").annotate(n=Count("id")).order_by("queue")
         }
         tenants = leased.values("tenant_id").annotate(n=Count("id")).order_by("-n", "tenant_id")
+        return RunningGauge(
+            by_queue=by_queue,
+            top_tenants=[(r["tenant_id"], r["n"]) for r in tenants[:top]],
+            top_keys=self.concurrency_gauges(top),
+        )
+
+    def concurrency_gauges(self, top: int) -> list[tuple[str, int, int | None]]:
         keys = (
-            leased.filter(concurrency_key__isnull=False)
+            Job.objects.using(self.alias)
+            .filter(state=JobState.LEASED, concurrency_key__isnull=False)
             .values("concurrency_key")
             .annotate(n=Count("id"), limit=Max("concurrency_limit"))
             .order_by("-n", "concurrency_key")
         )
-        return RunningGauge(
-            by_queue=by_queue,
-            top_tenants=[(r["tenant_id"], r["n"]) for r in tenants[:top]],
-            top_keys=[(str(r["concurrency_key"]), r["n"], r["limit"]) for r in keys[:top]],
-        )
+        return [(str(r["concurrency_key"]), r["n"], r["limit"]) for r in keys[:top]]
 
     def prunable_by_state(
         self,

@@ -60,6 +60,10 @@ class PostgresGaugeStore:
         keys = [(r.key, r.n, r.key_limit) for r in rows if r.key is not None]
         return RunningGauge(by_queue=by_queue, top_tenants=tenants, top_keys=keys)
 
+    def concurrency_gauges(self, top: int) -> list[tuple[str, int, int | None]]:
+        with self._execute("concurrency_gauges", {"top": int(top)}) as cursor:
+            return [(r.key, r.n, r.key_limit) for r in fetchall(cursor)]
+
     def prunable_by_state(
         self,
         retention: Mapping[str, float],
