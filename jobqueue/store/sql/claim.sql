@@ -30,6 +30,10 @@
 -- jobqueue_job_ordering (ordering_key, id) over live rows; pauses use jobqueue_pause_kind_name
 -- (kind, name), a table of a few rows.
 --
+-- Text budget: the compacted statement plus the transaction-limits prefix must fit psycopg's
+-- 4,096-character query cache (tests/test_sqltext.py); after issue 18's limits and weights it
+-- has 7 characters to spare. Comments are free (stripped before sending).
+--
 -- "heads" row-locks what it reads with SKIP LOCKED, so concurrent claims never wait on each other
 -- or hand out the same job, and a claim reads past the rows another claim holds instead of coming
 -- back empty. A row another claim leased since this statement's snapshot fails the re-checked
