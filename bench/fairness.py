@@ -33,8 +33,17 @@ is by the database clock unless it says otherwise.
    succeeded, each key's runs started in enqueue (id) order, and no two runs of a key overlapped.
 5. Claim cost: ``runworkers --burst`` draining 20,000 ready no-op (0 ms) jobs, (a) all tenant "",
    (b) spread over 100 tenants, (c) 100 tenants with TENANT_MAX_RUNNING = 4 (capped claims take
-   turns on an advisory lock). Reports jobs/s as wall time of the command and as the span first
-   claim -> last ack, and each as a fraction of (a).
+   turns on an advisory lock), (d) the jobs of (a) under concurrency limits: 100 keys of limit
+   2 each (issue 18: every claim counts each head's key on the partial index, and claims take
+   turns), (e) 100 tenants of which half weigh 3 (TENANT_WEIGHTS). Reports jobs/s as wall time
+   of the command and as the span first claim -> last ack, and each as a fraction of (a).
+6. Tenant weights (issue 18): tenants "gold" (TENANT_WEIGHTS 3) and "std" (1), each with more
+   ready 20 ms jobs than 16 slots can run in the window; counts the jobs each finished in
+   --weights-seconds after 1 s of warm-up. Goal: gold:std = 3:1 +-15 %.
+7. A held key (issue 18): one concurrency key at its limit (2 leased) with 0, 1,000 or 10,000
+   of its jobs ready ahead of 10 unlimited ones in the same queue; one claim of 10, in a
+   transaction rolled back, 21 times. Reports the median claim time (ms, client side) and that
+   the claim returned the 10 unlimited jobs (goal: all 10, every time).
 
 ``--quick`` shrinks every scenario (smaller backlogs, shorter windows) for a run of ~2 minutes.
 """
@@ -117,20 +126,29 @@ def insert_ready(
     *,
     tenant: str = "",
     tenants: int = 0,
+    keys: int = 0,
+    key_limit: int = 1,
 ) -> None:
     """Insert ``n`` ready jobs in one statement: setup for a backlog, not measured.
 
     The rows are what ``enqueue`` writes for a ready job. With ``tenants`` > 0 the jobs are dealt
-    round-robin to tenants t000..t{tenants-1} instead of all going to ``tenant``.
+    round-robin to tenants t000..t{tenants-1} instead of all going to ``tenant``; with ``keys``
+    > 0, to concurrency keys k000..k{keys-1} of limit ``key_limit``.
     """
     query(
         "INSERT INTO jobqueue_job (queue, type, payload, priority, tenant_id, state, run_at,"
-        " attempts, max_attempts, timeout_s, leased_by, errors, dead_reason, created_at)"
+        " attempts, max_attempts, timeout_s, leased_by, errors, dead_reason, created_at,"
+        " concurrency_key, concurrency_limit)"
         " SELECT %(queue)s, %(type)s, %(payload)s::jsonb, 0,"
         " CASE WHEN %(tenants)s = 0 THEN %(tenant)s"
         " ELSE 't' || lpad((g %% %(tenants)s)::text, 3, '0') END,"
-        " 'ready', now(), 0, 8, 30, '', '[]', '', now() FROM generate_series(1, %(n)s) AS g",
+        " 'ready', now(), 0, 8, 30, '', '[]', '', now(),"
+        " CASE WHEN %(keys)s > 0 THEN 'k' || lpad((g %% %(keys)s)::text, 3, '0') END,"
+        " CASE WHEN %(keys)s > 0 THEN %(key_limit)s END"
+        " FROM generate_series(1, %(n)s) AS g",
         {
+            "keys": keys,
+            "key_limit": key_limit,
             "queue": queue,
             "type": job_type,
             "payload": json.dumps(SLEEP_PAYLOAD if payload is None else payload),
@@ -564,11 +582,15 @@ def scenario_ordering(cfg: argparse.Namespace) -> None:
 # -- 5. claim cost --------------------------------------------------------------------------------
 
 
-def drain(cfg: argparse.Namespace, tenants: int, cap: int | None) -> tuple[float, float]:
+def drain(
+    cfg: argparse.Namespace, tenants: int, cap: int | None, keys: int = 0, weighted: bool = False
+) -> tuple[float, float]:
     """Drain --drain-jobs no-op jobs with one ``runworkers --burst``; (wall, span) jobs/s."""
     truncate()
-    insert_ready(cfg.drain_jobs, "drain", NOOP_JOB, {}, tenants=tenants)
-    extra = {} if cap is None else {"TENANT_MAX_RUNNING": cap}
+    insert_ready(cfg.drain_jobs, "drain", NOOP_JOB, {}, tenants=tenants, keys=keys, key_limit=2)
+    extra: dict[str, object] = {} if cap is None else {"TENANT_MAX_RUNNING": cap}
+    if weighted:
+        extra["TENANT_WEIGHTS"] = {f"t{n:03d}": 3 for n in range(0, tenants, 2)}
     start = time.perf_counter()
     with Workers("drain", worker_settings(cfg.poll, **extra), "--burst") as workers:
         workers.wait(600)
@@ -588,13 +610,15 @@ def scenario_claim_cost(cfg: argparse.Namespace) -> None:
         " wall includes process start, span is first claim -> last ack"
     )
     variants = [
-        ("(a) all tenant ''", 0, None),
-        ("(b) 100 tenants", 100, None),
-        ("(c) 100 tenants, TENANT_MAX_RUNNING=4", 100, 4),
+        ("(a) all tenant ''", 0, None, 0, False),
+        ("(b) 100 tenants", 100, None, 0, False),
+        ("(c) 100 tenants, TENANT_MAX_RUNNING=4", 100, 4, 0, False),
+        ("(d) 100 concurrency keys, limit 2", 0, None, 100, False),
+        ("(e) 100 tenants, half TENANT_WEIGHTS 3", 100, None, 0, True),
     ]
     base = None
-    for label, tenants, cap in variants:
-        wall, span = drain(cfg, tenants, cap)
+    for label, tenants, cap, keys, weighted in variants:
+        wall, span = drain(cfg, tenants, cap, keys, weighted)
         base = base or (wall, span)
         report(
             "5 claim cost",
@@ -606,6 +630,88 @@ def scenario_claim_cost(cfg: argparse.Namespace) -> None:
         print(f"  {'':<44} ratio to (a): wall {wall / base[0]:.2f}, span {span / base[1]:.2f}")
 
 
+# -- 6. tenant weights ----------------------------------------------------------------------------
+
+
+def scenario_tenant_weights(cfg: argparse.Namespace) -> None:
+    weights = {"gold": 3, "std": 1}
+    per_tenant = int(SLOTS * PROCESSES / JOB_S * (cfg.weights_seconds + 5))
+    print(
+        f"\n6. tenant weights: TENANT_WEIGHTS gold 3, std 1, {per_tenant:,} ready 20 ms jobs each,"
+        f" counted over {cfg.weights_seconds:g} s after 1 s of warm-up"
+    )
+    truncate()
+    for tenant in weights:
+        insert_ready(per_tenant, "tiers", tenant=tenant)
+    settings = worker_settings(cfg.poll, TENANT_WEIGHTS={"gold": 3})
+    with Workers("tiers", settings):
+        wait_first_claim()
+        time.sleep(1.0)
+        t0 = db_now()
+        time.sleep(cfg.weights_seconds)
+        t1 = db_now()
+    done = dict(
+        query(
+            "SELECT tenant_id, count(*) FROM jobqueue_job WHERE state = 'succeeded'"
+            " AND finished_at BETWEEN %s AND %s GROUP BY tenant_id",
+            [t0, t1],
+        )
+    )
+    left = dict(
+        query("SELECT tenant_id, count(*) FROM jobqueue_job WHERE state = 'ready' GROUP BY 1")
+    )
+    ratio = done.get("gold", 0) / max(done.get("std", 0), 1)
+    print(
+        "  completed: "
+        + ", ".join(f"{t} {done.get(t, 0):,} (still ready {left.get(t, 0):,})" for t in weights)
+        + f"; {sum(done.values()) / (t1 - t0).total_seconds():,.0f} jobs/s in all"
+    )
+    report(
+        "6 tenant weights",
+        "gold:std completed (weights 3:1)",
+        "2.55 .. 3.45",
+        f"{ratio:.2f}",
+        2.55 <= ratio <= 3.45 and all(left.get(t, 0) > 0 for t in weights),
+    )
+
+
+# -- 7. a held key --------------------------------------------------------------------------------
+
+
+def scenario_held_key(cfg: argparse.Namespace) -> None:
+    from django.db import transaction
+
+    from jobqueue.store.postgres import PostgresStore
+
+    print(
+        "\n7. a held key: a key at its limit (2 leased), N of its jobs ahead of 10 unlimited ones"
+    )
+    store = PostgresStore()
+    for ahead in (0, 1_000, 10_000):
+        truncate()
+        insert_ready(ahead + 2, "held", NOOP_JOB, {}, keys=1, key_limit=2)
+        query(
+            "UPDATE jobqueue_job SET state = 'leased', lease_until = now() + interval '1 hour',"
+            " lease_token = gen_random_uuid(), attempts = 1 WHERE id IN (1, 2)"
+        )
+        insert_ready(10, "held", NOOP_JOB, {})
+        times, got = [], []
+        for _ in range(21):
+            with transaction.atomic():
+                start = time.perf_counter()
+                claimed = store.claim(["held"], "bench", 10, 30.0)
+                times.append((time.perf_counter() - start) * 1000)
+                got.append(sum(1 for j in claimed if j.id > ahead + 2))
+                transaction.set_rollback(True)
+        report(
+            "7 held key",
+            f"{ahead:,} held ahead: claim ms (median), unlimited got",
+            "10 of 10 every claim",
+            f"{percentile(times, 50):.1f} ms, {min(got)}..{max(got)}",
+            min(got) == 10,
+        )
+
+
 # -- main -----------------------------------------------------------------------------------------
 
 
@@ -615,6 +721,8 @@ SCENARIOS = {
     3: scenario_weights,
     4: scenario_ordering,
     5: scenario_claim_cost,
+    6: scenario_tenant_weights,
+    7: scenario_held_key,
 }
 
 

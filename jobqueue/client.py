@@ -67,6 +67,8 @@ def enqueue(
     timeout_s: float | None = None,
     tenant_id: str = "",
     ordering_key: str | None = None,
+    concurrency_key: str | None = None,
+    concurrency_limit: int | None = None,
     using: str | None = None,
     after: Iterable[int] | None = None,
     run_on_parent_failure: bool = False,
@@ -92,6 +94,11 @@ def enqueue(
         ordering_key: jobs with the same key (any queue) run one at a time, in enqueue order,
             across all workers; a retrying job holds its key until it succeeds, is cancelled or
             goes dead. None for no key.
+        concurrency_key: at most ``concurrency_limit`` jobs of this key run at once, across
+            all workers; a job whose key is at its limit waits (no attempt spent) and never
+            holds up the jobs behind it. Default: the type's ``@job(concurrency_key=)``, or
+            the key ``JOBQUEUE["CONCURRENCY_LIMITS"]`` gives its type or dependency.
+        concurrency_limit: 1..1,000,000; default the setting's for the key, else the type's.
         using: database alias to store the job on; default: the queue's alias by
             ``JOBQUEUE["QUEUE_DATABASES"]`` (its shard, for a sharded queue), else
             ``"default"``. An explicit alias is used as given, whatever the setting says.
@@ -114,7 +121,9 @@ def enqueue(
         InvalidPayload: the payload is not JSON (the message names the path), holds a NUL or a
             lone surrogate, or is over ``MAX_PAYLOAD_BYTES``.
         InvalidJobOption: a bad queue, priority, run_at (naive under USE_TZ), delay,
-            max_attempts, timeout_s, tenant_id, dedupe_key, ordering_key or using.
+            max_attempts, timeout_s, tenant_id, dedupe_key, ordering_key, concurrency_key
+            (or a key function that fails on the payload), concurrency_limit (or a key with
+            no limit anywhere) or using.
         UnregisteredJobType: no handler registers ``job_type`` in this process and
             ``JOBQUEUE["ENQUEUE_UNREGISTERED"]`` does not allow it (an ``InvalidJobOption``).
             Also: a bad ``after`` or flag, or a parent id that names no job (nothing written).
@@ -134,6 +143,8 @@ def enqueue(
         timeout_s=timeout_s,
         tenant_id=tenant_id,
         ordering_key=ordering_key,
+        concurrency_key=concurrency_key,
+        concurrency_limit=concurrency_limit,
         using=using,
         after=after,
         run_on_parent_failure=run_on_parent_failure,
@@ -154,6 +165,8 @@ def enqueue_or_get(
     timeout_s: float | None = None,
     tenant_id: str = "",
     ordering_key: str | None = None,
+    concurrency_key: str | None = None,
+    concurrency_limit: int | None = None,
     using: str | None = None,
     after: Iterable[int] | None = None,
     run_on_parent_failure: bool = False,
@@ -184,6 +197,8 @@ def enqueue_or_get(
         timeout_s=timeout_s,
         tenant_id=tenant_id,
         ordering_key=ordering_key,
+        concurrency_key=concurrency_key,
+        concurrency_limit=concurrency_limit,
     )
     using = explicit or _routed(new_job)
     caller = outbox.caller_alias(using)

@@ -25,6 +25,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from . import limits
+from .concurrencyspec import parse_concurrency_limits, parse_tenant_weights
 
 # CRON entries are checked by the cron package's leaf, which imports neither conf nor the store.
 from .cron.spec import DEFAULT_CRON_MISSED_CAP as DEFAULT_CRON_MISSED_CAP
@@ -167,6 +168,8 @@ class JobQueueSettings:
     tenant_max_running_overrides: Mapping[str, int | None] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    tenant_weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    concurrency_limits: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     discover_modules: tuple[str, ...] = DEFAULT_DISCOVER_MODULES
     retention_seconds: Mapping[str, float | None] = field(
         default_factory=lambda: MappingProxyType(dict(DEFAULT_RETENTION_SECONDS))
@@ -366,6 +369,8 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
         lambda value: None if value is None else _ranged("TENANT_MAX_RUNNING")(value),
     ),
     "TENANT_MAX_RUNNING_OVERRIDES": ("tenant_max_running_overrides", parse_tenant_overrides),
+    "TENANT_WEIGHTS": ("tenant_weights", parse_tenant_weights),
+    "CONCURRENCY_LIMITS": ("concurrency_limits", parse_concurrency_limits),
     "DISCOVER_MODULES": ("discover_modules", parse_discover_modules),
     "RETENTION": ("retention_seconds", parse_retention),
     "ADMIN_MASKED_KEYS": ("admin_masked_keys", parse_masked_keys),

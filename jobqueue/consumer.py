@@ -24,7 +24,8 @@ from .payloads import to_json
 from .retries import decide
 from .store import ClaimedJob, Store, get_store
 from .store.finishing import ack_outcome, finished
-from .store.plan import ClaimPlan, TenantCaps
+from .store.plan import ClaimPlan
+from .store.policy import claim_policy
 
 __all__ = ["ack", "claim", "heartbeat", "nack"]
 
@@ -73,10 +74,10 @@ def claim(
         raise InvalidJobOption("max_jobs", f"must be an integer in 1..10000, got {max_jobs!r}")
     lease = arguments.lease_seconds(lease_s)
     conf = get_settings()
-    caps = TenantCaps(conf.tenant_max_running, conf.tenant_max_running_overrides)
+    caps, limits = claim_policy(conf)
     # A one-off claim has no history of its own to be fair against: equal shares from tag 0,
     # which is the first plan a worker's QueueSelector gives for the same queues.
-    plan = replace(ClaimPlan.even(len(queues), caps), rates=rate_limits())
+    plan = replace(ClaimPlan.even(len(queues), caps, limits), rates=rate_limits())
     with _writing(using):
         return get_store(using).claim(queues, worker_id, max_jobs, lease, plan=plan)
 

@@ -1,4 +1,4 @@
-"""Who gets the next free slot: queue weights, strict queue order, and per-tenant caps.
+"""Who gets the next free slot: queue weights, strict queue order, tenant caps and weights.
 
 A worker serves its queues in one of two ways:
 
@@ -39,13 +39,13 @@ from .queuespec import EVERY_QUEUE, advertised_queues
 from .queuespec import MAX_WEIGHT as MAX_WEIGHT
 from .queuespec import parse_queue_spec as parse_queue_spec
 from .ratelimits import RateLimits
-from .store.plan import ClaimPlan, TenantCaps
+from .store.plan import ClaimPlan, ConcurrencyLimits, TenantCaps
 
 # The ORM store's claim order lives with the store; its old path still works.
 from .store.ranking import Candidate as Candidate
 from .store.ranking import serve_order as serve_order
 
-__all__ = ["ClaimPlan", "QueueSelector", "TenantCaps", "parse_queue_spec"]
+__all__ = ["ClaimPlan", "ConcurrencyLimits", "QueueSelector", "TenantCaps", "parse_queue_spec"]
 
 
 class Claimed(Protocol):
@@ -75,12 +75,14 @@ class QueueSelector:
         strict: bool = False,
         caps: TenantCaps | None = None,
         exclude: Sequence[str] = (),
+        limits: ConcurrencyLimits | None = None,
         rates: RateLimits | None = None,
     ) -> None:
         """Serve ``queues`` with ``weights`` (default: all 1), or in list order with ``strict``.
 
         A last ``"*"`` in ``queues`` serves every other queue but those in ``exclude``, each
-        with the weight given to ``"*"``.
+        with the weight given to ``"*"``. ``caps`` (tenant caps and weights) and ``limits``
+        (concurrency limits) pass through to every plan.
 
         Raises:
             ValueError: ``weights`` does not give one positive weight per queue, or ``exclude``
@@ -101,6 +103,7 @@ class QueueSelector:
         self.others_weight = given[-1] if self.every else 1.0
         self.strict = strict
         self.caps = caps or TenantCaps()
+        self.limits = limits or ConcurrencyLimits()
         self.rates = rates or RateLimits()
         self._start = dict.fromkeys(self.queues, 0.0)
         self._others_start = 0.0
@@ -130,6 +133,7 @@ class QueueSelector:
             start=tuple(self._start[q] for q in self.queues),
             strict=self.strict,
             caps=self.caps,
+            limits=self.limits,
             every=self.every,
             others_weight=self.others_weight,
             others_start=self._others_start,

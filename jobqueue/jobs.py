@@ -47,7 +47,8 @@ class JobFunction(JobType):
 
         Keyword arguments named like :data:`ENQUEUE_OPTIONS` (``run_at``, ``delay``,
         ``priority``, ``dedupe_key``, ``max_attempts``, ``timeout_s``, ``tenant_id``,
-        ``ordering_key``, ``using``, ``queue``) are options; the rest is the payload passed to
+        ``ordering_key``, ``concurrency_key``, ``concurrency_limit``, ``using``, ``queue``) are
+        options; the rest is the payload passed to
         the handler. Options left out take this type's defaults, then the ``JOBQUEUE`` settings.
 
         Returns:
@@ -85,6 +86,8 @@ def job(
     takes_context: bool = False,
     dependency: str | None = None,
     rate_limit: str | float | dict[str, Any] | None = None,
+    concurrency_key: str | Callable[..., str | None] | None = None,
+    concurrency_limit: int | None = None,
 ) -> Any:
     """Register a function as a job type. Use as ``@job`` or ``@job(queue="emails", ...)``.
 
@@ -108,6 +111,12 @@ def job(
             ``"600/min"``, or ``{"rate": "10/s", "burst": 20}`` (README, "Flow control: rate
             limits"). ``JOBQUEUE["RATE_LIMITS"]["type"]`` overrides it. Every worker that may
             claim the type must have it registered (as for ``dependency``).
+        concurrency_key: what at most ``concurrency_limit`` jobs may run of at once, across all
+            workers: a fixed key, or a function of the payload's keyword arguments returning
+            one (``lambda account_id, **_: f"acct:{account_id}"``) or None (not limited),
+            called once at enqueue. Without it, ``concurrency_limit`` limits the type itself.
+        concurrency_limit: most leased jobs per key, 1..1,000,000 (``JOBQUEUE
+            ["CONCURRENCY_LIMITS"]`` overrides it per key).
 
     Returns:
         A :class:`JobFunction` (or a decorator producing one).
@@ -130,6 +139,8 @@ def job(
             takes_context=takes_context,
             dependency=dependency,
             rate_limit=rate_limit,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
         )
 
     return make(func) if func is not None else make

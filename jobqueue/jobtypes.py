@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from .arguments import validate_options
+from .concurrencyspec import check_declared
 from .conf import get_settings
 from .errors import (
     InvalidJobOption,
@@ -56,6 +57,8 @@ ENQUEUE_OPTIONS = frozenset(
         "timeout_s",
         "tenant_id",
         "ordering_key",
+        "concurrency_key",
+        "concurrency_limit",
         "using",
         "after",
         "run_on_parent_failure",
@@ -289,6 +292,8 @@ class JobType:
         takes_context: bool,
         dependency: str | None = None,
         rate_limit: Limiter | None = None,
+        concurrency_key: str | Callable[..., str | None] | None = None,
+        concurrency_limit: int | None = None,
     ) -> None:
         self.func = func
         self.name = name
@@ -300,6 +305,7 @@ class JobType:
         self.takes_context = takes_context
         self.dependency = dependency
         self.rate_limit = rate_limit
+        self.concurrency_key, self.concurrency_limit = concurrency_key, concurrency_limit
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -349,6 +355,8 @@ def declare(  # noqa: UP047
     takes_context: bool,
     dependency: str | None,
     rate_limit: Any = None,
+    concurrency_key: str | Callable[..., str | None] | None = None,
+    concurrency_limit: int | None = None,
 ) -> T:
     """Internal: validate ``@job``'s options, build a ``cls`` for ``f`` and register it.
 
@@ -373,6 +381,7 @@ def declare(  # noqa: UP047
         except ValueError as exc:
             raise JobQueueConfigurationError(f"{where}: {exc}") from None
     limit = None if rate_limit is None else parse_rate(rate_limit, f"{where} rate_limit")
+    check_declared(where, concurrency_key, concurrency_limit)
     parsed_backoff = parse_backoff(backoff, where=f"{where} backoff") if backoff else None
     params = list(inspect.signature(f).parameters)
     if takes_context:
@@ -394,6 +403,8 @@ def declare(  # noqa: UP047
         takes_context=takes_context,
         dependency=dependency,
         rate_limit=limit,
+        concurrency_key=concurrency_key,
+        concurrency_limit=concurrency_limit,
     )
     with _lock:
         existing = _registry.get(type_name)

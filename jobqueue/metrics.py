@@ -47,6 +47,7 @@ from .ops.queues import live_workers, open_breakers, served_queues
 from .ops.rates import families as rollup_families
 from .store import Store, get_store
 from .store.gauges import COUNT_CAP
+from .store.plan import ConcurrencyLimits
 
 #: The exposition format's media type.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -235,6 +236,22 @@ def compute(using: str = "default") -> str:
         "jobqueue_running_jobs_by_tenant",
         f"Leased (running) jobs of the {TOP_TENANTS} tenants running the most.",
         [({"tenant": tenant}, float(n)) for tenant, n in running.top_tenants],
+    )
+    limits = ConcurrencyLimits(overrides=get_settings().concurrency_limits)
+    out += family(
+        "jobqueue_concurrency_running",
+        f"Leased (running) jobs of the {TOP_TENANTS} concurrency keys running the most.",
+        [({"key": key}, float(n)) for key, n, _ in running.top_keys],
+    )
+    out += family(
+        "jobqueue_concurrency_limit",
+        "The concurrency limit of each key in jobqueue_concurrency_running (the setting's, "
+        "else the one its jobs were enqueued with).",
+        [
+            ({"key": key}, float(limit))
+            for key, _, stored in running.top_keys
+            if (limit := limits.limit_of(key, stored)) is not None
+        ],
     )
     out += family(
         "jobqueue_workers_alive",

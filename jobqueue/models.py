@@ -70,6 +70,15 @@ class Job(models.Model):
         blank=True,
         help_text="Jobs with the same key run one at a time, in enqueue order.",
     )
+    # Concurrency limits (issue 18): at most concurrency_limit leased jobs of one key, all
+    # workers; both fixed at enqueue (jobqueue/concurrency.py). NULL: not limited.
+    concurrency_key = models.CharField(
+        max_length=200,
+        null=True,
+        blank=True,
+        help_text="At most concurrency_limit jobs of this key run at once, across all workers.",
+    )
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
     errors = models.JSONField(default=list, blank=True, help_text="One entry per failed attempt.")
     dead_reason = models.CharField(
         max_length=32, choices=DeadReason.choices, blank=True, default=""
@@ -134,6 +143,13 @@ class Job(models.Model):
                 fields=["ordering_key", "id"],
                 name="jobqueue_job_ordering",
                 condition=_live & Q(ordering_key__isnull=False),
+            ),
+            # Leased jobs per concurrency key: the claim's limit check. Only leased rows with a
+            # key, so it holds at most one entry per running limited job.
+            models.Index(
+                fields=["concurrency_key"],
+                name="jobqueue_job_conc_running",
+                condition=Q(state=JobState.LEASED) & Q(concurrency_key__isnull=False),
             ),
             # The reaper: expired leases.
             models.Index(

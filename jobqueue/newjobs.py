@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import arguments
+from . import arguments, concurrency
 from .conf import get_settings
 from .errors import InvalidJobOption, InvalidPayload, UnregisteredJobType
 from .jobtypes import JobType, signature_of
@@ -34,6 +34,8 @@ ENQUEUE_MANY_KEYS = (
     "timeout_s",
     "tenant_id",
     "ordering_key",
+    "concurrency_key",
+    "concurrency_limit",
 )
 
 
@@ -71,6 +73,8 @@ def new_job(
     timeout_s: float | None = None,
     tenant_id: str = "",
     ordering_key: str | None = None,
+    concurrency_key: str | None = None,
+    concurrency_limit: int | None = None,
     memo: dict[Any, Any] | None = None,
     queue_given: bool = True,
 ) -> NewJob:
@@ -116,6 +120,9 @@ def new_job(
     if args_key not in memo:
         _check_arguments(found, payload)
         memo[args_key] = True
+    key, limit = concurrency.resolve(
+        get_settings(), found, type_name, payload, concurrency_key, concurrency_limit
+    )
     return NewJob(
         queue=options.queue,
         type=type_name,
@@ -128,6 +135,8 @@ def new_job(
         timeout_s=options.timeout_s,
         dedupe_key=dedupe_key,
         ordering_key=ordering_key,
+        concurrency_key=key,
+        concurrency_limit=limit,
     )
 
 

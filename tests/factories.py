@@ -8,6 +8,7 @@ row has ``finished_at``; a ``dead`` row has a reason and an error entry.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -122,6 +123,8 @@ def claim_params(
     default_cap: int | None = None,
     caps: dict[str, int] | None = None,
     strict: bool = False,
+    tenant_weights: dict[str, float] | None = None,
+    concurrency_limits: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Return the parameters of ``store/sql/claim.sql``, for running it under EXPLAIN."""
     return {
@@ -132,6 +135,8 @@ def claim_params(
         "default_cap": default_cap,
         "cap_tenants": list(caps or {}),
         "cap_values": list((caps or {}).values()),
+        "tenant_weights": json.dumps(tenant_weights or {}),
+        "limits": json.dumps(concurrency_limits or {}),
         "worker_id": "w1",
         "max_jobs": max_jobs,
         "lease_s": 30.0,

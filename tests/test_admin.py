@@ -599,7 +599,8 @@ def test_dashboard_reads_a_handful_of_aggregates(admin):
     job_queries = [q["sql"] for q in queries if "jobqueue_job" in q["sql"]]
     # On PostgreSQL the planner is also asked how big the succeeded and cancelled sets are.
     reads = [sql for sql in job_queries if not sql.startswith("EXPLAIN")]
-    assert len(reads) <= 6, reads
+    # Six, plus the running jobs per concurrency key (issue 18: one read of leased rows).
+    assert len(reads) <= 7, reads
     assert all("GROUP BY" in sql.upper() for sql in reads), reads
     assert len(job_queries) - len(reads) <= 2
 

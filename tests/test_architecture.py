@@ -41,6 +41,7 @@ PARTS: dict[str, set[str]] = {
         "retries",
         "claimed",
         "queuespec",
+        "concurrencyspec",
         "poolspec",
         "queuedbspec",
         "txlimits",
@@ -66,7 +67,7 @@ PARTS: dict[str, set[str]] = {
         "batch_model",
         "outbox_model",
     },
-    "registry": {"jobtypes", "options", "backoff"},
+    "registry": {"jobtypes", "options", "backoff", "concurrency"},
     "store": {"store"},
     "consumer": {
         "consumer",

@@ -193,6 +193,11 @@ def test_the_jobqueue_extras_of_the_task_class():
     assert (job.max_attempts, job.timeout_s, job.tenant_id) == (5, 90.0, "t1")
 
 
+def test_a_task_declares_a_concurrency_key_and_limit():
+    job = Job.objects.get(id=int(tasks.per_account.enqueue(account_id=7).id))
+    assert (job.concurrency_key, job.concurrency_limit) == ("acct:7", 2)
+
+
 def test_options_give_defaults_and_settings_the_rest():
     with with_tasks(OPTIONS={"max_attempts": 4, "timeout_s": 12}):
         job = Job.objects.get(id=int(tasks.add.enqueue(1, 2).id))

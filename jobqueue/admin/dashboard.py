@@ -32,6 +32,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from .. import pausing
+from ..conf import get_settings
 from ..crontab import has_seconds
 from ..errors import InvalidJobOption
 from ..fairness import rate_limits
@@ -41,6 +42,7 @@ from ..ops.queues import served_queues
 from ..routing import all_queue_aliases
 from ..states import CLAIMABLE, JobState
 from ..store import get_store
+from ..store.plan import ConcurrencyLimits
 from .charts import DEFAULT_SPAN, charts
 from .cron import local
 from .filters import known_queues
@@ -50,6 +52,8 @@ from .paginator import EXACT_COUNT_BELOW, planner_rows
 REFRESH_SECONDS = 5
 #: Most rows in "dead letters by type".
 DEAD_BY_TYPE_ROWS = 50
+#: Concurrency keys shown: the ones running the most (the metrics show as many).
+CONCURRENCY_ROWS = 20
 STATES = [state.value for state in JobState]
 
 
@@ -264,6 +268,17 @@ def merged_dead_letters(lists: Iterable[list[Mapping[str, Any]]]) -> list[Mappin
     return sorted(merged, key=lambda r: (-r["n"], r["type"], r["queue"]))
 
 
+def concurrency_rows(using: str = "default") -> list[tuple[str, int, int | None]]:
+    """Return ``(key, running, limit)`` of the concurrency keys running the most.
+
+    ``limit`` is the setting's (``JOBQUEUE["CONCURRENCY_LIMITS"]``), else the one the key's
+    running jobs were enqueued with. One read of the leased rows (a partial index).
+    """
+    limits = ConcurrencyLimits(overrides=get_settings().concurrency_limits)
+    keys = get_store(using).concurrency_gauges(CONCURRENCY_ROWS)
+    return [(key, n, limits.limit_of(key, stored)) for key, n, stored in keys]
+
+
 def workers(using: str = "default") -> list[Worker]:
     """Return every worker row, with ``is_alive`` to tell the running from the vanished."""
     return list(Worker.objects.using(using).order_by("host", "pid"))
@@ -315,6 +330,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "rate_limits": [
             r for alias in aliases for r in get_store(alias).rate_limit_rows(rate_limits())
         ][:200],
+        "concurrency": [c for alias in aliases for c in concurrency_rows(alias)],
         "pauses": pauses,
         "can_pause": user.has_perm("jobqueue.add_pause"),
         "can_resume": user.has_perm("jobqueue.delete_pause"),

@@ -42,6 +42,9 @@ class NewJob:
     timeout_s: float = 30.0
     dedupe_key: str | None = None
     ordering_key: str | None = None
+    #: At most ``concurrency_limit`` leased jobs of ``concurrency_key`` (both or neither).
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
 
 #: The error message of a lease released at graceful shutdown.

@@ -33,6 +33,7 @@ def job_bytes(job: NewJob) -> int:
         + _utf8_len(job.tenant_id)
         + _utf8_len(job.dedupe_key)
         + _utf8_len(job.ordering_key)
+        + _utf8_len(job.concurrency_key)
     )
 
 

@@ -12,7 +12,7 @@ reads a bounded number of index entries however many jobs there are.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -44,6 +44,9 @@ class RunningGauge:
     by_queue: dict[str, int]
     #: ``(tenant_id, leased)``, most first.
     top_tenants: list[tuple[str, int]]
+    #: ``(concurrency key, leased, limit stored on its leased jobs)`` of the keys running the
+    #: most, most first (``JOBQUEUE["CONCURRENCY_LIMITS"]`` may override the limit).
+    top_keys: list[tuple[str, int, int | None]] = field(default_factory=list)
 
 
 class GaugeStore(Protocol):
@@ -65,7 +68,14 @@ class GaugeStore(Protocol):
         """Return queue -> dead jobs, exact up to ``cap`` per queue and ``cap`` past it."""
 
     def running_gauges(self, top: int) -> RunningGauge:
-        """Return the leased jobs per queue and of the ``top`` tenants running the most."""
+        """Return leased jobs per queue, and of the ``top`` tenants and keys running the most."""
+
+    def concurrency_gauges(self, top: int) -> list[tuple[str, int, int | None]]:
+        """Return :attr:`RunningGauge.top_keys` alone, in one read (the admin's dashboard).
+
+        Args:
+            top: most keys returned (>= 1), the ones running the most first.
+        """
 
     def prunable_by_state(
         self,

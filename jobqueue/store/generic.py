@@ -121,6 +121,8 @@ class GenericStore(
                         timeout_s=job.timeout_s,
                         dedupe_key=job.dedupe_key,
                         ordering_key=job.ordering_key,
+                        concurrency_key=job.concurrency_key,
+                        concurrency_limit=job.concurrency_limit,
                         created_at=now,
                     )
                     row.save(using=self.alias, force_insert=True)
@@ -246,10 +248,13 @@ class GenericStore(
     ) -> list[Candidate]:
         """Return each (queue, tenant)'s first ``max_jobs`` due jobs a claim may take.
 
-        As in the SQL claim: a tenant at its cap has none, and a job with an ordering key is
-        left out while an earlier live job of its key exists or one of its key is leased.
+        As in the SQL claim: a tenant at its cap has none, a job with an ordering key is left
+        out while an earlier live job of its key exists or one of its key is leased, and a job
+        with a concurrency key is read past once its key has no room left (its limit less its
+        leased jobs and the ones taken here).
         """
         out: list[Candidate] = []
+        key_room: dict[str, int] = {}
         for queue, tenant_id in pairs:
             room = max_jobs
             cap = plan.caps.cap_of(tenant_id)
@@ -258,20 +263,42 @@ class GenericStore(
             rows = (
                 claimable.filter(queue=queue, tenant_id=tenant_id, run_at__lte=now)
                 .order_by("-priority", "run_at", "id")
-                .values_list("id", "priority", "run_at", "ordering_key")
+                .values_list(
+                    "id",
+                    "priority",
+                    "run_at",
+                    "ordering_key",
+                    "concurrency_key",
+                    "concurrency_limit",
+                )
             )
             if connections[self.alias].features.has_select_for_update_skip_locked:
                 rows = rows.select_for_update(skip_locked=True)
             taken = 0
             chunk = max(room, 1) * 4
-            for job_id, priority, run_at, ordering_key in rows.iterator(chunk_size=chunk):
+            for job_id, priority, run_at, ordering_key, key, limit in rows.iterator(
+                chunk_size=chunk
+            ):
                 if taken >= room:
                     break
                 if ordering_key is not None and self._ordering_key_held(ordering_key, job_id):
                     continue
+                if key is not None:
+                    if key not in key_room:
+                        key_room[key] = self._key_room(key, limit, plan)
+                    if key_room[key] <= 0:
+                        continue
+                    key_room[key] -= 1
                 out.append(Candidate(job_id, queue, tenant_id, priority, run_at))
                 taken += 1
         return out
+
+    def _key_room(self, key: str, limit: int | None, plan: ClaimPlan) -> int:
+        """Return how many more jobs of concurrency key ``key`` may be leased now."""
+        limit = plan.limits.limit_of(key, limit)
+        if limit is None:
+            return 2**31 - 1
+        return limit - self._jobs.filter(state=JobState.LEASED, concurrency_key=key).count()
 
     def _ordering_key_held(self, key: str, job_id: int) -> bool:
         """True when an earlier live job of ``key`` exists, or a job of ``key`` is leased."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
 from ..models import Job
@@ -62,8 +62,20 @@ class GenericGaugeStore:
         }
         tenants = leased.values("tenant_id").annotate(n=Count("id")).order_by("-n", "tenant_id")
         return RunningGauge(
-            by_queue=by_queue, top_tenants=[(r["tenant_id"], r["n"]) for r in tenants[:top]]
+            by_queue=by_queue,
+            top_tenants=[(r["tenant_id"], r["n"]) for r in tenants[:top]],
+            top_keys=self.concurrency_gauges(top),
         )
+
+    def concurrency_gauges(self, top: int) -> list[tuple[str, int, int | None]]:
+        keys = (
+            Job.objects.using(self.alias)
+            .filter(state=JobState.LEASED, concurrency_key__isnull=False)
+            .values("concurrency_key")
+            .annotate(n=Count("id"), limit=Max("concurrency_limit"))
+            .order_by("-n", "concurrency_key")
+        )
+        return [(str(r["concurrency_key"]), r["n"], r["limit"]) for r in keys[:top]]
 
     def prunable_by_state(
         self,

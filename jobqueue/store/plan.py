@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from ..ratelimits import RateLimits
 
-__all__ = ["ClaimPlan", "TenantCaps"]
+__all__ = ["ClaimPlan", "ConcurrencyLimits", "TenantCaps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +26,15 @@ class TenantCaps:
             give ``""`` an override to cap them too.
         overrides: ``{tenant_id: cap}`` for tenants with their own cap; a cap of None exempts
             that tenant from the default.
+        weights: ``{tenant_id: weight > 0}`` (``JOBQUEUE["TENANT_WEIGHTS"]``; unlisted tenants
+            weigh 1). Within a queue and priority, the claim serves the tenant with the lowest
+            ``(leased + nth) / weight``: under contention leased slots go in proportion to
+            weight (weighted fair queueing over running jobs).
     """
 
     default: int | None = None
     overrides: Mapping[str, int | None] = field(default_factory=lambda: MappingProxyType({}))
+    weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def enabled(self) -> bool:
@@ -41,6 +46,37 @@ class TenantCaps:
         if tenant_id in self.overrides:
             return self.overrides[tenant_id]
         return None if tenant_id == "" else self.default
+
+    def weight_of(self, tenant_id: str) -> float:
+        """Return ``tenant_id``'s weight (1 when it has none)."""
+        return self.weights.get(tenant_id, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrencyLimits:
+    """What a claim knows of concurrency limits besides the limit stored on each job.
+
+    Each limited job carries its key and limit (fixed at enqueue, :mod:`jobqueue.concurrency`);
+    the claim never leases a job whose key has ``limit`` leased jobs already (all workers).
+
+    Attributes:
+        overrides: ``{key: limit}`` from ``JOBQUEUE["CONCURRENCY_LIMITS"]``: overrides the
+            limit stored on the jobs of that key, so an operator's change binds queued jobs too.
+        declared: some job type this process knows declares a limit. With ``overrides`` it
+            tells the store that claims must take turns (see :attr:`enabled`).
+    """
+
+    overrides: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    declared: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        """True when limited jobs are expected (claims then take turns to honour the limits)."""
+        return self.declared or bool(self.overrides)
+
+    def limit_of(self, key: str, stored: int | None) -> int | None:
+        """Return the limit of ``key``: the setting's, else ``stored`` (a job's; None: none)."""
+        return self.overrides.get(key, stored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +90,8 @@ class ClaimPlan:
         weights: one weight per queue of the claim, in the same order.
         start: one virtual start tag per queue (see ``jobqueue/fairness.py``).
         strict: serve queues in list order instead of by weight.
-        caps: the per-tenant caps.
+        caps: the per-tenant caps and weights.
+        limits: the concurrency limits' settings.
         every: also serve every other queue with claimable jobs (``runworkers --queues '*'``):
             the store reads which queues have some at each claim, so a queue created after the
             worker started is served by its next claim.
@@ -68,6 +105,7 @@ class ClaimPlan:
     start: tuple[float, ...]
     strict: bool = False
     caps: TenantCaps = field(default_factory=TenantCaps)
+    limits: ConcurrencyLimits = field(default_factory=ConcurrencyLimits)
     every: bool = False
     others_weight: float = 1.0
     others_start: float = 0.0
@@ -101,11 +139,22 @@ class ClaimPlan:
         return [*queues, *others], plan
 
     @classmethod
-    def even(cls, queues: int, caps: TenantCaps | None = None) -> ClaimPlan:
+    def even(
+        cls,
+        queues: int,
+        caps: TenantCaps | None = None,
+        limits: ConcurrencyLimits | None = None,
+    ) -> ClaimPlan:
         """Return the plan of a claim with no history: equal weights, every queue at tag 0.
 
         Args:
             queues: how many queues the claim serves.
-            caps: the per-tenant caps (default: none).
+            caps: the per-tenant caps and weights (default: none).
+            limits: the concurrency limits' settings (default: none).
         """
-        return cls(weights=(1.0,) * queues, start=(0.0,) * queues, caps=caps or TenantCaps())
+        return cls(
+            weights=(1.0,) * queues,
+            start=(0.0,) * queues,
+            caps=caps or TenantCaps(),
+            limits=limits or ConcurrencyLimits(),
+        )

@@ -71,10 +71,18 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
             f'"at":{dumps(j.run_at.isoformat()) if j.run_at is not None else "null"},'
             f'"delay_s":{float(j.delay_s)!r},"max_attempts":{j.max_attempts},'
             f'"timeout_s":{float(j.timeout_s)!r},"dedupe_key":{dumps(j.dedupe_key)},'
-            f'"ordering_key":{dumps(j.ordering_key)},"id":{dumps(job_id)}}}'
+            f'"ordering_key":{dumps(j.ordering_key)},'
+            f'"concurrency_key":{dumps(j.concurrency_key)},'
+            f'"concurrency_limit":{dumps(j.concurrency_limit)},"id":{dumps(job_id)}}}'
             for j, job_id in zip(jobs, ids, strict=True)
         )
     )
+
+
+#: Databases on which this process claimed a job with a concurrency key: its claims there take
+#: turns from then on even when its settings and job types declare no limit (the job was
+#: enqueued by another service with its own limit). Only ever grows; a set of aliases.
+_KEYED_SEEN: set[str] = set()
 
 
 class PostgresStore(
@@ -124,6 +132,8 @@ class PostgresStore(
             "timeout_s": job.timeout_s,
             "dedupe_key": job.dedupe_key,
             "ordering_key": job.ordering_key,
+            "concurrency_key": job.concurrency_key,
+            "concurrency_limit": job.concurrency_limit,
         }
         # The live holder of a dedupe key can finish between our insert giving way and our
         # look-up; then the key is free, so insert again. Twice is already rare.
@@ -228,7 +238,7 @@ class PostgresStore(
             with self._execute("claimable_queues", {}) as cursor:
                 found = [name for (name,) in cursor.fetchall()]
             queues, plan = plan.with_others(queues, found)
-        caps = plan.caps
+        caps, limits = plan.caps, plan.limits
         params = {
             "queues": queues,
             "weights": list(plan.weights),
@@ -237,6 +247,9 @@ class PostgresStore(
             "default_cap": caps.default,
             "cap_tenants": list(caps.overrides),
             "cap_values": list(caps.overrides.values()),
+            # Two small JSON objects ({tenant: weight}, {key: limit}): read with ->> in SQL.
+            "tenant_weights": json.dumps(dict(caps.weights)),
+            "limits": json.dumps(dict(limits.overrides)),
             "worker_id": worker_id,
             "max_jobs": max_jobs,
             "lease_s": lease_s,
@@ -244,9 +257,11 @@ class PostgresStore(
             **claim_params(plan.rates),
         }
         statement = "claim" if plan.rates.enabled else "claim~rates"
-        if caps.enabled:
+        if caps.enabled or limits.enabled or self.alias in _KEYED_SEEN:
             # Two claims running at once would each read the other's leases as not yet taken
-            # and could together pass a tenant's cap. Capped claims take turns: the lock is held
+            # and could together pass a tenant's cap or a concurrency limit. Such claims take
+            # turns (a worker that knows of no limit learns of them from the first limited job
+            # it claims, see _KEYED_SEEN): the lock is held
             # to commit, and the claim statement that follows reads the counts after it. The
             # transaction limits bound the wait for the turn (lock timeout) and how long a frozen
             # holder keeps it (idle limit).
@@ -259,6 +274,8 @@ class PostgresStore(
         else:
             with self._execute(statement, params) as cursor:
                 rows = fetchall(cursor)
+        if any(r.concurrency_key is not None for r in rows):
+            _KEYED_SEEN.add(self.alias)
         # UPDATE ... RETURNING gives rows in no particular order; hand them out in the order
         # the picked CTE served them.
         if plan.strict:

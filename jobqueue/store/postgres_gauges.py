@@ -56,8 +56,13 @@ class PostgresGaugeStore:
         with self._execute("running_gauges", {"top": int(top)}) as cursor:
             rows = fetchall(cursor)
         by_queue = {r.queue: r.n for r in rows if r.queue is not None}
-        tenants = [(r.tenant_id, r.n) for r in rows if r.queue is None]
-        return RunningGauge(by_queue=by_queue, top_tenants=tenants)
+        tenants = [(r.tenant_id, r.n) for r in rows if r.tenant_id is not None]
+        keys = [(r.key, r.n, r.key_limit) for r in rows if r.key is not None]
+        return RunningGauge(by_queue=by_queue, top_tenants=tenants, top_keys=keys)
+
+    def concurrency_gauges(self, top: int) -> list[tuple[str, int, int | None]]:
+        with self._execute("concurrency_gauges", {"top": int(top)}) as cursor:
+            return [(r.key, r.n, r.key_limit) for r in fetchall(cursor)]
 
     def prunable_by_state(
         self,

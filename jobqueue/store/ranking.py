@@ -37,27 +37,28 @@ def serve_order(
     """Return up to ``max_jobs`` of ``candidates`` in service order, each with its tag.
 
     The same order as ``store/sql/claim.sql``: within a queue priority DESC, then the tenant
-    with the fewest leased jobs (counting the ones taken here), then run_at and id; across
+    with the lowest (leased jobs + the ones taken here) / its weight, then run_at and id; across
     queues by tag, or by list position when ``plan.strict``; no tenant past its cap.
 
     Args:
         candidates: due claimable jobs of ``queues`` (ordering keys already applied).
         queues: the claim's queues, in the plan's order.
-        plan: weights, start tags, strictness and caps.
+        plan: weights, start tags, strictness, tenant caps and weights.
         running: leased jobs per tenant, all queues and workers.
         max_jobs: most jobs to return.
     """
     position = {queue: pos for pos, queue in enumerate(queues)}
     by_claim_order = sorted(candidates, key=lambda c: (-c.priority, c.run_at, c.id))
     taken_of_tenant: dict[str, int] = {}
-    loaded: list[tuple[int, int, object, int, Candidate]] = []
+    loaded: list[tuple[int, float, object, int, Candidate]] = []
     for c in by_claim_order:
         nth = taken_of_tenant.get(c.tenant_id, 0) + 1
         cap = plan.caps.cap_of(c.tenant_id)
         if cap is not None and nth > cap - running.get(c.tenant_id, 0):
             continue
         taken_of_tenant[c.tenant_id] = nth
-        loaded.append((-c.priority, running.get(c.tenant_id, 0) + nth, c.run_at, c.id, c))
+        load = (running.get(c.tenant_id, 0) + nth) / plan.caps.weight_of(c.tenant_id)
+        loaded.append((-c.priority, load, c.run_at, c.id, c))
     loaded.sort(key=lambda item: item[:4])
     nth_of_queue: dict[str, int] = {}
     served: list[tuple[tuple[float, float, int], Candidate, float]] = []

@@ -138,6 +138,8 @@ class JobQueueBackend(BaseTaskBackend):
             max_attempts=task_option(task, "max_attempts") or self.config.max_attempts,
             timeout_s=timeout_s,
             tenant_id=call_option(task, "tenant", args, kwargs) or "",
+            concurrency_key=call_option(task, "concurrency_key", args, kwargs),
+            concurrency_limit=task_option(task, "concurrency_limit"),
             using=self.using,
         )
         if not created:

@@ -20,9 +20,10 @@ from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 from django.utils.module_loading import import_string
 
 from ..arguments import validate_options
+from ..concurrencyspec import MAX_CONCURRENCY_LIMIT
 from ..errors import JobQueueConfigurationError
 from ..policies import Backoff, parse_backoff
-from ..validation import validate_queue_name
+from ..validation import is_count, validate_queue_name
 
 __all__ = [
     "BackendOptions",
@@ -65,12 +66,19 @@ class JobQueueTask(Task):
         dedupe_key: a string, or a function called with the task's arguments that returns one
             (or None). While a job of the queue holds the key, enqueue returns its result.
         tenant: the tenant id, a string or a function of the task's arguments.
+        concurrency_key: at most ``concurrency_limit`` jobs of this key run at once, across
+            all workers: a string, or a function of the task's arguments returning one (or
+            None: not limited). Declared on ``@task`` (``.using()`` does not change it).
+        concurrency_limit: most running jobs of the key (1..1,000,000); None: the key's
+            ``JOBQUEUE["CONCURRENCY_LIMITS"]`` entry.
     """
 
     max_attempts: int | None = None
     timeout: float | timedelta | None = None
     dedupe_key: str | Callable[..., str | None] | None = None
     tenant: str | Callable[..., str] | None = None
+    concurrency_key: str | Callable[..., str | None] | None = None
+    concurrency_limit: int | None = None
 
     def using(
         self,
@@ -135,7 +143,7 @@ def call_option(task: Task, name: str, args: list[Any], kwargs: dict[str, Any]) 
 
     Args:
         task: the task being enqueued.
-        name: ``"dedupe_key"`` or ``"tenant"``.
+        name: ``"dedupe_key"``, ``"tenant"`` or ``"concurrency_key"``.
         args: its positional arguments.
         kwargs: its keyword arguments.
 
@@ -151,8 +159,9 @@ def validate_extras(task: JobQueueTask) -> None:
 
     Raises:
         InvalidTask: ``max_attempts`` or ``timeout`` refused by
-            ``jobqueue.arguments.validate_options``, a ``timeout`` that is not finite, or a
-            ``dedupe_key``/``tenant`` that is neither a string nor a function.
+            ``jobqueue.arguments.validate_options``, a ``timeout`` that is not finite, a
+            ``dedupe_key``/``tenant``/``concurrency_key`` that is neither a string nor a
+            function, or a ``concurrency_limit`` out of range.
     """
     try:
         validate_options(max_attempts=task.max_attempts, timeout_s=task.timeout_s)
@@ -160,10 +169,15 @@ def validate_extras(task: JobQueueTask) -> None:
         raise InvalidTask(str(exc)) from None
     if task.timeout_s is not None and not math.isfinite(task.timeout_s):
         raise InvalidTask(f"timeout must be a finite number of seconds, got {task.timeout!r}")
-    for name in ("dedupe_key", "tenant"):
+    for name in ("dedupe_key", "tenant", "concurrency_key"):
         value = getattr(task, name)
         if value is not None and not isinstance(value, str) and not callable(value):
             raise InvalidTask(f"{name} must be a string or a function of the task's arguments")
+    limit = task.concurrency_limit
+    if limit is not None and not is_count(limit, 1, MAX_CONCURRENCY_LIMIT):
+        raise InvalidTask(
+            f"concurrency_limit must be an integer in 1..{MAX_CONCURRENCY_LIMIT:,}, got {limit!r}"
+        )
 
 
 def extras_to_payload(task: Task) -> dict[str, Any]:

@@ -34,13 +34,14 @@ from collections.abc import Sequence
 from django.db import DatabaseError, connections
 
 from ..conf import get_settings
-from ..fairness import QueueSelector, TenantCaps, rate_limits
+from ..fairness import QueueSelector, rate_limits
 from ..guard import DependencyGuard
 from ..recovery import ReapHold
 from ..solo import SoloGate, give_back
 from ..stopping import STANDALONE, StopSignals
 from ..store import ClaimedJob, get_store
 from ..store.bounded import timed_out
+from ..store.policy import claim_policy
 from ..store.pooler import listen_alias
 from ..supervisor import EXIT_RECYCLE
 from .completer import OUTCOME_BATCH_WINDOW_S, Completer
@@ -119,11 +120,13 @@ class Worker:
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
+        caps, limits = claim_policy(conf)
         self.selector = QueueSelector(
             self.queues,
             weights,
             strict=strict,
-            caps=TenantCaps(conf.tenant_max_running, conf.tenant_max_running_overrides),
+            caps=caps,
+            limits=limits,
             exclude=exclude_queues,
             rates=rate_limits(),
         )

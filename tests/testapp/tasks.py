@@ -82,6 +82,10 @@ if task is not None:
     def charge(order_id):
         return order_id
 
+    @task(concurrency_key=lambda account_id: f"acct:{account_id}", concurrency_limit=2)
+    def per_account(account_id):
+        return account_id
+
     def key_of_arguments(*args, **kwargs):
         """A dedupe key (or tenant) function that ``.using()`` can name (module level)."""
         return f"key:{args}:{sorted(kwargs.items())}"

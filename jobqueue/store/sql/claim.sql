@@ -3,10 +3,19 @@
 -- Order of service (jobqueue/fairness.py and the README's "Fairness and priorities"):
 --   across queues: by weighted-fair tag start[q] + k/weight[q] (k = the job's rank in its queue),
 --     or, with strict, by the queue's position in the list;
---   within a queue: priority DESC, then the tenant with the fewest leased jobs (counting the ones
---     this claim takes), then run_at, then id;
+--   within a queue: priority DESC, then the tenant with the lowest (leased jobs + the ones this
+--     claim takes) / weight (JOBQUEUE["TENANT_WEIGHTS"], default 1: weighted fair queueing over
+--     running jobs; with equal weights, the tenant with the fewest), then run_at, then id;
 --   a tenant never exceeds its cap of leased jobs (all queues, all workers; the caller serializes
 --     capped claims with an advisory lock so the leased counts read here are current);
+--   concurrency limits (issue 18, jobqueue/concurrency.py): a job with a concurrency_key is
+--     never claimed while its key has concurrency_limit leased jobs (all queues, all workers; an
+--     override from JOBQUEUE["CONCURRENCY_LIMITS"] wins over the limit stored on the job), and
+--     one claim takes no more than the key's room. Checked per row in "heads", so a key at its
+--     limit is read past, never blocking the jobs behind it; the room is applied in
+--     "per_tenant" (nk: the job's rank among its key's heads).
+--     Leased rows count whoever holds them: a killed worker's slots come back when the reaper
+--     expires its leases. Claims that may meet limits take turns (claim_turn.sql), as capped ones;
 --   a job with an ordering_key waits while an earlier live job of that key exists or any job of
 --     that key is leased;
 --   a paused queue or job type (a jobqueue_pause row) gives nothing: read here, in the claim, so
@@ -15,7 +24,9 @@
 -- Index use: jobqueue_job_claim (queue, tenant_id, priority DESC, run_at, id) over claimable rows
 -- only. "tenants" walks it as a loose index scan (one probe per tenant with claimable jobs, not a
 -- read of every row); "heads" reads each (queue, tenant)'s first jobs in claim order; running
--- counts use jobqueue_job_running (tenant_id) over leased rows; ordering keys use
+-- counts use jobqueue_job_running (tenant_id) over leased rows; running per concurrency key uses
+-- jobqueue_job_conc_running (concurrency_key) over leased rows with a key (one probe per keyed
+-- row read, over at most that key's running jobs); ordering keys use
 -- jobqueue_job_ordering (ordering_key, id) over live rows; pauses use jobqueue_pause_kind_name
 -- (kind, name), a table of a few rows.
 --
@@ -32,6 +43,10 @@
 --   one still missing counts as empty. The lines between
 --   "rates{" and "}rates" are sent only when some limit is declared (store/sqltext.py): the
 --   claim without them stays within psycopg's query cache.
+--
+-- Text budget: the compacted statement plus the transaction-limits prefix must fit psycopg's
+-- 4,096-character query cache (tests/test_sqltext.py); after issue 18's limits and weights it
+-- has 7 characters to spare. Comments are free (stripped before sending).
 --
 -- "heads" row-locks what it reads with SKIP LOCKED, so concurrent claims never wait on each other
 -- or hand out the same job, and a claim reads past the rows another claim holds instead of coming
@@ -100,12 +115,22 @@ rate_seen AS (
 ),
 -- }rates
 heads AS (
-    SELECT h.id, h.priority, h.run_at, t.queue, t.tenant_id, l.cap, l.running
+    SELECT h.id, h.priority, h.run_at, h.room, t.queue, t.tenant_id, l.cap, l.running,
+           -- One claim takes at most a key's room of its jobs, across queues and tenants.
+           row_number() OVER (PARTITION BY h.ck ORDER BY h.priority DESC, h.run_at, h.id) AS nk
     FROM tenants AS t
     JOIN load AS l ON l.tenant_id = t.tenant_id
     CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.run_at
+        SELECT j.id, j.priority, j.run_at, j.concurrency_key AS ck, k.room
         FROM jobqueue_job AS j
+        -- Concurrency limits: the key's room, its limit (the setting's override from the
+        -- %(limits)s object, else the job's) less its leased jobs. NULL: no key (or no limit).
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN j.concurrency_key IS NOT NULL THEN
+                coalesce((%(limits)s::jsonb->>j.concurrency_key)::int, j.concurrency_limit)
+                - (SELECT count(*) FROM jobqueue_job AS r
+                   WHERE r.state = 'leased' AND r.concurrency_key = j.concurrency_key) END AS room
+        ) AS k
         WHERE j.queue = t.queue
           AND j.tenant_id = t.tenant_id
           AND j.state IN ('ready', 'scheduled')
@@ -117,6 +142,10 @@ heads AS (
                 WHERE o.ordering_key = j.ordering_key
                   AND o.state IN ('leased', 'ready', 'scheduled')
                   AND (o.id < j.id OR o.state = 'leased')))
+          -- A job whose key is at its limit is read past (not claimed and handed back), so
+          -- the jobs behind it are served.
+          -- (IS NULL first: the planner then estimates nearly every row passes, as it does.)
+          AND (j.concurrency_key IS NULL OR k.room > 0)
           -- rates{
           AND NOT EXISTS (
                 SELECT 1
@@ -132,7 +161,7 @@ heads AS (
         -- expression LIMIT at a tenth of the table, and that inflated cost switches on JIT
         -- compilation, seconds per claim. The cap is applied in "ranked".
         LIMIT %(max_jobs)s
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF j SKIP LOCKED
     ) AS h
     WHERE l.cap IS NULL OR l.cap > l.running
 ),
@@ -141,11 +170,15 @@ per_tenant AS (
            row_number() OVER (PARTITION BY h.tenant_id
                               ORDER BY h.priority DESC, h.run_at, h.id) AS nth_of_tenant
     FROM heads AS h
+    WHERE h.room IS NULL OR h.nk <= h.room
 ),
 ranked AS (
     SELECT p.id, p.queue, q.pos, q.weight, q.start,
            row_number() OVER (PARTITION BY p.queue
-                              ORDER BY p.priority DESC, p.running + p.nth_of_tenant,
+                              ORDER BY p.priority DESC,
+                                       -- the tenant's weight: %(tenant_weights)s, default 1
+                                       (p.running + p.nth_of_tenant)
+                                       / coalesce((%(tenant_weights)s::jsonb->>p.tenant_id)::float, 1),
                                        p.run_at, p.id) AS nth_of_queue
     FROM per_tenant AS p
     JOIN queues AS q ON q.name = p.queue
@@ -220,4 +253,4 @@ FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.type, j.payload, j.attempts, j.max_attempts, j.timeout_s, j.lease_token,
           j.lease_until, j.queue, j.priority, j.tenant_id, picked.pos, picked.nth_of_queue, picked.tag,
-          j.suspect
+          j.suspect, j.concurrency_key
