@@ -151,46 +151,6 @@ def test_in_autocommit_claim_heartbeat_and_ack_stay_one_round_trip_each(
     assert Job.objects.get(id=job_id).state == JobState.SUCCEEDED
 
 
-def _prepared_statements() -> dict[str, int]:
-    """This session's server-side prepared statements: first 40 characters -> executions."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT left(statement, 40), generic_plans + custom_plans FROM pg_prepared_statements"
-        )
-        return dict(cursor.fetchall())
-
-
-@pg
-def test_in_autocommit_ack_and_heartbeat_are_prepared_once_and_keep_the_limits():
-    """finish_many and the heartbeat are planned once per connection (prepared), not per call;
-    the claim is not (its generic plan is bad); the limits still end with each statement."""
-    session = {name: _show(name) for name in LIMIT_NAMES}
-    ids = [jobqueue.enqueue("prep", NOOP, {"n": n}) for n in range(3)]
-    claimed = jobqueue.claim("prep", "w1", 3)
-    assert sorted(c.id for c in claimed) == sorted(ids)
-    for job in claimed:
-        jobqueue.heartbeat(job.id, job.lease_token)
-        jobqueue.ack(job.id, job.lease_token)
-    assert set(Job.objects.filter(id__in=ids).values_list("state", flat=True)) == {"succeeded"}
-    prepared = _prepared_statements()
-    assert prepared.get("UPDATE jobqueue_job AS j SET lease_until") == 3
-    assert prepared.get("WITH done AS ( UPDATE jobqueue_job AS j ") == 3
-    assert prepared.get("SELECT set_config('lock_timeout', $1, tr") == 6
-    assert not any("WITH RECURSIVE" in text for text in prepared)
-    assert {name: _show(name) for name in LIMIT_NAMES} == session
-
-
-@pg
-def test_a_pooled_alias_gets_no_prepared_statements():
-    job_id = jobqueue.enqueue("prep", NOOP)
-    with override_settings(JOBQUEUE={"POOLED_DATABASES": {"default": {}}}):
-        [claimed] = jobqueue.claim("prep", "w1", 1)
-        jobqueue.heartbeat(job_id, claimed.lease_token)
-        jobqueue.ack(job_id, claimed.lease_token)
-    assert Job.objects.get(id=job_id).state == JobState.SUCCEEDED
-    assert _prepared_statements() == {}
-
-
 def _blocker(sql: str, params: list, release: threading.Event) -> threading.Thread:
     """Hold a lock from another connection until ``release`` (or 20 s) in a thread."""
     ready = threading.Event()

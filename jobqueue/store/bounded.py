@@ -18,10 +18,6 @@ is. Two shapes, one mechanism:
   claim, the leader election, breakers, budgets): with a client-side-binding cursor the limits
   and the statement go in one query string, so the server runs them in one implicit
   transaction (one round trip); otherwise the statement is wrapped in :func:`own_transaction`.
-  With ``prepared=True`` (the worker's hot ``finish_many`` and heartbeat) on psycopg 3 and an
-  alias not behind a transaction pooler, both go instead as server-side prepared statements in
-  one pipeline (still one round trip and one implicit transaction: the extended protocol runs
-  everything before a Sync in one), so the server plans them once per connection, not per call.
 
 On databases other than PostgreSQL (SQLite: transactions cannot outlive their process) nothing
 is set.
@@ -41,13 +37,7 @@ from django.db import connections, transaction
 
 from ..conf import get_settings
 from ..txlimits import TransactionLimits
-from .pooler import is_pooled
 from .sqltext import sql
-
-try:
-    import psycopg
-except ImportError:  # pragma: no cover - psycopg2 only
-    psycopg = None  # type: ignore[assignment]
 
 __all__ = ["HOOKS", "checkpoint", "execute", "own_transaction", "timed_out"]
 
@@ -111,74 +101,20 @@ def _one_query_string(cursor: Any) -> bool:
     module = type(raw).__module__
     if module.startswith("psycopg2"):
         return True
-    return psycopg is not None and isinstance(raw, psycopg.ClientCursor)
-
-
-def _may_prepare(alias: str, connection: Any) -> bool:
-    """Return whether ``alias`` may hold server-side prepared statements of ours.
-
-    Not behind a transaction pooler (a statement prepared on one server connection would be run
-    on another: ``is_pooled``), and only on psycopg 3 (psycopg2 never prepares).
-    """
-    if psycopg is None or connection.vendor != "postgresql" or is_pooled(alias):
-        return False
-    connection.ensure_connection()
-    return isinstance(connection.connection, psycopg.Connection)
-
-
-def _execute_prepared(connection: Any, text: str, params: dict[str, Any]) -> Any:
-    """Run the limits and ``text`` as prepared statements in one pipeline; return the cursor.
-
-    A server-side-binding cursor on the same psycopg connection, wrapped by Django (so
-    ``execute_wrappers`` and the query log see the statement, once). psycopg prepares a
-    statement on a connection whose ``prepare_threshold`` allows it: Django leaves it at None
-    (never), so it is lowered to 0 (prepare at once) for these two statements only; the
-    ORM's statements go through client-side-binding cursors, which never prepare anyway.
-    """
-    conn = connection.connection
-    raw = psycopg.Cursor(conn)
-    wrapped = (
-        connection.make_debug_cursor(raw)
-        if connection.queries_logged
-        else connection.make_cursor(raw)
-    )
-    threshold = conn.prepare_threshold
-    conn.prepare_threshold = 0
     try:
-        # Errors surface at the pipeline's Sync, outside Django's cursor wrapper: translate them
-        # to django.db errors the same way (a lost connection marks the wrapper unusable).
-        with connection.wrap_database_errors, conn.pipeline():
-            raw.execute(_limit_sql(), _limits(None))
-            wrapped.execute(text, params)
-    finally:
-        conn.prepare_threshold = threshold
-    return wrapped
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg2 only
+        return False
+    return isinstance(raw, psycopg.ClientCursor)
 
 
-def execute(alias: str, text: str, params: dict[str, Any], *, prepared: bool = False) -> Any:
+def execute(alias: str, text: str, params: dict[str, Any]) -> Any:
     """Execute one statement of jobqueue's on ``alias`` and return the cursor, at its result.
 
     In autocommit the statement is its own transaction, and it runs under the transaction
     limits; inside a transaction (the caller's, or an :func:`own_transaction`) it runs as is.
-
-    Args:
-        alias: database alias.
-        text: the statement, ``%(name)s`` placeholders.
-        params: its parameters.
-        prepared: in autocommit on PostgreSQL (psycopg 3, not behind a pooler), send it as a
-            server-side prepared statement, planned once per connection. Only for statements
-            whose generic plan is as good as a custom one (``finish_many``, heartbeat; not the
-            claim: see docs/performance.md, "Prepared statements").
-
-    Returns:
-        The cursor, at the statement's result.
-
-    Raises:
-        django.db.DatabaseError: from the statement, or when a limit ends it.
     """
     connection = connections[alias]
-    if prepared and connection.get_autocommit() and _may_prepare(alias, connection):
-        return _execute_prepared(connection, text, params)
     cursor = connection.cursor()
     if connection.vendor != "postgresql" or not connection.get_autocommit():
         cursor.execute(text, params)

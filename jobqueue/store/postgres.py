@@ -88,18 +88,15 @@ class PostgresStore(
     def __init__(self, alias: str = "default") -> None:
         self.alias = alias
 
-    def _execute(
-        self, name: str, params: dict[str, Any], *, callers: bool = False, prepared: bool = False
-    ) -> Any:
+    def _execute(self, name: str, params: dict[str, Any], *, callers: bool = False) -> Any:
         # In autocommit, under jobqueue's transaction limits; in a transaction, as it is.
         # An enqueue (``callers``) is the caller's statement even in autocommit: it may wait on
         # a competitor's dedupe key for as long as the caller's own settings allow.
-        # ``prepared``: a hot statement whose generic plan is fine (bounded.execute).
         if callers:
             cursor = connections[self.alias].cursor()
             cursor.execute(sql(name), params)
             return cursor
-        return bounded.execute(self.alias, sql(name), params, prepared=prepared)
+        return bounded.execute(self.alias, sql(name), params)
 
     def enqueue_or_get(self, job: NewJob) -> tuple[int, bool]:
         job_id, created, _ = self.enqueue_stamped(job)
@@ -274,7 +271,7 @@ class PostgresStore(
             "tokens": [token for _, token in ordered],
             "lease_s": lease_s,
         }
-        with self._execute("heartbeat", params, prepared=True) as cursor:
+        with self._execute("heartbeat", params) as cursor:
             return {
                 r.id: HeldLease(lease_until=r.lease_until, cancel_requested=r.cancel_requested)
                 for r in fetchall(cursor)
@@ -301,7 +298,7 @@ class PostgresStore(
             "shards": ROLLUP_SHARDS,
             "expired_kind": EXPIRED_KIND,
         }
-        with self._execute("finish_many", params, prepared=True) as cursor:
+        with self._execute("finish_many", params) as cursor:
             return {r.id: r.state for r in fetchall(cursor)}
 
     def release(
