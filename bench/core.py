@@ -135,10 +135,12 @@ def bench_enqueue_many(n: int) -> float:
 
 
 def bench_drain(n: int, processes: int, concurrency: int = 10) -> tuple[float, float]:
-    """Return (jobs/s wall, jobs/s span) of ``runworkers --burst`` on n ready jobs."""
+    """Return (jobs/s wall, jobs/s span) of ``runworkers --burst`` on n ready jobs
+    (``concurrency`` 0: no ``--concurrency``, the default)."""
     truncate()
     bulk_ready(n)
-    flags = ("--queues", "bench", "--burst", "--concurrency", str(concurrency))
+    given = ("--concurrency", str(concurrency)) if concurrency else ()
+    flags = ("--queues", "bench", "--burst", *given)
     start = time.perf_counter()
     procs = [runworkers(*flags) for _ in range(processes)]
     for proc in procs:

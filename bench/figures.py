@@ -66,5 +66,6 @@ def figures(group: str, args: argparse.Namespace) -> list[Figure]:
 
 
 def concurrencies(args: argparse.Namespace) -> list[int]:
-    """Return the ``--concurrency`` values of the drains; the first is compared with the peers."""
-    return [int(c) for c in args.drain_concurrency.split(",")]
+    """Return the ``--concurrency`` values of the drains (0: none given, the default); the first
+    is compared with the peers."""
+    return [0 if c == "default" else int(c) for c in args.drain_concurrency.split(",")]

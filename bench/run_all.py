@@ -87,9 +87,9 @@ def main() -> None:
     parser.add_argument("--drain-jobs", type=int, default=20_000)
     parser.add_argument(
         "--drain-concurrency",
-        default="10,50",
-        help="--concurrency values of the drains, comma-separated; the first is compared with "
-        "the peers (which run 10 at once too)",
+        default="default,10,50",
+        help="--concurrency values of the drains, comma-separated, 'default' for none given (what "
+        "an untuned worker runs); the first is compared with the peers (at their defaults too)",
     )
     parser.add_argument("--pickup-samples", type=int, default=500)
     parser.add_argument("--delayed-jobs", type=int, default=300)
@@ -224,10 +224,10 @@ def print_table(results: dict, args: argparse.Namespace, load: bool = True) -> N
             wall, span = results[f"drain{n}_c{concurrency}"]
             label = (
                 f"drain {args.drain_jobs:,} --burst, {n} process{'es' if n > 1 else ''}"
-                f" x {concurrency}"
+                f" x {concurrency or 'default'}"
             )
             # The peers run at their defaults (Procrastinate 10 at once, pgqueuer batches of
-            # 10): compare the first concurrency (10) with them.
+            # 10): compare the first concurrency (by default jobqueue's default) with them.
             first = concurrency == concurrencies[0]
             rows.append(
                 (

@@ -62,6 +62,19 @@ def row(using: str, job_id: int) -> Job:
 
 
 @both_stores
+def test_an_untuned_worker_claims_25_jobs_in_one_pass(using):
+    """The default concurrency is what one claim takes: 25 (was 10; docs/decisions.md)."""
+    jobqueue.enqueue_many(
+        [{"queue": "w", "job_type": ADD, "payload": {"a": n, "b": 0}} for n in range(30)],
+        using=using,
+    )
+    w = worker(using)
+
+    assert w.run_once() == 25
+    assert Job.objects.using(using).filter(state=JobState.SUCCEEDED).count() == 25
+
+
+@both_stores
 def test_a_succeeding_job_ends_succeeded_with_its_result(using):
     job_id = jobqueue.enqueue("w", ADD, {"a": 2, "b": 3}, using=using)
     w = worker(using, concurrency=2)
