@@ -6,8 +6,8 @@ PgBouncer in transaction mode in front of it (tests/pgbouncer.py, ``default_pool
 ``--jobs`` no-op jobs enqueued through the pooler by a "web" process. A sampler reads the
 server's client backends (``pg_stat_activity``) and PgBouncer's ``SHOW POOLS`` every 0.5 s.
 Then the same workers straight to the cluster, without the pooler: the bench says how that
-fails (processes refused with "too many clients", jobs not done in the time the pooled run took
-times three).
+fails (processes refused with "remaining connection slots are reserved", and a web request's
+connection, tried at every sample as the site's role, refused while the workers hold every slot).
 
 Run (about 3-6 minutes on 2 cores)::
 
@@ -77,9 +77,13 @@ print(n / (time.perf_counter() - start))
 class Sampler(threading.Thread):
     """Every 0.5 s: server client backends of the bench database, and PgBouncer's pools."""
 
-    def __init__(self, direct_url: str, bouncer: PrivateBouncer | None) -> None:
+    def __init__(self, direct_url: str, bouncer: PrivateBouncer | None, web_url: str) -> None:
         super().__init__(daemon=True)
-        self.direct_url, self.bouncer = direct_url, bouncer
+        self.direct_url, self.bouncer, self.web_url = direct_url, bouncer, web_url
+        #: A web request's connection, as the site's role, the way the workers reach the
+        #: database: tried at each sample; how many were refused.
+        self.web_tries = 0
+        self.web_refused = 0
         self.max_backends = 0
         self.max_waiting = 0
         self.longest_wait_s = 0.0
@@ -105,6 +109,12 @@ class Sampler(threading.Thread):
         ).fetchone()
         assert row is not None
         self.max_backends = max(self.max_backends, row[0])
+        self.web_tries += 1
+        try:
+            with psycopg.connect(self.web_url, autocommit=True, connect_timeout=5) as web:
+                web.execute("SELECT 1")
+        except psycopg.OperationalError:
+            self.web_refused += 1
         if self.bouncer is not None:
             for pool in self.bouncer.show_pools(DBNAME):
                 self.max_waiting = max(self.max_waiting, int(pool["cl_waiting"]))
@@ -218,7 +228,7 @@ def drain(
 
     slug = re.sub(r"[^a-z]+", "-", label.lower()).strip("-")
     logdir = Path(tempfile.mkdtemp(prefix=f"jobqueue-scale-{slug}-"))
-    sampler = Sampler(direct_url, bouncer)
+    sampler = Sampler(direct_url, bouncer, url)
     sampler.start()
     cmd = [
         sys.executable,
@@ -289,6 +299,7 @@ def drain(
         "connection_error_lines": len(error_lines),
         "first_errors": sorted(set(e.strip()[:160] for e in error_lines))[:3],
         "max_backends": sampler.max_backends,
+        "web_connections_refused": f"{sampler.web_refused} of {sampler.web_tries}",
         "max_waiting_clients": sampler.max_waiting,
         "longest_wait_s": sampler.longest_wait_s,
         "samples": sampler.samples,

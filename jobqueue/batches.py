@@ -32,7 +32,7 @@ from django.db import transaction
 from . import arguments
 from .client import enqueue as _enqueue
 from .client import enqueue_many as _enqueue_many
-from .errors import BatchNotFound, InvalidJobOption
+from .errors import BatchNotFound, InvalidJobOption, JobNotFound
 from .jobtypes import JobType
 from .models import Batch
 from .newjobs import new_job
@@ -262,10 +262,14 @@ def batch_status(batch_id: int, *, using: str | None = None) -> BatchStatus:
     """Return the counts of batch ``batch_id`` as they are now.
 
     Raises:
-        BatchNotFound: no batch has this id.
+        BatchNotFound: no batch has this id (or it is not an integer in 1..bigint).
         InvalidJobOption: a bad ``using``.
     """
     using = arguments.alias(using)
+    try:
+        batch_id = arguments.job_id(batch_id)  # the same id rule as jobs: an int in 1..bigint
+    except JobNotFound:
+        raise BatchNotFound(batch_id) from None
     row = Batch.objects.using(using).filter(id=batch_id).first()
     if row is None:
         raise BatchNotFound(batch_id)

@@ -18,6 +18,7 @@ from django.db import transaction
 
 import jobqueue
 from jobqueue.errors import (
+    BatchNotFound,
     InvalidCronExpression,
     InvalidJobOption,
     InvalidPayload,
@@ -113,6 +114,12 @@ CASES = [
     ("wait", "timeout negative", lambda ids: jobqueue.wait(ids["dead"], timeout=-1), InvalidJobOption, "timeout"),
     ("wait", "poll_s NaN", lambda ids: jobqueue.wait(ids["dead"], poll_s=float("nan")), InvalidJobOption, "poll_s"),
     ("wait", "unknown database", lambda ids: jobqueue.wait(ids["dead"], using="nope"), InvalidJobOption, "using"),
+    ("batch", "payload not a dict", lambda ids: jobqueue.batch(payload=[1]), InvalidJobOption, "payload"),
+    ("batch", "callback type not text", lambda ids: jobqueue.batch(on_complete=5), InvalidJobOption, "on_complete.job_type"),
+    ("batch", "unknown database", lambda ids: jobqueue.batch(using="nope"), InvalidJobOption, "using"),
+    ("batch_status", "id a string", lambda ids: jobqueue.batch_status("abc"), BatchNotFound, "'abc'"),
+    ("batch_status", "id over bigint", lambda ids: jobqueue.batch_status(BIG_ID), BatchNotFound, "no batch"),
+    ("batch_status", "unknown database", lambda ids: jobqueue.batch_status(1, using="nope"), InvalidJobOption, "using"),
     ("job", "max_attempts 0", lambda ids: jobqueue.job(max_attempts=0)(noop_handler), JobQueueConfigurationError, "max_attempts"),
     ("job", "timeout NaN", lambda ids: jobqueue.job(timeout_s=float("nan"))(noop_handler), JobQueueConfigurationError, "timeout_s"),
 ]  # fmt: skip
