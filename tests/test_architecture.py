@@ -54,6 +54,7 @@ PARTS: dict[str, set[str]] = {
         "jobstatus",
         "ratelimits",
         "outboxspec",
+        "namelists",
     },
     "settings": {"conf", "arguments", "routing"},
     "schema": {
@@ -67,7 +68,7 @@ PARTS: dict[str, set[str]] = {
         "batch_model",
         "outbox_model",
     },
-    "registry": {"jobtypes", "options", "backoff", "concurrency"},
+    "registry": {"jobtypes", "context", "options", "backoff", "concurrency"},
     "store": {"store"},
     "consumer": {
         "consumer",
@@ -95,6 +96,7 @@ PARTS: dict[str, set[str]] = {
         "sampling",
         "outbox",
         "relay",
+        "repairs",
         "parents",
         "chains",
         "batches",
@@ -106,6 +108,7 @@ PARTS: dict[str, set[str]] = {
         "metrics",
         "health",
         "checks",
+        "database_checks",
         "routers",
         "apps",
         "__main__",

@@ -12,9 +12,9 @@ import pytest
 from django.db import IntegrityError, transaction
 
 import jobqueue
-from jobqueue.client import BulkRetry
 from jobqueue.errors import JobNotFound
 from jobqueue.models import Job
+from jobqueue.repairs import BulkRetry
 from jobqueue.states import JobState
 from jobqueue.store import postgres
 

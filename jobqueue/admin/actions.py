@@ -19,7 +19,7 @@ from django.db.models import Count, QuerySet
 from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
-from .. import client
+from .. import repairs as client
 from ..errors import JobNotFound
 from ..models import Job
 from ..states import CANCELLABLE, RETRYABLE, JobState

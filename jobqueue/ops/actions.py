@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import client
+from .. import repairs as client
 from ..errors import JobNotFound
 
 #: Ids per call to the client in a bulk action (and per progress report).
