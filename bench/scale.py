@@ -132,8 +132,9 @@ def counts(direct_url: str) -> dict[str, int]:
     return {state: n for state, n in rows}
 
 
-def server_counters(direct_url: str) -> tuple[int, int]:
-    """(WAL position in bytes, statements run by jobqueue's connections so far).
+def server_counters(direct_url: str) -> tuple[int, int, float]:
+    """(WAL position in bytes, statements run by jobqueue's connections so far, and their
+    execution time in milliseconds, planning included).
 
     Statements are pg_stat_statements' calls in the bench database, leaving out the sampler's
     and this function's own reads of the statistics views.
@@ -145,18 +146,29 @@ def server_counters(direct_url: str) -> tuple[int, int]:
             "  JOIN pg_database AS d ON d.oid = s.dbid"
             "  WHERE d.datname = %s AND s.query NOT ILIKE '%%pg_stat%%'"
             "    AND s.query NOT ILIKE '%%pg_wal%%' AND s.query NOT ILIKE '%%FROM jobqueue_job"
+            " WHERE queue = $1 GROUP BY state%%'),"
+            " (SELECT coalesce(sum(total_exec_time + total_plan_time), 0)::float8"
+            "  FROM pg_stat_statements AS s"
+            "  JOIN pg_database AS d ON d.oid = s.dbid"
+            "  WHERE d.datname = %s AND s.query NOT ILIKE '%%pg_stat%%'"
+            "    AND s.query NOT ILIKE '%%pg_wal%%' AND s.query NOT ILIKE '%%FROM jobqueue_job"
             " WHERE queue = $1 GROUP BY state%%')",
-            [DBNAME],
+            [DBNAME, DBNAME],
         ).fetchone()
     assert row is not None
-    return int(row[0]), int(row[1])
+    return int(row[0]), int(row[1]), float(row[2])
 
 
 def storage_per_job(direct_url: str, payload_bytes: int, n: int = 10_000) -> float:
-    """Bytes of table, index and TOAST per finished job with a ``payload_bytes`` payload."""
+    """Bytes of table, index and TOAST per finished job with a ``payload_bytes`` payload.
+
+    Empties the jobs table first (run last).
+    """
     payload = json.dumps({"data": "x" * max(payload_bytes - 12, 0)})
     with psycopg.connect(direct_url, autocommit=True) as conn:
-        conn.execute("VACUUM jobqueue_job")
+        # From an empty table: after the drains, freed space would take the new rows in and
+        # hide their size.
+        conn.execute("TRUNCATE jobqueue_job CASCADE")
         before = conn.execute("SELECT pg_total_relation_size('jobqueue_job')").fetchone()
         conn.execute(
             "INSERT INTO jobqueue_job (queue, type, payload, priority, tenant_id, state, run_at,"
@@ -213,7 +225,7 @@ def drain(
         conn.execute("DELETE FROM jobqueue_job")
         conn.execute("DELETE FROM jobqueue_worker")
     env = worker_env(url, settings, None)
-    wal0, statements0 = server_counters(direct_url)
+    wal0, statements0, ms0 = server_counters(direct_url)
     done = subprocess.run(
         [sys.executable, "-c", ENQUEUE, str(args.jobs), "1000"],
         env=env,
@@ -224,7 +236,7 @@ def drain(
     if done.returncode != 0:
         raise SystemExit(f"{label}: enqueue failed:\n{done.stderr[-2000:]}")
     enqueue_rate = float(done.stdout.strip().splitlines()[-1])
-    wal1, statements1 = server_counters(direct_url)
+    wal1, statements1, ms1 = server_counters(direct_url)
 
     slug = re.sub(r"[^a-z]+", "-", label.lower()).strip("-")
     logdir = Path(tempfile.mkdtemp(prefix=f"jobqueue-scale-{slug}-"))
@@ -281,7 +293,7 @@ def drain(
         refused += bool(re.search(r"too many clients|remaining connection slots", text))
     state = counts(direct_url)
     span = span_s(direct_url)
-    wal2, statements2 = server_counters(direct_url)
+    wal2, statements2, ms2 = server_counters(direct_url)
     ran = max(state.get("succeeded", 0), 1)
     return {
         "label": label,
@@ -293,6 +305,8 @@ def drain(
         "enqueue_statements_per_job": (statements1 - statements0) / args.jobs,
         "drain_wal_bytes_per_job": (wal2 - wal1) / ran,
         "drain_statements_per_job": (statements2 - statements1) / ran,
+        "enqueue_db_ms_per_job": (ms1 - ms0) / args.jobs,
+        "drain_db_ms_per_job": (ms2 - ms1) / ran,
         "states": state,
         "exited_early": exited_early,
         "refused_processes": refused,
@@ -340,6 +354,10 @@ def main() -> None:
         with psycopg.connect(cluster.url(), autocommit=True) as conn:
             conn.execute(f"ALTER SYSTEM SET max_connections = {int(args.max_connections)}")
             conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+        # Planning counts too (the claim is planned afresh each time); set in the file, since
+        # ALTER SYSTEM does not know the library's parameters before it is loaded.
+        with (cluster.datadir / "postgresql.conf").open("a") as conf:
+            conf.write("pg_stat_statements.track_planning = on\n")
         cluster.restart()
         # The site's processes log in as an ordinary role; the bench's own readings as the
         # superuser, whose reserved slots (superuser_reserved_connections) stay free when the
