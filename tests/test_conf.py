@@ -355,7 +355,7 @@ def test_job_defaults_are_kept():
 # -- the system check ------------------------------------------------------------------------
 
 # The model checks ask each database about its features (JSONField support), so they need access.
-check_db = pytest.mark.django_db(databases=["default", "sqlite"])
+check_db = pytest.mark.django_db(databases="__all__")
 
 
 @check_db
