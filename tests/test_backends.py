@@ -37,7 +37,9 @@ from jobqueue.backends import (
     to_task_result_status,
 )
 from jobqueue.errors import InvalidPayload
+from jobqueue.fairness import rate_limits
 from jobqueue.models import Job
+from jobqueue.ratelimits import Limiter
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.tasks import backend as tasks_backend
@@ -196,6 +198,22 @@ def test_the_jobqueue_extras_of_the_task_class():
 def test_a_task_declares_a_concurrency_key_and_limit():
     job = Job.objects.get(id=int(tasks.per_account.enqueue(account_id=7).id))
     assert (job.concurrency_key, job.concurrency_limit) == ("acct:7", 2)
+
+
+def test_a_task_declares_a_rate_limit_that_every_claim_applies():
+    """``@task(rate_limit=)`` limits the task's job type as ``@job(rate_limit=)`` does."""
+    name = tasks.rate_limited.module_path
+    assert rate_limits().types[name] == Limiter(5, 2, "5/s")
+    assert rate_limits().keys_of(name, "") == [f"type:{name}"]
+    # The setting, keyed by the task's import path, wins.
+    with override_settings(JOBQUEUE={"RATE_LIMITS": {"type": {name: "1/s"}}}):
+        assert rate_limits().types[name] == Limiter(1, 1, "1/s")
+
+
+def test_a_task_with_a_rate_that_is_not_one_is_refused_naming_it():
+    # replace() builds the task again, and the backend validates it as @task would.
+    with pytest.raises(InvalidTask, match=r"rate_limit"):
+        replace(tasks.rate_limited, rate_limit="fast")
 
 
 def test_options_give_defaults_and_settings_the_rest():

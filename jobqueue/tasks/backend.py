@@ -22,6 +22,7 @@ from ..errors import UnknownJobType
 from ..jobtypes import JobContext, JobType, register
 from ..payloads import normalize
 from ..policies import Backoff
+from ..ratelimits import Limiter, parse_rate
 from ..validation import validate_queue_name
 from .options import (
     BackendOptions,
@@ -228,8 +229,15 @@ def _register_task(type_name: str, task: Task, backoff: Backoff | None) -> JobTy
             timeout_s=None,
             backoff=backoff,
             takes_context=True,
+            rate_limit=_rate_of(task),
         )
     )
+
+
+def _rate_of(task: Task) -> Limiter | None:
+    """Return the rate limit ``@task(rate_limit=)`` declared, parsed; None for none."""
+    declared = task_option(task, "rate_limit")
+    return None if declared is None else parse_rate(declared, f"task {task.module_path} rate_limit")
 
 
 def task_job_type(type_name: str) -> JobType:

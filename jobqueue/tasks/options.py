@@ -23,6 +23,7 @@ from ..arguments import validate_options
 from ..concurrencyspec import MAX_CONCURRENCY_LIMIT
 from ..errors import JobQueueConfigurationError
 from ..policies import Backoff, parse_backoff
+from ..ratelimits import parse_rate
 from ..validation import is_count, validate_queue_name
 
 __all__ = [
@@ -71,6 +72,10 @@ class JobQueueTask(Task):
             None: not limited). Declared on ``@task`` (``.using()`` does not change it).
         concurrency_limit: most running jobs of the key (1..1,000,000); None: the key's
             ``JOBQUEUE["CONCURRENCY_LIMITS"]`` entry.
+        rate_limit: at most this many of the task's jobs start, across all workers, as
+            ``@job(rate_limit=)`` takes it (``"10/s"``, ``"600/min"``, ``{"rate": "10/s",
+            "burst": 20}``; README, "Flow control: rate limits"); ``JOBQUEUE["RATE_LIMITS"]
+            ["type"]`` (keyed by the task's import path) overrides it. Declared on ``@task``.
     """
 
     max_attempts: int | None = None
@@ -79,6 +84,7 @@ class JobQueueTask(Task):
     tenant: str | Callable[..., str] | None = None
     concurrency_key: str | Callable[..., str | None] | None = None
     concurrency_limit: int | None = None
+    rate_limit: str | float | dict[str, Any] | None = None
 
     def using(
         self,
@@ -161,7 +167,8 @@ def validate_extras(task: JobQueueTask) -> None:
         InvalidTask: ``max_attempts`` or ``timeout`` refused by
             ``jobqueue.arguments.validate_options``, a ``timeout`` that is not finite, a
             ``dedupe_key``/``tenant``/``concurrency_key`` that is neither a string nor a
-            function, or a ``concurrency_limit`` out of range.
+            function, a ``concurrency_limit`` out of range, or a ``rate_limit`` that is not a
+            rate (the message says which part).
     """
     try:
         validate_options(max_attempts=task.max_attempts, timeout_s=task.timeout_s)
@@ -178,6 +185,11 @@ def validate_extras(task: JobQueueTask) -> None:
         raise InvalidTask(
             f"concurrency_limit must be an integer in 1..{MAX_CONCURRENCY_LIMIT:,}, got {limit!r}"
         )
+    if task.rate_limit is not None:
+        try:
+            parse_rate(task.rate_limit, f"task {task.module_path} rate_limit")
+        except JobQueueConfigurationError as exc:
+            raise InvalidTask(str(exc)) from None
 
 
 def extras_to_payload(task: Task) -> dict[str, Any]:

@@ -86,6 +86,10 @@ if task is not None:
     def per_account(account_id):
         return account_id
 
+    @task(rate_limit={"rate": "5/s", "burst": 2})
+    def rate_limited(n):
+        return n
+
     def key_of_arguments(*args, **kwargs):
         """A dedupe key (or tenant) function that ``.using()`` can name (module level)."""
         return f"key:{args}:{sorted(kwargs.items())}"
