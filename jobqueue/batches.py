@@ -29,7 +29,7 @@ from typing import Any
 
 from django.db import transaction
 
-from . import arguments
+from . import arguments, routing
 from .client import enqueue as _enqueue
 from .client import enqueue_many as _enqueue_many
 from .errors import BatchNotFound, InvalidJobOption, JobNotFound
@@ -142,6 +142,8 @@ class OpenBatch:
         """
         self._open()
         _refuse(options, "")
+        if isinstance(queue, str):
+            routing.require_lives_on(queue, self._using, "queue")
         job_id = _enqueue(queue, job_type, payload, using=self._using, **options)
         self.members += get_store(self._using).add_batch_members(self.id, [job_id])
         return job_id
@@ -163,6 +165,8 @@ class OpenBatch:
         for index, spec in enumerate(specs):
             if isinstance(spec, Mapping):
                 _refuse(spec, f"jobs[{index}].")
+                if isinstance(spec.get("queue"), str):
+                    routing.require_lives_on(spec["queue"], self._using, f"jobs[{index}].queue")
         ids = _enqueue_many(specs, using=self._using)
         self.members += get_store(self._using).add_batch_members(self.id, ids)
         return ids
@@ -244,7 +248,7 @@ def batch(
             arguments ``batch`` and ``payload``; ``option`` names ``on_success``/``on_complete``.
         InvalidPayload: ``payload`` is not a JSON object, or too large.
     """
-    using = arguments.alias(using)
+    explicit = None if using is None else arguments.alias(using)
     if payload is None:
         payload = {}
     if not isinstance(payload, dict):
@@ -255,6 +259,11 @@ def batch(
         for kind, job_type in (("success", on_success), ("complete", on_complete))
         if job_type is not None
     ]
+    # The batch row, its members and its callbacks share one database (routing.group_alias):
+    # the outcome that completes the batch enqueues the callbacks in its own transaction.
+    using = routing.group_alias(callbacks[0][1].queue if callbacks else queue, explicit)
+    for kind, job in callbacks:
+        routing.require_lives_on(job.queue, using, f"on_{kind}.queue")
     return OpenBatch(callbacks, payload, using)
 
 

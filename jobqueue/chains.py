@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import transaction
 
-from . import arguments
+from . import arguments, routing
 from .client import enqueue
 from .errors import InvalidJobOption
 from .jobtypes import JobType, registered
@@ -82,15 +82,24 @@ def chain(*steps: Step, after: list[int] | None = None, using: str | None = None
     """
     if not steps:
         raise InvalidJobOption("steps", "a chain needs at least one step")
-    using = arguments.alias(using)
+    queues: list[str] = []
+    for index, one in enumerate(steps):
+        where = f"steps[{index}]"
+        if not isinstance(one, Step):
+            raise InvalidJobOption(where, f"must be a jobqueue.step(...), got {one!r:.100}")
+        queues.append(one.options.get("queue") or _default_queue(one.job_type, where))
+    # One database for every step: each finds the step before it there (routing.group_alias).
+    explicit = None if using is None else arguments.alias(using)
+    using = routing.group_alias(queues[0], explicit)
+    for index, queue in enumerate(queues):
+        routing.require_lives_on(queue, using, f"steps[{index}].queue")
     ids: list[int] = []
     with transaction.atomic(using=using):
         for index, one in enumerate(steps):
             where = f"steps[{index}]"
-            if not isinstance(one, Step):
-                raise InvalidJobOption(where, f"must be a jobqueue.step(...), got {one!r:.100}")
             options = dict(one.options)
-            queue = options.pop("queue", None) or _default_queue(one.job_type, where)
+            options.pop("queue", None)
+            queue = queues[index]
             parents = [ids[-1]] if ids else after
             try:
                 ids.append(

@@ -10,9 +10,17 @@ lives on ``"default"``.
 from __future__ import annotations
 
 from .conf import get_settings
+from .errors import InvalidJobOption
 from .queuedbspec import DEFAULT_ALIAS, OTHER_QUEUES, shard_index
 
-__all__ = ["all_queue_aliases", "holds_cron_entry", "queue_alias", "queue_aliases"]
+__all__ = [
+    "all_queue_aliases",
+    "group_alias",
+    "holds_cron_entry",
+    "queue_alias",
+    "queue_aliases",
+    "require_lives_on",
+]
 
 
 def queue_aliases(queue: str) -> tuple[str, ...]:
@@ -104,3 +112,40 @@ def holds_cron_entry(alias: str, queue: str, name: str) -> bool:
     if not get_settings().queue_databases:
         return True
     return queue_alias(queue, dedupe_key=name) == alias
+
+
+def group_alias(queue: str | None, using: str | None) -> str:
+    """Return the alias of jobs stored together (a chain's steps, a batch and its members).
+
+    They share one database: a child finds its parents there, a batch row counts its members'
+    outcomes in the same transaction. ``using`` when given, else the first alias of ``queue``
+    (a chain's first step's, a batch's callbacks'), else ``"default"``.
+    """
+    if using is not None:
+        return using
+    return queue_aliases(queue)[0] if queue else DEFAULT_ALIAS
+
+
+def require_lives_on(queue: str, alias: str, what: str) -> None:
+    """Refuse a job of ``queue`` stored on ``alias`` where no worker of the queue looks.
+
+    Only with ``QUEUE_DATABASES`` set: without it ``using=`` names any alias, as before.
+
+    Args:
+        queue: the job's queue.
+        alias: the alias the job would be stored on (its chain's or batch's).
+        what: how the message names the job's option, e.g. ``steps[1].queue``.
+
+    Raises:
+        InvalidJobOption: the setting places ``queue`` on other aliases only; nothing written.
+    """
+    if not get_settings().queue_databases:
+        return
+    aliases = queue_aliases(queue)
+    if alias not in aliases:
+        raise InvalidJobOption(
+            what,
+            f"queue {queue!r} lives on {', '.join(map(repr, aliases))} (QUEUE_DATABASES), not "
+            f"on {alias!r}, where this chain or batch is stored with its other jobs: workers "
+            f"of {queue!r} would never look there; use one database for all of them (using=)",
+        )

@@ -99,6 +99,32 @@ def test_commit_leaves_an_outbox_row_that_the_relay_makes_the_job():
     assert outbox_rows().count() == 0
 
 
+def test_a_relayed_job_keeps_every_option_of_its_enqueue():
+    """The relay writes what enqueue was given: tenant, keys and the concurrency limit too."""
+    with transaction.atomic():
+        job_id = jobqueue.enqueue(
+            "emails",
+            TYPE,
+            {"path": "/dev/null"},
+            using=QUEUE_DB,
+            tenant_id="acme",
+            ordering_key="order:7",
+            concurrency_key="smtp",
+            concurrency_limit=2,
+            max_attempts=3,
+            timeout_s=12,
+        )
+    assert relay_all() == 1
+    job = queue_jobs().get(id=job_id)
+    assert (job.tenant_id, job.ordering_key, job.concurrency_key, job.concurrency_limit) == (
+        "acme",
+        "order:7",
+        "smtp",
+        2,
+    )
+    assert (job.max_attempts, job.timeout_s) == (3, 12)
+
+
 def test_outside_an_atomic_block_enqueue_writes_to_the_queue_database():
     job_id = jobqueue.enqueue("emails", TYPE, {"path": "/dev/null"}, using=QUEUE_DB)
     assert queue_jobs().filter(id=job_id).exists()

@@ -291,3 +291,44 @@ def test_runworkers_serves_each_queue_on_its_aliases_and_star_on_every_queue_ali
     assert alias_shares(("emails", "bulk"), (1, 1)) == (
         AliasShare("default", ("emails", "bulk"), (1, 1)),
     )
+
+
+# -- chains and batches: their jobs share one database, where their queues live ----------------
+
+REPORT = "tests.testapp.jobs.batch_report"
+
+
+def test_a_chain_of_a_queue_on_another_database_is_stored_there_whole():
+    with placed(SHARDED):
+        first, second = jobqueue.chain(
+            jobqueue.step(NOOP, queue="emails"), jobqueue.step(NOOP, queue="emails")
+        )
+    stored = Job.objects.using("queues2")
+    assert stored.get(id=first).state == "ready"
+    assert stored.get(id=second).state == "waiting"
+    assert not Job.objects.using("default").exists()
+
+
+def test_a_chain_across_databases_is_refused_naming_the_step_and_writes_nothing():
+    with placed(SHARDED), pytest.raises(InvalidJobOption) as refused:
+        jobqueue.chain(jobqueue.step(NOOP, queue="emails"), jobqueue.step(NOOP, queue="other"))
+    assert refused.value.option == "steps[1].queue"
+    assert "'other' lives on 'default'" in str(refused.value)
+    assert not Job.objects.using("queues2").exists()
+    assert not Job.objects.using("default").exists()
+
+
+def test_a_batch_lives_where_its_callbacks_queue_does_and_refuses_members_elsewhere():
+    with placed(SHARDED):
+        with jobqueue.batch(on_complete=REPORT, queue="emails") as b:
+            member = b.enqueue("emails", NOOP)
+        assert jobqueue.batch_status(b.id, using="queues2").total == 1
+        assert Job.objects.using("queues2").get(id=member).batch_id == b.id
+        with pytest.raises(InvalidJobOption) as refused:
+            with jobqueue.batch(on_complete=REPORT, queue="emails") as other:
+                other.enqueue("emails", NOOP)
+                other.enqueue("other", NOOP)
+        assert refused.value.option == "queue"
+        # The block is all or nothing: the batch and its first member are gone too.
+        assert Job.objects.using("queues2").count() == 1
+        assert not Job.objects.using("default").exists()

@@ -88,6 +88,9 @@ class GenericOutboxStore:
                             timeout_s=data["timeout_s"],
                             dedupe_key=data["dedupe_key"],
                             ordering_key=data["ordering_key"],
+                            # .get: rows an older version wrote before the relay knew them.
+                            concurrency_key=data.get("concurrency_key"),
+                            concurrency_limit=data.get("concurrency_limit"),
                             created_at=now,
                         ).save(using=self.alias, force_insert=True)
                 except IntegrityError:

@@ -39,7 +39,9 @@ def job_json(job: NewJob, job_id: int) -> str:
         f'"tenant_id":{dumps(job.tenant_id)},'
         f'"at":{dumps(job.run_at.isoformat()) if job.run_at is not None else "null"},'
         f'"max_attempts":{job.max_attempts},"timeout_s":{float(job.timeout_s)!r},'
-        f'"dedupe_key":{dumps(job.dedupe_key)},"ordering_key":{dumps(job.ordering_key)}}}'
+        f'"dedupe_key":{dumps(job.dedupe_key)},"ordering_key":{dumps(job.ordering_key)},'
+        f'"concurrency_key":{dumps(job.concurrency_key)},'
+        f'"concurrency_limit":{dumps(job.concurrency_limit)}}}'
     )
 
 
