@@ -235,14 +235,25 @@ def check_enqueue_unregistered(app_configs: Any = None, **kwargs: Any) -> list[c
 def job_types_named_in_settings() -> Iterable[tuple[str, str]]:
     """Return ``(where, job type)`` for every job type that the settings name.
 
-    Today that is the job type of each ``JOBQUEUE["CRON"]`` entry. An invalid ``JOBQUEUE`` is
-    reported elsewhere (E001, E005) and yields nothing here.
+    The job type of each ``JOBQUEUE["CRON"]`` entry, each type ``RATE_LIMITS["type"]`` limits and
+    each ``"type:<name>"`` key of ``CONCURRENCY_LIMITS``: a mistyped name there would limit
+    nothing, silently. An invalid ``JOBQUEUE`` is reported elsewhere (E001, E005) and yields
+    nothing here.
     """
     try:
-        cron = get_settings().cron
+        conf = get_settings()
     except JobQueueConfigurationError:
         return []
-    return [(f"JOBQUEUE['CRON'][{spec.name!r}]", spec.job_type) for spec in cron]
+    named = [(f"JOBQUEUE['CRON'][{spec.name!r}]", spec.job_type) for spec in conf.cron]
+    named += [
+        (f"JOBQUEUE['RATE_LIMITS']['type'][{name!r}]", name) for name in conf.rate_limits.types
+    ]
+    named += [
+        (f"JOBQUEUE['CONCURRENCY_LIMITS'][{key!r}]", key.removeprefix("type:"))
+        for key in conf.concurrency_limits
+        if key.startswith("type:")
+    ]
+    return named
 
 
 @checks.register()

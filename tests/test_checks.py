@@ -191,6 +191,20 @@ def test_a_job_type_named_in_settings_that_nothing_defines_is_e004(monkeypatch):
     assert "no_such_module.job" in messages[1].msg
 
 
+@override_settings(
+    JOBQUEUE={
+        "RATE_LIMITS": {"type": {"tests.testapp.jobs.noop": "5/s", "shop.jobs.nope": "1/s"}},
+        "CONCURRENCY_LIMITS": {"type:shop.jobs.also_nope": 3, "acct:42": 1},
+    }
+)
+def test_a_mistyped_type_in_rate_or_concurrency_limits_is_e004_naming_the_setting():
+    """A limit on a type nothing defines would limit nothing, silently (issue 18)."""
+    messages = checks.check_job_types()
+    assert ids(messages) == ["jobqueue.E004", "jobqueue.E004"]
+    assert "JOBQUEUE['RATE_LIMITS']['type']['shop.jobs.nope']" in messages[0].msg
+    assert "JOBQUEUE['CONCURRENCY_LIMITS']['type:shop.jobs.also_nope']" in messages[1].msg
+
+
 def test_job_types_check_is_silent_when_all_resolve():
     assert checks.check_job_types() == []
 
