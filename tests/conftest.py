@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
+from jobqueue.store import postgres as postgres_store
 from tests.pgcluster import PrivateCluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +27,18 @@ FAST_WORKER_SETTINGS: dict[str, object] = {
     "POLL_INTERVAL_SECONDS": 0.1,
     "BACKOFF": {"policy": "none", "base_seconds": 0.1, "cap_seconds": 0.1},
 }
+
+
+@pytest.fixture(autouse=True)
+def _forget_claimed_concurrency_keys() -> Iterator[None]:
+    """Each test starts as a fresh process: no database known to hold concurrency-keyed jobs.
+
+    The PostgreSQL store remembers, process-wide, an alias whose claims returned a keyed job
+    (they take turns from then on: one more statement per claim). Left over from another test,
+    it would change what a test of the claim's statements counts.
+    """
+    yield
+    postgres_store._KEYED_SEEN.clear()
 
 
 def requires_postgres() -> pytest.MarkDecorator:
