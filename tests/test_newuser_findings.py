@@ -140,7 +140,7 @@ def test_runworkers_refuses_an_unmigrated_database(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,  # a hang guard only: a loaded machine may take a minute to start Django
     )
     assert result.returncode == 1
     assert "run `python manage.py migrate` first" in result.stderr
