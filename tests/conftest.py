@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
+from jobqueue import jobtypes
 from jobqueue.store import postgres as postgres_store
 from tests.pgcluster import PrivateCluster
 
@@ -39,6 +40,22 @@ def _forget_claimed_concurrency_keys() -> Iterator[None]:
     """
     yield
     postgres_store._KEYED_SEEN.clear()
+
+
+@pytest.fixture
+def no_declared_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job type registry without the types that declare a rate or concurrency limit.
+
+    A type registered with a limit changes every later claim of its process (the claim takes
+    turns, spends tokens: more statements), and modules that declare such types stay imported
+    for the rest of an xdist worker's tests. Tests that count a claim's statements use this.
+    """
+    plain = {
+        name: t
+        for name, t in jobtypes._registry.items()
+        if t.rate_limit is None and t.concurrency_limit is None and t.concurrency_key is None
+    }
+    monkeypatch.setattr(jobtypes, "_registry", plain)
 
 
 def requires_postgres() -> pytest.MarkDecorator:

@@ -591,7 +591,7 @@ def test_dashboard_is_linked_from_the_app_index_and_the_lists(viewer):
     assert f'href="{DASHBOARD}"' in text(viewer.get(JOBS))
 
 
-def test_dashboard_reads_a_handful_of_aggregates(admin):
+def test_dashboard_reads_a_handful_of_aggregates(admin, no_declared_limits):
     make_jobs(20, JobState.READY)
     make_jobs(20, JobState.SUCCEEDED)
     with CaptureQueriesContext(connection) as queries:

@@ -138,7 +138,7 @@ def test_a_callers_transaction_keeps_its_settings():
 
 @pg
 def test_in_autocommit_claim_heartbeat_and_ack_stay_one_round_trip_each(
-    django_assert_num_queries,
+    django_assert_num_queries, no_declared_limits
 ):
     """The limits travel in the statement's own query string: no extra round trip."""
     job_id = jobqueue.enqueue("trips", NOOP)

@@ -909,7 +909,7 @@ def test_enqueue_is_one_query(django_assert_num_queries):
 
 
 @db
-def test_claim_heartbeat_and_ack_are_one_query_each(django_assert_num_queries):
+def test_claim_heartbeat_and_ack_are_one_query_each(django_assert_num_queries, no_declared_limits):
     for _ in range(3):
         jobqueue.enqueue("q", NOOP)
     with django_assert_num_queries(1):

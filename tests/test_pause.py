@@ -147,7 +147,7 @@ class TestPostgresPause(PauseContract):
     alias = "default"
 
     def test_the_claim_reads_the_pauses_within_its_one_statement(
-        self, store, django_assert_num_queries
+        self, store, django_assert_num_queries, no_declared_limits
     ):
         self.make("mail")
         store.pause("queue", "mail", "alice")
