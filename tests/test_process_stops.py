@@ -88,7 +88,16 @@ def test_a_second_separate_sigterm_releases_running_jobs_at_once(workers, tmp_pa
     sup, _, running, queued = start_four_running(workers, tmp_path, "stop-twice", 60, "120")
 
     send(sup, signal.SIGTERM, first)
-    wait_for(lambda: workers.log(sup).count("no new claims") == 2, timeout=30)
+    # Both children draining, and the supervisor's own handler run: a second SIGTERM sent to it
+    # before that would merge with the first (a pending signal is not queued twice), and the
+    # jobs would run their 60 s (seen under load, group then supervisor).
+    wait_for(
+        lambda: (
+            workers.log(sup).count("no new claims") == 2
+            and "drain: passing it on" in workers.log(sup)
+        ),
+        timeout=30,
+    )
     send(sup, signal.SIGTERM, second)
 
     assert workers.exit_code(sup, timeout=60) == 0, workers.log(sup)
