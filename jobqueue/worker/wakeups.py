@@ -6,7 +6,9 @@ delayed ones, with a time: a *timer*), :meth:`Worker.stop` rings it, and so may 
 
 The bell is a :class:`queue.SimpleQueue`, not a :class:`threading.Event`: ``SimpleQueue.put``
 is reentrant, so a signal handler that interrupts the main thread while it waits can ring it
-without a deadlock (an Event's lock is not reentrant).
+without a deadlock (an Event's lock is not reentrant). It holds at most one pending ring (a
+flag, set before the put and cleared when a wait takes it): a loop that is never idle never
+waits on the bell, and one entry per outcome grew its memory without bound (issue 15).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ class WakeUps:
 
     def __init__(self) -> None:
         self._bell: queue.SimpleQueue[None] = queue.SimpleQueue()
+        # True while a ring is in the bell (or about to be put): further rings add nothing.
+        # Threads racing past the check may put one each: bounded by the threads, not the jobs.
+        self._rung = False
         self._lock = threading.Lock()
         # time.monotonic() values at which delayed jobs fall due: a heap, soonest first.
         self._timers: list[float] = []
@@ -35,7 +40,10 @@ class WakeUps:
 
     def ring(self) -> None:
         """Wake the loop so it looks at what changed (reentrant: safe in a signal handler)."""
-        self._bell.put(None)
+        if not self._rung:
+            # Set before the put: a wait that takes this ring clears it after, never before.
+            self._rung = True
+            self._bell.put(None)
 
     def wake(self, delay_s: float = 0.0) -> None:
         """Make the claim loop claim now, or in ``delay_s`` seconds (called by the listener)."""
@@ -79,6 +87,9 @@ class WakeUps:
             self._bell.get(timeout=timeout)
         except queue.Empty:
             return False
+        # Cleared before the caller looks: a ring from here on puts again and wakes the next
+        # wait; one that found it set came before, and what it rang for is seen now.
+        self._rung = False
         # Rings that came meanwhile are answered by this one: the caller looks at everything.
         while True:
             try:
