@@ -11,21 +11,13 @@ starts a thread past the cap: a run that would need one is refused, and the work
 
 Threads are reused because starting one waits for it to be scheduled: on a busy 2-core machine
 that cost more per job than the claim and the ack together (docs/performance.md).
-
-Waking a thread costs too (about 40 µs of the claim loop's time per job when each run was put
-to a thread of its own, docs/performance.md). So runs wait in one shared queue, and a wake-up
-is chained: a submit wakes a sleeping thread only when no idle thread is already on its way to
-the queue, and a thread that takes a run wakes the next sleeper only when runs are left and
-no other thread is on its way. A thread that finishes a run takes the next one before it
-sleeps. Short runs are then taken by the threads already awake (few wake-ups); long ones pull
-in one more thread each, so all of a claim's runs are running within a chain of wake-ups.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import uuid
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -64,17 +56,11 @@ class HandlerThreads:
         self._done = done
         self.cap = THREADS_PER_SLOT * concurrency
         self._idle_s = idle_s
+        self._work: queue.SimpleQueue[tuple[uuid.UUID, tuple]] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._wakeup = threading.Condition(self._lock)
-        # Runs submitted to idle threads, not taken yet: (lease token, args).
-        self._pending: deque[tuple[uuid.UUID, tuple]] = deque()
         self._threads = 0
-        # Idle threads: asleep on _wakeup, or awake and about to look at _pending (those
-        # just done with a run, and sleepers woken for a run: _called).
-        self._sleeping = 0
-        self._awake = 0
-        self._called = 0
-        # Runs whose handler has not returned yet (pending ones too): token -> whether overran.
+        self._idle = 0
+        # Runs whose handler has not returned yet: lease token -> whether it overran.
         self._busy: dict[uuid.UUID, bool] = {}
 
     @property
@@ -97,11 +83,7 @@ class HandlerThreads:
     def room(self) -> int:
         """Return how many runs could start now without passing the cap."""
         with self._lock:
-            return self._free() + self.cap - self._threads
-
-    def _free(self) -> int:
-        # Idle threads no pending run counts on (under the lock).
-        return self._sleeping + self._awake - len(self._pending)
+            return self._idle + self.cap - self._threads
 
     def overran(self, token: uuid.UUID) -> None:
         """Count the run ``token`` as a runaway until its handler returns (if it still runs)."""
@@ -120,10 +102,11 @@ class HandlerThreads:
             ThreadCapReached: no thread is idle and the cap is reached; nothing was started.
         """
         with self._lock:
-            if self._free() > 0:
+            if self._idle:
+                # Reserve one idle thread; it takes this item (see _loop's exit check).
+                self._idle -= 1
                 self._busy[token] = False
-                self._pending.append((token, args))
-                self._call_one()
+                self._work.put((token, args))
                 return
             if self._threads >= self.cap:
                 raise ThreadCapReached(
@@ -142,35 +125,6 @@ class HandlerThreads:
                 self._busy.pop(token, None)
             raise
 
-    def _call_one(self) -> None:
-        """Wake a sleeper for the pending runs, unless an idle thread is already on its way."""
-        # (Under the lock.) One thread on its way is enough: it calls the next (_take).
-        if self._pending and not (self._awake or self._called) and self._sleeping > self._called:
-            self._called += 1
-            self._wakeup.notify()
-
-    def _take(self) -> tuple[uuid.UUID, tuple] | None:
-        """Take a pending run for this awake idle thread, or sleep; None: idle too long (end)."""
-        # (Under the lock; this thread counts in _awake.)
-        while not self._pending:
-            self._awake -= 1
-            self._sleeping += 1
-            woken = self._wakeup.wait(self._idle_s)
-            self._sleeping -= 1
-            self._awake += 1
-            if self._called:
-                # Whoever was called, this thread now looks (a timed-out one as well).
-                self._called -= 1
-            if not woken and not self._pending:
-                self._awake -= 1
-                self._threads -= 1
-                return None
-        item = self._pending.popleft()
-        self._awake -= 1
-        # Runs are left: make sure a thread is on its way to them (a long run may hold us).
-        self._call_one()
-        return item
-
     def _loop(self, token: uuid.UUID, args: tuple) -> None:
         while True:
             try:
@@ -180,17 +134,22 @@ class HandlerThreads:
                 with self._lock:
                     self._busy.pop(token, None)
                     self._threads -= 1
-                    # Runs it would have taken: another thread must come for them.
-                    self._call_one()
                 raise
             with self._lock:
                 self._busy.pop(token, None)
-                self._awake += 1
+                self._idle += 1
             self._done(result)
             # Drop this run's references before waiting: an idle thread holds no old job.
             del result, args
-            with self._lock:
-                item = self._take()
-            if item is None:
-                return
-            token, args = item
+            try:
+                token, args = self._work.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    # submit() reserves a thread and puts its item under the lock, so here
+                    # either the item is queued (take it) or no one counts on this thread.
+                    try:
+                        token, args = self._work.get_nowait()
+                    except queue.Empty:
+                        self._idle -= 1
+                        self._threads -= 1
+                        return

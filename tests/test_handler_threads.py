@@ -121,4 +121,3 @@ def test_runs_submitted_together_to_idle_threads_all_run_at_once():
     for _ in range(n):
         assert done.acquire(timeout=300)
     assert threads.threads == n and threads.busy == 0 and threads.room() == 2 * n
-
