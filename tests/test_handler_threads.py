@@ -94,3 +94,30 @@ def test_a_run_that_raises_ends_its_thread_and_frees_its_share_of_the_cap(monkey
     wait_for(lambda: raised, timeout=60)
     assert raised[0].exc_type is RuntimeError
     assert (threads.threads, threads.busy, threads.room()) == (0, 0, 2)
+
+
+def test_runs_submitted_together_to_idle_threads_all_run_at_once():
+    """Wake-ups are chained (one sleeper at a time), yet every run of a burst gets a thread of
+    its own while the others run: 8 runs that each wait for all 8 to be running complete, on
+    the 8 idle threads they were given (no new thread)."""
+    n = 8
+    done = threading.Semaphore(0)
+    warm = threading.Barrier(n, timeout=300)
+    burst = threading.Barrier(n, timeout=300)
+
+    def run(barrier: threading.Barrier) -> None:
+        barrier.wait()  # raises BrokenBarrierError (no release) if the 8 never run at once
+
+    threads = HandlerThreads(run, lambda _: done.release(), concurrency=n, idle_s=600)
+    for _ in range(n):
+        threads.submit(uuid.uuid4(), warm)
+    for _ in range(n):
+        assert done.acquire(timeout=300)
+    assert threads.threads == n and threads.room() == 2 * n
+
+    for _ in range(n):
+        threads.submit(uuid.uuid4(), burst)
+    assert threads.room() == n  # the idle ones are spoken for
+    for _ in range(n):
+        assert done.acquire(timeout=300)
+    assert threads.threads == n and threads.busy == 0 and threads.room() == 2 * n

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from django.db import DatabaseError
 from django.utils import timezone
 
 from ..claimed import ClaimedJob
@@ -219,6 +220,20 @@ class JobStore(Protocol):
             longer held under its token, and that job is unchanged.
         """
 
+    def finish_then_claim(
+        self, outcomes: Sequence[Outcome], request: ClaimRequest
+    ) -> FinishedThenClaimed:
+        """Record ``outcomes`` (as :meth:`finish_many`), then claim (as :meth:`claim`).
+
+        Two transactions, in that order: the claim runs only once the outcomes committed, and
+        a failed claim leaves them recorded. On PostgreSQL both go in one round trip when the
+        claim is one statement (no tenant caps, concurrency limits, rate limits or ``"*"``);
+        otherwise, and elsewhere, in two calls (:func:`finish_then_claim_in_turn`).
+
+        Returns:
+            A :class:`FinishedThenClaimed`; it never raises ``DatabaseError``, it reports it.
+        """
+
     def release(
         self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE
     ) -> str:
@@ -262,6 +277,48 @@ class JobStore(Protocol):
         Returns:
             A :class:`~jobqueue.store.deaths.HandBack` of counts.
         """
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """A claim to make right after recording outcomes: :meth:`JobStore.claim`'s arguments."""
+
+    queues: Sequence[str]
+    worker_id: str
+    max_jobs: int
+    lease_s: float
+    plan: ClaimPlan | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedThenClaimed:
+    """What :meth:`JobStore.finish_then_claim` did.
+
+    ``states`` is ``finish_many``'s return, or None when the outcomes were not recorded;
+    ``claimed`` the claim's jobs, or None when no claim was made (it failed, or the outcomes
+    were not recorded); ``error`` the ``django.db.DatabaseError`` that stopped either.
+    """
+
+    states: dict[int, str] | None
+    claimed: list[ClaimedJob] | None
+    error: Exception | None = None
+
+
+def finish_then_claim_in_turn(
+    store: JobStore, outcomes: Sequence[Outcome], request: ClaimRequest
+) -> FinishedThenClaimed:
+    """Record ``outcomes``, then claim: two calls, the claim only once the outcomes are in."""
+    try:
+        states = store.finish_many(outcomes)
+    except DatabaseError as exc:
+        return FinishedThenClaimed(None, None, exc)
+    try:
+        claimed = store.claim(
+            request.queues, request.worker_id, request.max_jobs, request.lease_s, plan=request.plan
+        )
+    except DatabaseError as exc:
+        return FinishedThenClaimed(states, None, exc)
+    return FinishedThenClaimed(states, claimed)
 
 
 class WorkerRegistry:

@@ -17,7 +17,9 @@ is. Two shapes, one mechanism:
 * :func:`execute` for one statement in autocommit (heartbeat, ack and nack batches, the uncapped
   claim, the leader election, breakers, budgets): with a client-side-binding cursor the limits
   and the statement go in one query string, so the server runs them in one implicit
-  transaction (one round trip); otherwise the statement is wrapped in :func:`own_transaction`.
+  transaction (one round trip); otherwise the statement is wrapped in :func:`own_transaction`;
+* :func:`execute_each` for several such statements, each its own transaction, sent in one
+  round trip (a worker records its outcomes and claims its next jobs so).
 
 On databases other than PostgreSQL (SQLite: transactions cannot outlive their process) nothing
 is set.
@@ -29,17 +31,26 @@ locked; ``pruner``: after a batch is deleted). Production code never sets it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 from ..conf import get_settings
 from ..txlimits import TransactionLimits
+from .pooler import is_pooled
 from .sqltext import sql
 
-__all__ = ["HOOKS", "checkpoint", "execute", "own_transaction", "timed_out"]
+__all__ = [
+    "HOOKS",
+    "checkpoint",
+    "execute",
+    "execute_each",
+    "own_transaction",
+    "pipelines",
+    "timed_out",
+]
 
 #: Tests only: point name -> callable(alias), run at :func:`checkpoint` inside the transaction.
 HOOKS: dict[str, Callable[[str], None]] = {}
@@ -139,3 +150,88 @@ def timed_out(exc: BaseException) -> str | None:
     cause = exc.__cause__ or exc
     sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
     return TIMEOUTS.get(sqlstate or "")
+
+
+#: What :func:`execute_each` returns: the cursors of the statements that committed, in order,
+#: and the error that stopped the rest (None when every statement committed).
+Each = tuple[list[Any], DatabaseError | None]
+
+
+def pipelines(alias: str) -> bool:
+    """Return whether :func:`execute_each` may send its statements in one round trip on ``alias``.
+
+    Only on a direct PostgreSQL connection through psycopg 3 with client-side binding (no
+    statement is ever prepared), in autocommit: a caller's transaction is never split, and an
+    alias behind a transaction pooler keeps one statement per round trip (``pooler.py``).
+    """
+    connection = connections[alias]
+    return (
+        connection.vendor == "postgresql"
+        and getattr(getattr(connection, "Database", None), "__name__", "") == "psycopg"
+        and not connection.settings_dict.get("OPTIONS", {}).get("server_side_binding")
+        and connection.get_autocommit()
+        and not connection.in_atomic_block
+        and not is_pooled(alias)
+    )
+
+
+def execute_each(alias: str, statements: Sequence[tuple[str, dict[str, Any]]]) -> Each:
+    """Execute each statement in a bounded transaction of its own; all in one round trip.
+
+    Each statement commits on its own (its own ``BEGIN``, limits and ``COMMIT``), in order, in
+    one psycopg pipeline with one Sync at its end: the server still flushes one commit per
+    statement, but the client waits once. A statement that fails rolls its own transaction
+    back and the ones after it do not run (the pipeline is aborted up to its Sync), so what
+    committed is always a prefix. Nothing is prepared: the client-side-binding cursor sends
+    each statement unnamed (a claim must never get a generic plan, docs/performance.md).
+
+    Call only where :func:`pipelines` says so.
+
+    Args:
+        alias: database alias.
+        statements: ``(text, params)`` pairs, each one statement of ``sql/``.
+
+    Returns:
+        :data:`Each`: a cursor at its result for each statement that committed, in order, and
+        the ``django.db.DatabaseError`` that stopped the others. A statement whose commit is
+        not known (the connection broke) counts as not committed.
+    """
+    connection = connections[alias]
+    limits = _limits(None)
+    blocks: list[tuple[Any, Any]] = []
+    error: Exception | None = None
+    try:
+        with connection.wrap_database_errors:
+            connection.ensure_connection()
+            raw = connection.connection
+            try:
+                with raw.pipeline():
+                    # Errors while queueing are kept, not raised through the pipeline's exit
+                    # (which would log them again): the exit's Sync still runs.
+                    try:
+                        for text, params in statements:
+                            raw.cursor().execute("BEGIN")
+                            raw.cursor().execute(_limit_sql(), limits)
+                            cursor = raw.cursor()
+                            cursor.execute(text, params)
+                            commit = raw.cursor()
+                            commit.execute("COMMIT")
+                            blocks.append((cursor, commit))
+                    except Exception as exc:  # noqa: BLE001 - any psycopg error, wrapped below
+                        error = exc
+            except Exception as exc:  # noqa: BLE001 - the exit's Sync failed: wrapped below
+                error = error or exc
+            if error is not None and raw.info.transaction_status.name == "INERROR":
+                # The failed block stays open (aborted) past the Sync: end it here, so the
+                # connection is usable (a timeout is not an outage: the loop carries on on it).
+                raw.execute("ROLLBACK")
+            if error is not None:
+                raise error
+    except DatabaseError as wrapped:
+        error = wrapped
+    committed = []
+    for cursor, commit in blocks:
+        if commit.statusmessage != "COMMIT":
+            break
+        committed.append(cursor)
+    return committed, error

@@ -29,11 +29,14 @@ from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
     RELEASED_MESSAGE,
     ClaimedJob,
+    ClaimRequest,
     ExpiredLease,
+    FinishedThenClaimed,
     HeldLease,
     NewJob,
     ReapDecision,
     WorkerRegistry,
+    finish_then_claim_in_turn,
 )
 from .finishing import (
     LEASE_COLUMNS,
@@ -295,6 +298,11 @@ class GenericStore(
             if row["has_children"]:
                 self._settle_children(job_id, JobState.LEASED, fields["state"], now)
             return fields["state"]
+
+    def finish_then_claim(
+        self, outcomes: Sequence[Outcome], request: ClaimRequest
+    ) -> FinishedThenClaimed:
+        return finish_then_claim_in_turn(self, outcomes, request)
 
     def finish_many(
         self, outcomes: Sequence[Outcome], now: datetime | None = None

@@ -24,11 +24,14 @@ from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
     RELEASED_MESSAGE,
     ClaimedJob,
+    ClaimRequest,
     ExpiredLease,
+    FinishedThenClaimed,
     HeldLease,
     NewJob,
     ReapDecision,
     WorkerRegistry,
+    finish_then_claim_in_turn,
 )
 from .chunks import plan_chunks
 from .finishing import (
@@ -239,24 +242,7 @@ class PostgresStore(
                 found = [name for (name,) in cursor.fetchall()]
             queues, plan = plan.with_others(queues, found)
         caps, limits = plan.caps, plan.limits
-        params = {
-            "queues": queues,
-            "weights": list(plan.weights),
-            "start": list(plan.start),
-            "strict": plan.strict,
-            "default_cap": caps.default,
-            "cap_tenants": list(caps.overrides),
-            "cap_values": list(caps.overrides.values()),
-            # Two small JSON objects ({tenant: weight}, {key: limit}): read with ->> in SQL.
-            "tenant_weights": json.dumps(dict(caps.weights)),
-            "limits": json.dumps(dict(limits.overrides)),
-            "worker_id": worker_id,
-            "max_jobs": max_jobs,
-            "lease_s": lease_s,
-            "now": now,
-            **claim_params(plan.rates),
-        }
-        statement = "claim" if plan.rates.enabled else "claim~rates"
+        statement, params = self._claim_statement(queues, worker_id, max_jobs, lease_s, now, plan)
         if caps.enabled or limits.enabled or self.alias in _KEYED_SEEN:
             # Two claims running at once would each read the other's leases as not yet taken
             # and could together pass a tenant's cap or a concurrency limit. Such claims take
@@ -274,6 +260,40 @@ class PostgresStore(
         else:
             with self._execute(statement, params) as cursor:
                 rows = fetchall(cursor)
+        return self._claimed(rows, plan)
+
+    def _claim_statement(
+        self,
+        queues: list[str],
+        worker_id: str,
+        max_jobs: int,
+        lease_s: float,
+        now: datetime | None,
+        plan: ClaimPlan,
+    ) -> tuple[str, dict[str, Any]]:
+        """Return the claim statement's name and parameters for ``queues`` (no ``"*"`` left)."""
+        caps, limits = plan.caps, plan.limits
+        params = {
+            "queues": queues,
+            "weights": list(plan.weights),
+            "start": list(plan.start),
+            "strict": plan.strict,
+            "default_cap": caps.default,
+            "cap_tenants": list(caps.overrides),
+            "cap_values": list(caps.overrides.values()),
+            # Two small JSON objects ({tenant: weight}, {key: limit}): read with ->> in SQL.
+            "tenant_weights": json.dumps(dict(caps.weights)),
+            "limits": json.dumps(dict(limits.overrides)),
+            "worker_id": worker_id,
+            "max_jobs": max_jobs,
+            "lease_s": lease_s,
+            "now": now,
+            **claim_params(plan.rates),
+        }
+        return ("claim" if plan.rates.enabled else "claim~rates"), params
+
+    def _claimed(self, rows: list[Any], plan: ClaimPlan) -> list[ClaimedJob]:
+        """Return the claim statement's ``rows`` as jobs, in the order it served them."""
         if any(r.concurrency_key is not None for r in rows):
             _KEYED_SEEN.add(self.alias)
         # UPDATE ... RETURNING gives rows in no particular order; hand them out in the order
@@ -301,6 +321,39 @@ class PostgresStore(
             for r in rows
         ]
 
+    def _one_statement_claim(self, plan: ClaimPlan | None) -> bool:
+        """Return whether a claim under ``plan`` is one statement in autocommit (no turn)."""
+        if plan is None:
+            return True
+        caps, limits = plan.caps, plan.limits
+        return not (
+            plan.every
+            or plan.rates.enabled
+            or caps.enabled
+            or limits.enabled
+            or self.alias in _KEYED_SEEN
+        )
+
+    def finish_then_claim(
+        self, outcomes: Sequence[Outcome], request: ClaimRequest
+    ) -> FinishedThenClaimed:
+        if not outcomes or not self._one_statement_claim(request.plan):
+            return finish_then_claim_in_turn(self, outcomes, request)
+        if not bounded.pipelines(self.alias):
+            return finish_then_claim_in_turn(self, outcomes, request)
+        queues = list(request.queues)
+        plan = request.plan or ClaimPlan.even(len(queues))
+        name, claim_params_ = self._claim_statement(
+            queues, request.worker_id, request.max_jobs, request.lease_s, None, plan
+        )
+        done, error = bounded.execute_each(
+            self.alias,
+            [(sql("finish_many"), self._finish_params(outcomes, None)), (sql(name), claim_params_)],
+        )
+        states = {r.id: r.state for r in fetchall(done[0])} if done else None
+        claimed = self._claimed(fetchall(done[1]), plan) if len(done) > 1 else None
+        return FinishedThenClaimed(states, claimed, error)
+
     def extend_leases(
         self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float
     ) -> dict[int, HeldLease]:
@@ -323,10 +376,16 @@ class PostgresStore(
     ) -> dict[int, str]:
         if not outcomes:
             return {}
+        params = self._finish_params(outcomes, now)
+        with self._execute("finish_many", params) as cursor:
+            return {r.id: r.state for r in fetchall(cursor)}
+
+    def _finish_params(self, outcomes: Sequence[Outcome], now: datetime | None) -> dict[str, Any]:
+        """Return ``finish_many.sql``'s parameters for ``outcomes`` (not empty)."""
         # Rows in id order, as every multi-row write here: two batches never wait on each other
         # in opposite orders.
         ordered = sorted(outcomes, key=lambda o: o.job_id)
-        params = {
+        return {
             "ids": [o.job_id for o in ordered],
             "tokens": [o.lease_token for o in ordered],
             "states": [str(o.state) for o in ordered],
@@ -339,8 +398,6 @@ class PostgresStore(
             "shards": ROLLUP_SHARDS,
             "expired_kind": EXPIRED_KIND,
         }
-        with self._execute("finish_many", params) as cursor:
-            return {r.id: r.state for r in fetchall(cursor)}
 
     def release(
         self, job_id: int, lease_token: uuid.UUID, *, message: str = RELEASED_MESSAGE

@@ -26,6 +26,7 @@ from django.db import DatabaseError
 from ..executor import Outcome, send_outcome_signal
 from ..guard import DependencyGuard
 from ..logging import job_extra
+from ..store.base import ClaimRequest, FinishedThenClaimed
 from .runs import Run, Runs
 from .wakeups import WakeUps
 
@@ -88,6 +89,8 @@ class Completer:
         #: Set when outcomes could not be recorded: no claim until they are (after an outage,
         #: acks go before new work).
         self.unflushed = False
+        # The claim made with the last write, and what it did (take_claimed).
+        self._claimed: tuple[ClaimRequest, FinishedThenClaimed] | None = None
 
     # -- arrivals (handler threads, then the loop) ------------------------------------------
 
@@ -133,13 +136,19 @@ class Completer:
 
     # -- recording (the loop's thread) ------------------------------------------------------
 
-    def record_ready(self) -> int:
+    def record_ready(self, claim: Callable[[int], ClaimRequest | None] | None = None) -> int:
         """Record the outcomes that are in, if their batch is closed; return how many ended.
 
         Runs whose lease was lost are not written (their outcome is discarded and said so); a
         database error leaves the outcomes for the next pass and sets :attr:`unflushed`.
+
+        Args:
+            claim: ``claim(freed)`` returns the claim to make right after the outcomes are
+                recorded, in the same round trip (or None for none), given how many runs the
+                write ends; what it took is then in :meth:`take_claimed`.
         """
         self.unflushed = False
+        self._claimed = None
         self.take_arrived()
         done = [run for run in self.runs.values() if run.outcome is not None]
         if not done or not self._batch_closed(done):
@@ -148,7 +157,8 @@ class Completer:
         batch = [run for run in done if not run.context.lease_lost]
         ended = 0
         if batch:
-            states, unwritten = self._write(batch)
+            request = None if claim is None else claim(len(batch))
+            states, unwritten = self._write(batch, request)
             for run in batch:
                 job_id = run.claimed.id
                 if job_id in unwritten:
@@ -175,11 +185,23 @@ class Completer:
         oldest = min(run.done_at for run in done)
         return time.monotonic() - oldest >= OUTCOME_BATCH_WINDOW_S
 
-    def _write(self, batch: Sequence[Run]) -> tuple[dict[int, str], set[int]]:
+    def take_claimed(self) -> tuple[ClaimRequest, FinishedThenClaimed] | None:
+        """Return the claim the last :meth:`record_ready` made with its write, and what it did.
+
+        None when it made none. Its outcomes part is already handled here: only a claim's
+        jobs or error are the caller's (``error`` is the claim's only when ``states`` is set).
+        """
+        taken, self._claimed = self._claimed, None
+        return taken
+
+    def _write(
+        self, batch: Sequence[Run], request: ClaimRequest | None = None
+    ) -> tuple[dict[int, str], set[int]]:
         """Write the outcomes of ``batch``: the one place outcomes reach the store.
 
         One statement (``finish_many``) for any mix of outcomes; each row is fenced by its own
-        lease token, which every outcome carries from its claim.
+        lease token, which every outcome carries from its claim. With ``request``, the claim
+        follows in the same round trip, in its own transaction (``store.finish_then_claim``).
 
         Returns:
             ``(states, unwritten)``: the new state of each job recorded (a job of ``batch`` in
@@ -192,7 +214,15 @@ class Completer:
             outcomes.append(run.outcome)
         try:
             with self._db_lock:
-                states = self.store.finish_many(outcomes)
+                if request is None:
+                    states = self.store.finish_many(outcomes)
+                else:
+                    both = self.store.finish_then_claim(outcomes, request)
+                    self._claimed = (request, both)
+                    if both.states is None:
+                        assert both.error is not None
+                        raise both.error
+                    states = both.states
         except DatabaseError as exc:
             self.unflushed = True
             self._on_db_error(exc, f"recording {len(outcomes)} outcome(s)")

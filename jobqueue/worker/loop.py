@@ -37,13 +37,14 @@ from ..conf import get_settings
 from ..fairness import QueueSelector, rate_limits
 from ..guard import DependencyGuard
 from ..recovery import ReapHold
-from ..solo import SoloGate, give_back
+from ..solo import SoloGate
 from ..stopping import STANDALONE, StopSignals
-from ..store import ClaimedJob, get_store
-from ..store.bounded import timed_out
+from ..store import get_store
+from ..store.base import ClaimRequest
 from ..store.policy import claim_policy
 from ..store.pooler import listen_alias
 from ..supervisor import EXIT_RECYCLE
+from .claiming import Claimer
 from .completer import OUTCOME_BATCH_WINDOW_S, Completer
 from .heartbeat import Heartbeat
 from .ids import default_worker_id
@@ -56,7 +57,7 @@ from .rows import WorkerRowPruner
 from .runs import Runs
 from .services import Service, ServiceRunner, start_services
 from .shutdown import release_runs
-from .starting import Starter, resolve_type
+from .starting import Starter
 from .stops import Stops
 from .wakeups import WakeUps
 
@@ -199,6 +200,18 @@ class Worker:
             on_runaway=self._recycle_if_runaways,
         )
         self._handlers = self._starter.threads
+        self._claimer = Claimer(
+            self.store,
+            self.selector,
+            worker_id=self.worker_id,
+            lease_s=self.lease_s,
+            wakeups=self._wakeups,
+            backoff=self._backoff,
+            guard=self._guard,
+            solo=self._solo,
+            running=self._runs,
+            starter=self._starter,
+        )
         #: The maintenance services, run by one runner on one thread (or by :meth:`run_once`).
         self.heartbeat = Heartbeat(
             self.store,
@@ -293,7 +306,7 @@ class Worker:
         """
         free = self._free_slots()
         if free > 0 and not self.completer.unflushed:
-            self._claim(free)
+            self._claimer.claim(free)
         ended = 0
         while True:
             self._starter.enforce_timeouts()
@@ -320,7 +333,12 @@ class Worker:
         deadline: float | None = None
         while True:
             self._starter.enforce_timeouts()
-            self.completer.record_ready()
+            self.completer.record_ready(self._claim_after)
+            # A claim that went with the outcomes' write (one round trip): start what it took.
+            made = self.completer.take_claimed()
+            asked, claimed = 0, None
+            if made is not None:
+                asked, claimed = made[0].max_jobs, self._claimer.took(made[1])
             self.quota.check()
             if self._stopping.is_set():
                 if deadline is None:
@@ -329,12 +347,14 @@ class Worker:
                     return
                 self._wait(min(0.2, max(deadline - time.monotonic(), 0.0)))
                 continue
-            free = self._free_slots()
-            if free > 0 and not self.completer.unflushed:
-                claimed = self._claim(free)
+            if made is None:
+                free = self._free_slots()
+                if free > 0 and not self.completer.unflushed:
+                    asked, claimed = free, self._claimer.claim(free)
+            if asked:
                 if claimed is None:
                     continue
-                if claimed and len(claimed) == free:
+                if claimed and len(claimed) == asked:
                     continue
                 # --burst waits for jobs a drained rate limiter holds back, then exits.
                 held = rate_wake(
@@ -344,39 +364,18 @@ class Worker:
                     return
             self._wait(self._listener.idle_wait_s(self.poll_interval_s))
 
-    def _free_slots(self) -> int:
+    def _free_slots(self, ending: int = 0) -> int:
         # Claim for free slots only (no local buffer), and never past the thread cap; a
-        # suspect job runs alone.
-        free = min(self.concurrency - len(self._runs), self._handlers.room())
+        # suspect job runs alone. ``ending``: runs whose outcomes are being recorded now.
+        free = min(self.concurrency - len(self._runs) + ending, self._handlers.room())
         return self.quota.cap(self._solo.claim_size(free, self._runs))
 
-    def _claim(self, free: int) -> list[ClaimedJob] | None:
-        """Claim up to ``free`` jobs and start those admitted; None after a database error."""
-        self._wakeups.claiming()
-        try:
-            # The selector's queues: those listed, then those "*" served so far.
-            claimed = self.store.claim(
-                self.selector.queues, self.worker_id, free, self.lease_s, plan=self.selector.plan()
-            )
-            self._backoff.recovered()
-        except DatabaseError as exc:
-            limit = timed_out(exc)
-            if limit is not None:
-                # The database is up; another transaction held the claim up (a frozen
-                # process holding the capped claim's turn, say). Try again.
-                logger.warning("claiming: %s (%s); trying again", limit, exc)
-            else:
-                self._backoff.failed(exc, "claiming")
+    def _claim_after(self, ending: int) -> ClaimRequest | None:
+        """The claim to send with the write ending ``ending`` runs (None: stopping, max_tasks)."""
+        if self._stopping.is_set() or self.quota.max_tasks is not None:
             return None
-        self.selector.claimed(claimed)
-        # Each job's type is resolved once per run, here: the breakers, the executor and the
-        # completer's breaker count all use it.
-        job_types = {job.id: resolve_type(job) for job in claimed}
-        start, back = self._solo.admit(self._guard.admit(claimed, job_types), self._runs)
-        give_back(self.store, back)
-        for job in start:
-            self._starter.start(job, job_types[job.id])
-        return claimed
+        free = self._free_slots(ending)
+        return self._claimer.request(free) if free > 0 else None
 
     def _wait(self, timeout: float) -> None:
         """Sleep until an outcome, a wake-up or a stop comes, a deadline passes, or ``timeout``."""

@@ -1,0 +1,122 @@
+"""Internal: a worker's claims, and what it does with the jobs they take.
+
+A claim is made either on its own (:meth:`Claimer.claim`) or with the write of outcomes that
+frees its slots, in the same round trip (:meth:`Claimer.request`, then :meth:`Claimer.took`;
+``store.finish_then_claim``). Either way the jobs go through the same admission: the breakers
+and retry budgets (``guard.py``), a suspect job alone (``solo.py``); the admitted ones start on
+handler threads (``starting.py``), the others are given back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+
+from django.db import DatabaseError
+
+from ..fairness import QueueSelector
+from ..guard import DependencyGuard
+from ..solo import SoloGate, give_back
+from ..store import ClaimedJob
+from ..store.base import ClaimRequest, FinishedThenClaimed
+from ..store.bounded import timed_out
+from .outage import DatabaseBackoff
+from .starting import Starter, resolve_type
+from .wakeups import WakeUps
+
+logger = logging.getLogger("jobqueue.worker")
+
+
+class Claimer:
+    """Make a worker's claims and start the jobs they take.
+
+    Args:
+        store: the queue's store.
+        selector: the worker's queues and their plan (fairness, limits).
+        worker_id: the name leases are held under.
+        lease_s: lease length, seconds.
+        wakeups: the claim loop's bell (a claim answers its pending wake-ups).
+        backoff: paces attempts while the database is down.
+        guard: breakers and retry budgets (admission).
+        solo: runs a suspect job alone (admission).
+        running: ids of the jobs the worker holds.
+        starter: starts admitted jobs on handler threads.
+    """
+
+    def __init__(
+        self,
+        store,
+        selector: QueueSelector,
+        *,
+        worker_id: str,
+        lease_s: float,
+        wakeups: WakeUps,
+        backoff: DatabaseBackoff,
+        guard: DependencyGuard,
+        solo: SoloGate,
+        running: Collection[int],
+        starter: Starter,
+    ) -> None:
+        self.store = store
+        self.selector = selector
+        self.worker_id = worker_id
+        self.lease_s = lease_s
+        self._wakeups = wakeups
+        self._backoff = backoff
+        self._guard = guard
+        self._solo = solo
+        self._running = running
+        self._starter = starter
+
+    def request(self, free: int) -> ClaimRequest:
+        """Return the claim of up to ``free`` jobs to make now (it answers pending wake-ups)."""
+        self._wakeups.claiming()
+        # The selector's queues: those listed, then those "*" served so far.
+        return ClaimRequest(
+            self.selector.queues, self.worker_id, free, self.lease_s, self.selector.plan()
+        )
+
+    def claim(self, free: int) -> list[ClaimedJob] | None:
+        """Claim up to ``free`` jobs and start those admitted; None after a database error."""
+        request = self.request(free)
+        try:
+            claimed = self.store.claim(
+                request.queues, self.worker_id, free, self.lease_s, plan=request.plan
+            )
+        except DatabaseError as exc:
+            self._failed(exc)
+            return None
+        self._backoff.recovered()
+        return self._start(claimed)
+
+    def took(self, made: FinishedThenClaimed) -> list[ClaimedJob] | None:
+        """Start what a claim made with an outcomes' write took; None if it made none."""
+        if made.states is None:
+            return None  # the write failed (the completer backed off): no claim was made
+        if made.claimed is None:
+            assert made.error is not None
+            self._failed(made.error)
+            return None
+        self._backoff.recovered()
+        return self._start(made.claimed)
+
+    def _failed(self, exc: Exception) -> None:
+        limit = timed_out(exc)
+        if limit is not None:
+            # The database is up; another transaction held the claim up (a frozen
+            # process holding the capped claim's turn, say). Try again.
+            logger.warning("claiming: %s (%s); trying again", limit, exc)
+        else:
+            self._backoff.failed(exc, "claiming")
+
+    def _start(self, claimed: list[ClaimedJob]) -> list[ClaimedJob]:
+        """Start the admitted jobs of ``claimed`` (breakers, suspects); give back the rest."""
+        self.selector.claimed(claimed)
+        # Each job's type is resolved once per run, here: the breakers, the executor and the
+        # completer's breaker count all use it.
+        job_types = {job.id: resolve_type(job) for job in claimed}
+        start, back = self._solo.admit(self._guard.admit(claimed, job_types), self._running)
+        give_back(self.store, back)
+        for job in start:
+            self._starter.start(job, job_types[job.id])
+        return claimed
