@@ -94,7 +94,8 @@ class OutboxRelay:
         self._failing: set[str] = set()
         self._listen = settings.listen_notify
         self._woken = threading.Event()
-        self._ring: Callable[[], None] = lambda: None
+        self._ring: Callable[[], None] | None = None
+        #: The listeners, once started (by the first round run under a runner that gave a bell).
         self.listeners: list[ReadyListener] | None = None
 
     def set_bell(self, ring: Callable[[], None]) -> None:
@@ -111,7 +112,8 @@ class OutboxRelay:
     def _wake(self, delay_s: float) -> None:
         """On a listener's thread: rows for this database were committed on a source."""
         self._woken.set()
-        self._ring()
+        if self._ring is not None:
+            self._ring()
 
     def listen_aliases(self) -> list[str]:
         """Return the aliases the relay LISTENs on: one per PostgreSQL source, never pooled.
@@ -157,8 +159,9 @@ class OutboxRelay:
         Raises:
             django.db.DatabaseError: the queue database failed.
         """
-        if self.listeners is None:
-            # On the runner's thread, at its first round: the listeners live as long as it.
+        if self.listeners is None and self._ring is not None:
+            # On the runner's thread, at its first round: the listeners live as long as it
+            # (its stop() ends them). Without a runner's bell nothing would hear them.
             self._start_listeners()
         total = 0
         for source in self.sources:
