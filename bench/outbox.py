@@ -6,10 +6,12 @@ relays (and runs the no-op jobs). This process enqueues N jobs, each in its own 
 block on default, paced at ``--rate`` per second; a job's lag is its row's ``created_at`` on the
 queue database (the relay's insert) minus its outbox row's ``created_at`` (the enqueue, just
 before the commit). Then one burst: N jobs in one transaction, and the seconds until all are
-relayed. Rounds per relay interval.
+relayed. Rounds per relay interval, each with the relay woken by NOTIFY (``notify``: the
+outbox write notifies at commit, the relay LISTENs on default) and polling only (``poll``: the
+worker runs with ``LISTEN_NOTIFY`` off, as before the relay listened).
 
     .venv/bin/python bench/outbox.py                       # 1,000 jobs at 100/s, 0.2 s and 0.05 s
-    .venv/bin/python bench/outbox.py --jobs 500 --rate 50 --intervals 0.2
+    .venv/bin/python bench/outbox.py --jobs 500 --rate 50 --intervals 0.2 --modes poll,notify
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def start_worker(interval_s: float) -> subprocess.Popen:
-    env = {**ENV, "JOBQUEUE_SETTINGS": json.dumps({"OUTBOX_RELAY_INTERVAL_SECONDS": interval_s})}
+def start_worker(interval_s: float, listen: bool) -> subprocess.Popen:
+    settings = {"OUTBOX_RELAY_INTERVAL_SECONDS": interval_s, "LISTEN_NOTIFY": listen}
+    env = {**ENV, "JOBQUEUE_SETTINGS": json.dumps(settings)}
     return subprocess.Popen(
         [
             sys.executable,
@@ -65,6 +68,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=100.0, help="paced enqueues per second")
     parser.add_argument("--intervals", default="0.2,0.05", help="relay intervals, seconds")
+    parser.add_argument("--modes", default="poll,notify", help="poll and/or notify")
     args = parser.parse_args()
     recreate_database(URL, ENV)
     recreate_database(QUEUE_URL, {**ENV, "DATABASE_URL": QUEUE_URL})
@@ -84,8 +88,13 @@ def main() -> None:
         return time.monotonic() - started
 
     print(f"{args.jobs} jobs at {args.rate:g}/s, each in its own transaction on default")
-    for interval in [float(i) for i in args.intervals.split(",")]:
-        worker = start_worker(interval)
+    rounds = [
+        (float(interval), mode)
+        for interval in args.intervals.split(",")
+        for mode in args.modes.split(",")
+    ]
+    for interval, mode in rounds:
+        worker = start_worker(interval, listen=mode == "notify")
         try:
             # Warm-up: the clock runs once the relay has relayed one job.
             with transaction.atomic():
@@ -115,7 +124,7 @@ def main() -> None:
                 ]
             burst_s = wait_relayed(burst)
             print(
-                f"relay interval {interval:g} s: lag p50 {statistics.median(lags):.0f} ms, "
+                f"{mode}, relay interval {interval:g} s: lag p50 {statistics.median(lags):.0f} ms, "
                 f"p99 {percentile(lags, 99):.0f} ms, max {max(lags):.0f} ms; "
                 f"burst of {args.jobs} in one transaction relayed in {burst_s:.2f} s"
             )

@@ -236,6 +236,12 @@ def enqueue_many(
     gets that job's id and writes nothing, and jobs of one call that share a (queue, dedupe key)
     become one job (the first of them), whose id each of them gets.
 
+    Jobs whose queue lives on a database where no ``atomic()`` block is open, while one is open
+    on an alias of ``OUTBOX_DATABASES``, go to that alias's outbox in its transaction, as with
+    :func:`enqueue` (one statement per ``chunk_bytes`` of them; the workers relay them). Their
+    ids are the ones the jobs will have; a dedupe key a live job holds on the queue's database
+    is found by the relay, which then inserts nothing (the id returned names no job).
+
     Example::
 
         jobqueue.enqueue_many(
@@ -283,10 +289,29 @@ def enqueue_many(
     by_alias: dict[str, list[int]] = {}
     for index, job in enumerate(new_jobs):
         by_alias.setdefault(explicit or _routed(job), []).append(index)
+    # Where each alias's jobs go: None (straight in) or the caller's alias (its outbox).
+    callers = {alias: outbox.caller_alias(alias) for alias in by_alias}
+    for alias, indexes in by_alias.items():
+        if callers[alias] is not None and any(parents[index] for index in indexes):
+            raise InvalidJobOption(
+                f"jobs[{next(i for i in indexes if parents[i])}].after",
+                f"a job with parents cannot go through the outbox: an atomic() block is open on "
+                f"{callers[alias]!r} and none on the queue's database {alias!r}; enqueue it "
+                f"inside a transaction on {alias!r} (its parents are there)",
+            )
     ids = [0] * len(new_jobs)
     for alias, indexes in by_alias.items():
         batch = [new_jobs[index] for index in indexes]
         batch_parents = [parents[index] for index in indexes]
+        caller = callers[alias]
+        if caller is not None:
+            # The queue is on another database than the caller's open transaction (issue 16).
+            relayed = outbox.put_many(
+                batch, queue_alias=alias, caller=caller, chunk_bytes=chunk_bytes
+            )
+            for index, job_id in zip(indexes, relayed, strict=True):
+                ids[index] = job_id
+            continue
         with _writing(alias):
             if any(batch_parents):
                 # Parents are looked up on the job's own alias: a child and its parents

@@ -18,6 +18,7 @@ makes one job.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import connections
@@ -26,8 +27,9 @@ from .conf import get_settings
 from .errors import InvalidJobOption
 from .outage import writing
 from .store import NewJob, get_store
+from .store.chunks import plan_chunks
 
-__all__ = ["caller_alias", "put"]
+__all__ = ["caller_alias", "put", "put_many"]
 
 
 def caller_alias(queue_alias: str) -> str | None:
@@ -82,3 +84,46 @@ def put(job: NewJob, *, queue_alias: str, caller: str) -> tuple[int, bool, datet
     with writing(caller):
         created_at = get_store(caller).put_outbox(queue_alias, job_id, job)
     return job_id, True, created_at
+
+
+def put_many(
+    jobs: Sequence[NewJob], *, queue_alias: str, caller: str, chunk_bytes: int
+) -> list[int]:
+    """Write ``jobs`` to the outbox on ``caller`` (in its open transaction), for ``queue_alias``.
+
+    The ``enqueue_many`` of :func:`put`: the ids are drawn in one statement on ``queue_alias``,
+    and the rows written in one statement per ``chunk_bytes`` of jobs on ``caller``. Jobs of
+    the batch that share a (queue, dedupe key) become one row (the first of them), whose id
+    each of them gets, as ``enqueue_many`` does on the queue's own database; a key a live job
+    holds there is found by the relay, which then inserts nothing.
+
+    Args:
+        jobs: the validated jobs (none with parents).
+        queue_alias: the alias of their queue, where the relay inserts them.
+        caller: the alias whose transaction is open (:func:`caller_alias`).
+        chunk_bytes: most bytes of jobs per statement (>= 1).
+
+    Returns:
+        One id per job, in order: the ids the jobs get on ``queue_alias``.
+
+    Raises:
+        QueueUnavailable: ``queue_alias`` (for the ids) or ``caller`` cannot be reached.
+        InvalidPayload: one job alone is over what one PostgreSQL message can carry.
+    """
+    first: dict[tuple[str, str], int] = {}
+    owner = list(range(len(jobs)))
+    for index, job in enumerate(jobs):
+        if job.dedupe_key is not None:
+            owner[index] = first.setdefault((job.queue, job.dedupe_key), index)
+    written = [index for index in range(len(jobs)) if owner[index] == index]
+    chunks = plan_chunks(jobs, written, chunk_bytes)
+    with writing(queue_alias):
+        reserved = get_store(queue_alias).reserve_job_ids(len(written))
+    ids = [0] * len(jobs)
+    for index, job_id in zip(written, reserved, strict=True):
+        ids[index] = job_id
+    with writing(caller):
+        store = get_store(caller)
+        for chunk in chunks:
+            store.put_outbox_many(queue_alias, [(ids[index], jobs[index]) for index in chunk])
+    return [ids[owner[index]] for index in range(len(jobs))]

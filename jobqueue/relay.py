@@ -2,7 +2,12 @@
 
 Each worker process relays to its own queue database (``runworkers --database``, the relay's
 ``target``) from every other alias of ``OUTBOX_DATABASES``, on a thread of its own, every
-``OUTBOX_RELAY_INTERVAL_SECONDS`` (a full batch is followed at once by the next). One batch:
+``OUTBOX_RELAY_INTERVAL_SECONDS`` (a full batch is followed at once by the next), and at once
+when a source notifies: on PostgreSQL with ``LISTEN_NOTIFY`` the relay LISTENs on each source's
+``jobqueue_outbox`` channel (``outbox_put*.sql`` notify it at the caller's commit, the target
+alias as payload), on a direct connection of its own per source (``store/notify.py``'s
+listener; a pooled source's ``LISTEN_DATABASE``, or none: it polls). The poll stays as the
+fallback for a lost listener and for SQLite. One batch:
 
 1. lock up to :data:`RELAY_BATCH` rows in the source's outbox (``SKIP LOCKED``: relays in many
    processes share them), in a bounded transaction of the relay's own on the source;
@@ -18,11 +23,16 @@ happened. The test hooks ``relay_taken``, ``relay_inserted`` and ``relay_deleted
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 
 from django.db import DatabaseError, connections
 
 from .conf import get_settings
 from .store import bounded, get_store
+from .store.base import OUTBOX_CHANNEL
+from .store.notify import ReadyListener
+from .store.pooler import listen_alias
 
 logger = logging.getLogger("jobqueue.relay")
 
@@ -82,6 +92,63 @@ class OutboxRelay:
         )
         self.sources = tuple(a for a in settings.outbox_databases if a != using)
         self._failing: set[str] = set()
+        self._listen = settings.listen_notify
+        self._woken = threading.Event()
+        self._ring: Callable[[], None] | None = None
+        #: The listeners, once started (by the first round run under a runner that gave a bell).
+        self.listeners: list[ReadyListener] | None = None
+
+    def set_bell(self, ring: Callable[[], None]) -> None:
+        """Take the runner's ``ring()``: a source's notification wakes the runner with it."""
+        self._ring = ring
+
+    def rung(self) -> bool:
+        """Return whether a source notified since the last call (and forget it)."""
+        if not self._woken.is_set():
+            return False
+        self._woken.clear()
+        return True
+
+    def _wake(self, delay_s: float) -> None:
+        """On a listener's thread: rows for this database were committed on a source."""
+        self._woken.set()
+        if self._ring is not None:
+            self._ring()
+
+    def listen_aliases(self) -> list[str]:
+        """Return the aliases the relay LISTENs on: one per PostgreSQL source, never pooled.
+
+        A pooled source is listened to through its ``LISTEN_DATABASE`` (a direct connection to
+        the same primary); one without it, and every source with ``LISTEN_NOTIFY`` off or on
+        another vendor, is only polled.
+        """
+        if not self._listen:
+            return []
+        aliases = []
+        for source in self.sources:
+            direct = listen_alias(source)
+            if direct is not None and connections[source].vendor == "postgresql":
+                aliases.append(direct)
+        return aliases
+
+    def _start_listeners(self) -> None:
+        self.listeners = [
+            ReadyListener(
+                alias,
+                self.using.__eq__,
+                self._wake,
+                f"jobqueue-relay {self.using} <- {alias}",
+                channels=(OUTBOX_CHANNEL,),
+            )
+            for alias in self.listen_aliases()
+        ]
+        for listener in self.listeners:
+            listener.start()
+
+    def stop(self) -> None:
+        """Stop the listeners (the runner calls it once, when the worker stops)."""
+        for listener in self.listeners or ():
+            listener.stop()
 
     def run_once(self) -> int:
         """Relay what waits in every source's outbox for this queue database; return the count.
@@ -92,6 +159,10 @@ class OutboxRelay:
         Raises:
             django.db.DatabaseError: the queue database failed.
         """
+        if self.listeners is None and self._ring is not None:
+            # On the runner's thread, at its first round: the listeners live as long as it
+            # (its stop() ends them). Without a runner's bell nothing would hear them.
+            self._start_listeners()
         total = 0
         for source in self.sources:
             try:

@@ -16,6 +16,7 @@ from django.db import connections
 
 from jobqueue import jobtypes
 from jobqueue.store import postgres as postgres_store
+from tests import pooler_stage
 from tests.pgcluster import PrivateCluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +41,18 @@ def _forget_claimed_concurrency_keys() -> Iterator[None]:
     """
     yield
     postgres_store._KEYED_SEEN.clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _pooler_stage(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In the pooler stage, let PgBouncer go of the test database before it is dropped."""
+    if not os.environ.get("JOBQUEUE_TEST_POOLER"):
+        yield
+        return
+    request.getfixturevalue("django_db_setup")
+    yield
+    connections.close_all()
+    pooler_stage.release(connections["default"].settings_dict["NAME"])
 
 
 @pytest.fixture

@@ -61,3 +61,22 @@ class OutboxContract:
         assert (other.target, other.waiting, other.oldest_age_s) == ("other", 0, None)
         assert (there.target, there.waiting) == ("there", 2)
         assert there.oldest_age_s is not None and there.oldest_age_s >= 0
+
+    def test_a_batch_of_reserved_ids_is_written_in_one_call_and_relayed_once(self, store):
+        ids = store.reserve_job_ids(3)
+        assert ids == sorted(ids) and len(set(ids)) == 3
+        assert not Job.objects.using(self.alias).filter(id__in=ids).exists()
+        jobs = [
+            NewJob(queue="q", type=NOOP, payload_json=f'{{"n": {n}}}', delay_s=600.0 * (n == 0))
+            for n in range(3)
+        ]
+        created_at = store.put_outbox_many(store.alias, list(zip(ids, jobs, strict=True)))
+        rows = store.take_outbox(store.alias, 10)
+        assert [(r.job_id, r.created_at) for r in rows] == [(i, created_at) for i in ids]
+        assert store.insert_relayed(rows) == 3
+        assert store.insert_relayed(rows) == 0
+        saved = {j.id: j for j in Job.objects.using(self.alias).filter(id__in=ids)}
+        assert [saved[i].payload for i in ids] == [{"n": 0}, {"n": 1}, {"n": 2}]
+        assert [saved[i].state for i in ids] == ["scheduled", "ready", "ready"]
+        late = saved[ids[0]].run_at - created_at
+        assert abs(late - timedelta(seconds=600)) < timedelta(seconds=1)

@@ -7,8 +7,10 @@ lets the generic store's contract tests run in the same session.
 import importlib.util
 
 import django
+import django.core.exceptions
 import environ
 
+from tests import pooler_stage
 from tests.testapp.startup_pause import pause_if_asked
 
 # A test may stop a worker process here, before any app config exists (test_command.py).
@@ -88,6 +90,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Many tests enqueue type names nothing registers ("shop.jobs.charge") to test the queue
 # itself; tests of the default (refused) override JOBQUEUE without this key.
 JOBQUEUE = {"ENQUEUE_UNREGISTERED": True, **env.json("JOBQUEUE_SETTINGS", default={})}
+# The pooler stage of .ci/test (issue 16): default through a PgBouncer in transaction mode that
+# the session starts, pooled, LISTENing on "direct"; session state on it fails the statement.
+if env.bool("JOBQUEUE_TEST_POOLER", default=False):
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        raise django.core.exceptions.ImproperlyConfigured("JOBQUEUE_TEST_POOLER needs PostgreSQL")
+    pooler_stage.configure(DATABASES, JOBQUEUE)
 if "default" in JOBQUEUE.get("POOLED_DATABASES", {}):
     # As docs/deployment.md says for a pooled alias (Django's own advice for PgBouncer).
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True

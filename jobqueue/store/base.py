@@ -123,6 +123,10 @@ MAX_STATEMENT_BYTES = 1024 * 1024 * 1024 - 64 * 1024
 #: migration 0006_notify and the ``*.sql`` files that make jobs ready.
 NOTIFY_CHANNEL = "jobqueue_ready"
 
+#: The channel an outbox write notifies (payload: the target queue database's alias), at the
+#: caller's commit, on the caller's database: the relays listening there wake (``relay.py``).
+OUTBOX_CHANNEL = "jobqueue_outbox"
+
 
 class JobStore(Protocol):
     """The job lifecycle a store provides: enqueue, claim, heartbeat, outcomes, recovery.

@@ -34,6 +34,9 @@ class GenericOutboxStore:
             Job.objects.using(self.alias).filter(id=row.id).delete()
         return int(row.id)
 
+    def reserve_job_ids(self, n: int) -> list[int]:
+        return [self.reserve_job_id() for _ in range(int(n))]
+
     def put_outbox(self, target: str, job_id: int, job: NewJob) -> datetime:
         now = timezone.now()
         data = json.loads(job_json(job, job_id))
@@ -42,6 +45,17 @@ class GenericOutboxStore:
         OutboxEntry.objects.using(self.alias).create(
             target=target, job_id=job_id, job=data, created_at=now
         )
+        return now
+
+    def put_outbox_many(self, target: str, jobs: Sequence[tuple[int, NewJob]]) -> datetime:
+        now = timezone.now()
+        entries = []
+        for job_id, job in jobs:
+            data = json.loads(job_json(job, job_id))
+            if data["at"] is None:
+                data["at"] = (now + timedelta(seconds=job.delay_s)).isoformat()
+            entries.append(OutboxEntry(target=target, job_id=job_id, job=data, created_at=now))
+        OutboxEntry.objects.using(self.alias).bulk_create(entries)
         return now
 
     def take_outbox(self, target: str, limit: int) -> list[OutboxRow]:

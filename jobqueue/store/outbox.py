@@ -78,6 +78,16 @@ class OutboxStore(Protocol):
             An id no job has and no other call gets.
         """
 
+    def reserve_job_ids(self, n: int) -> list[int]:
+        """Draw ``n`` job ids from this (queue) database's job id sequence, in autocommit.
+
+        Args:
+            n: how many (>= 1).
+
+        Returns:
+            ``n`` ascending ids no job has and no other call gets (one statement on PostgreSQL).
+        """
+
     def put_outbox(self, target: str, job_id: int, job: NewJob) -> datetime:
         """Write ``job`` to this database's outbox, in the caller's transaction.
 
@@ -88,6 +98,18 @@ class OutboxStore(Protocol):
 
         Returns:
             The row's ``created_at`` (this database's clock), aware.
+        """
+
+    def put_outbox_many(self, target: str, jobs: Sequence[tuple[int, NewJob]]) -> datetime:
+        """Write ``jobs`` to this database's outbox in one statement, in the caller's transaction.
+
+        Args:
+            target: the alias of the queue's database.
+            jobs: ``(job id, job)`` pairs, each id drawn by :meth:`reserve_job_ids` on
+                ``target`` and distinct; a ``delay_s`` becomes the job's run_at now.
+
+        Returns:
+            The rows' ``created_at`` (this database's clock: one for the statement), aware.
         """
 
     def take_outbox(self, target: str, limit: int) -> list[OutboxRow]:

@@ -1,7 +1,9 @@
 """Internal: the outbox on PostgreSQL. A mixin of :class:`~jobqueue.store.postgres.PostgresStore`.
 
-``outbox_put.sql`` runs in the caller's transaction (``callers``: never bounded by jobqueue's
-limits); the relay's statements run in its own bounded transactions (``jobqueue.worker.relay``).
+``outbox_put.sql`` and ``outbox_put_many.sql`` run in the caller's transaction (``callers``: never
+bounded by jobqueue's limits); each wakes the relays listening on this database at its commit
+(``pg_notify('jobqueue_outbox', <target>)``). The relay's statements run in its own bounded
+transactions (``jobqueue.relay``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ class PostgresOutboxStore:
         with self._execute("reserve_ids", params) as cursor:
             return int(fetchone(cursor).id)
 
+    def reserve_job_ids(self, n: int) -> list[int]:
+        with self._execute("reserve_ids", {"n": int(n), "ordering_keys": []}) as cursor:
+            return [int(row.id) for row in fetchall(cursor)]
+
     def put_outbox(self, target: str, job_id: int, job: NewJob) -> datetime:
         params = {
             "target": target,
@@ -34,6 +40,16 @@ class PostgresOutboxStore:
             "delay_s": float(job.delay_s),
         }
         with self._execute("outbox_put", params, callers=True) as cursor:
+            created_at: datetime = fetchone(cursor).created_at
+        return created_at
+
+    def put_outbox_many(self, target: str, jobs: Sequence[tuple[int, NewJob]]) -> datetime:
+        params = {
+            "target": target,
+            "jobs": [job_json(job, job_id) for job_id, job in jobs],
+            "delays": [float(job.delay_s) for _, job in jobs],
+        }
+        with self._execute("outbox_put_many", params, callers=True) as cursor:
             created_at: datetime = fetchone(cursor).created_at
         return created_at
 

@@ -24,6 +24,8 @@ logger = logging.getLogger("jobqueue.worker")
 #: A runner that ticks this rarely (seconds) closes its connection after each tick: one connect
 #: a minute costs less than a server connection held idle (and a pooled slot) all the time.
 RELEASE_IDLE_S = 10.0
+#: Longest a runner that waits on a service's bell goes without looking at its stop event, s.
+STOP_CHECK_S = 0.5
 
 
 class Service(Protocol):
@@ -36,7 +38,10 @@ class Service(Protocol):
     next tick (the reaper, held after an outage); ``stop()``: called once on the runner's
     thread when the runner stops (the scheduler resigns its leader lease there);
     ``own_thread = True``: a frequent service that still gets a runner of its own (the outbox
-    relay, whose other databases must not delay the heartbeat).
+    relay, whose other databases must not delay the heartbeat); ``set_bell(ring)`` and
+    ``rung() -> bool``: the runner gives the service ``ring()``, which wakes the runner at once
+    (the relay's listener calls it on a NOTIFY), and runs the service before its interval is up
+    when ``rung()`` (which clears the request) returns True.
     """
 
     name: str
@@ -114,9 +119,22 @@ class ServiceRunner:
         self._first_at_once = first_at_once
         self._next: list[float] = []
         self._schedule()
+        # Rung by services that hear of work (set_bell): the loop then waits on it, not on stop.
+        self._bell: threading.Event | None = None
+        for service in self.services:
+            self._give_bell(service)
+
+    def _give_bell(self, service: Service) -> None:
+        set_bell = getattr(service, "set_bell", None)
+        if set_bell is None:
+            return
+        if self._bell is None:
+            self._bell = threading.Event()
+        set_bell(self._bell.set)
 
     def add(self, service: Service) -> None:
         """Add ``service`` (before :meth:`loop` starts); it runs one interval from now."""
+        self._give_bell(service)
         self.services.append(service)
         self.tick_s = min(self.tick_s, service.interval_s)
         self._next.append(time.monotonic() + service.interval_s)
@@ -135,7 +153,8 @@ class ServiceRunner:
         """
         for index, service in enumerate(self.services):
             now = time.monotonic()
-            if now < self._next[index]:
+            rung = getattr(service, "rung", None)
+            if now < self._next[index] and (rung is None or not rung()):
                 continue
             ready = getattr(service, "ready", None)
             if ready is not None and not ready():
@@ -167,7 +186,7 @@ class ServiceRunner:
                 self.run_due()
                 if self.tick_s >= RELEASE_IDLE_S:
                     connections[self.using].close()
-                if self._stop.wait(self.tick_s):
+                if self._wait():
                     break
             for service in self.services:
                 stop = getattr(service, "stop", None)
@@ -178,6 +197,19 @@ class ServiceRunner:
                         logger.error("%s: could not stop cleanly: %s", service.name, exc)
         finally:
             connections.close_all()
+
+    def _wait(self) -> bool:
+        """Sleep one tick, or until a service rings; return whether the runner must stop."""
+        if self._bell is None:
+            return self._stop.wait(self.tick_s)
+        # The bell cannot also wait on the stop event: look at it every STOP_CHECK_S.
+        deadline = time.monotonic() + self.tick_s
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._bell.wait(min(left, STOP_CHECK_S)):
+                break
+        self._bell.clear()
+        return self._stop.is_set()
 
     def thread(self) -> threading.Thread:
         """Return a daemon thread that runs :meth:`loop` (not started)."""
