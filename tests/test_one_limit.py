@@ -20,7 +20,7 @@ from jobqueue.fairness import QueueSelector
 from jobqueue.models import Job, JobParent
 from jobqueue.states import DeadReason
 from jobqueue.store.base import NewJob
-from jobqueue.store.plan import ConcurrencyLimits, TenantCaps
+from jobqueue.store.plan import ConcurrencyLimits, Limit, TenantCaps, ordering_limit
 
 from .conftest import requires_postgres
 from .factories import ack, nack
@@ -47,6 +47,19 @@ SURFACES = {
         QueueSelector(["q"], limits=ConcurrencyLimits(declared=True)),
     ),
 }
+
+
+def test_the_three_limits_are_one_shape():
+    caps = TenantCaps(default=3, overrides={"vip": None, "X": 1})
+    limits = ConcurrencyLimits(overrides={"acct:1": 2})
+    assert caps.limit("X") == Limit("tenant", "X", 1)
+    assert caps.limit("other") == Limit("tenant", "other", 3)
+    assert caps.limit("vip").most is None and caps.limit("").most is None
+    assert limits.limit("acct:1", 5) == Limit("concurrency", "acct:1", 2)  # the setting wins
+    assert limits.limit("acct:2", 5) == Limit("concurrency", "acct:2", 5)
+    assert ordering_limit("X") == Limit("ordering", "X", 1, ordered=True)
+    # Keys of different kinds are different keys.
+    assert len({caps.limit("X"), limits.limit("X", 1), ordering_limit("X")}) == 3
 
 
 class OneLimitContract:
