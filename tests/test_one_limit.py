@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -175,6 +176,19 @@ class OneLimitContract:
         ack(store, job.id, job.lease_token)
         b = self.enqueue(store, ordering_key="k")
         assert self.states([a, b]) == ["succeeded", "ready"]
+
+    def test_a_keyed_enqueue_commits_or_rolls_back_with_the_callers_transaction(self, store):
+        class Rollback(Exception):
+            pass
+
+        a = self.enqueue(store, ordering_key="k")
+        with pytest.raises(Rollback):
+            with transaction.atomic(using=self.alias):
+                self.enqueue(store, ordering_key="k")
+                raise Rollback
+        jobs = Job.objects.using(self.alias)
+        assert list(jobs.values_list("id", "state", "has_children")) == [(a, "ready", False)]
+        assert not JobParent.objects.using(self.alias).exists()
 
     def test_a_dedupe_key_keeps_the_job_on_the_claims_path(self, store):
         # A waiting job would not hold its dedupe key (only live ones do): such a job is
