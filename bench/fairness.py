@@ -1,6 +1,7 @@
 """Fairness, priorities, queue weights and ordering keys, measured with real worker processes.
 
     .venv/bin/python bench/fairness.py [--only N ...] [--quick] [--poll 0.05] [--weights-seconds 30]
+        [--drain-jobs 20000]
 
 Recreates the database named by BENCH_DATABASE_URL (default
 postgres://postgres@127.0.0.1:5432/jq_fair), runs the scenarios of issue 6, prints each figure
@@ -35,7 +36,10 @@ is by the database clock unless it says otherwise.
    (b) spread over 100 tenants, (c) 100 tenants with TENANT_MAX_RUNNING = 4 (capped claims take
    turns on an advisory lock), (d) the jobs of (a) under concurrency limits: 100 keys of limit
    2 each (issue 18: every claim counts each head's key on the partial index, and claims take
-   turns), (e) 100 tenants of which half weigh 3 (TENANT_WEIGHTS). Reports jobs/s as wall time
+   turns), (e) 100 tenants of which half weigh 3 (TENANT_WEIGHTS), (f) the jobs dealt to 200
+   ordering keys (issue 15), each key's jobs enqueued one after another with ``jobqueue.enqueue``
+   in one transaction (so a key's followers wait off the claim's path where the checkout does
+   that). Reports jobs/s as wall time
    of the command and as the span first claim -> last ack, and each as a fraction of (a).
 6. Tenant weights (issue 18): tenants "gold" (TENANT_WEIGHTS 3) and "std" (1), each with more
    ready 20 ms jobs than 16 slots can run in the window; counts the jobs each finished in
@@ -582,12 +586,36 @@ def scenario_ordering(cfg: argparse.Namespace) -> None:
 # -- 5. claim cost --------------------------------------------------------------------------------
 
 
+def enqueue_ordered(n: int, keys: int) -> None:
+    """Enqueue ``n`` no-op jobs for ordering keys o000..o{keys-1}, each key's jobs one after
+    another (as an import enqueues an account's jobs), in one transaction with
+    ``jobqueue.enqueue`` (as an application would: each key's followers wait behind its last job
+    where the checkout measured does that). Dealt round-robin instead, every key's next job
+    would be at the front of the claim index and blocked jobs would barely cost a claim."""
+    from django.db import transaction
+
+    import jobqueue
+
+    with transaction.atomic():
+        for g in range(n):
+            jobqueue.enqueue("drain", NOOP_JOB, {}, ordering_key=f"o{g * keys // n:03d}")
+    query("ANALYZE jobqueue_job")
+
+
 def drain(
-    cfg: argparse.Namespace, tenants: int, cap: int | None, keys: int = 0, weighted: bool = False
+    cfg: argparse.Namespace,
+    tenants: int,
+    cap: int | None,
+    keys: int = 0,
+    weighted: bool = False,
+    ordering_keys: int = 0,
 ) -> tuple[float, float]:
     """Drain --drain-jobs no-op jobs with one ``runworkers --burst``; (wall, span) jobs/s."""
     truncate()
-    insert_ready(cfg.drain_jobs, "drain", NOOP_JOB, {}, tenants=tenants, keys=keys, key_limit=2)
+    if ordering_keys:
+        enqueue_ordered(cfg.drain_jobs, ordering_keys)
+    else:
+        insert_ready(cfg.drain_jobs, "drain", NOOP_JOB, {}, tenants=tenants, keys=keys, key_limit=2)
     extra: dict[str, object] = {} if cap is None else {"TENANT_MAX_RUNNING": cap}
     if weighted:
         extra["TENANT_WEIGHTS"] = {f"t{n:03d}": 3 for n in range(0, tenants, 2)}
@@ -615,10 +643,12 @@ def scenario_claim_cost(cfg: argparse.Namespace) -> None:
         ("(c) 100 tenants, TENANT_MAX_RUNNING=4", 100, 4, 0, False),
         ("(d) 100 concurrency keys, limit 2", 0, None, 100, False),
         ("(e) 100 tenants, half TENANT_WEIGHTS 3", 100, None, 0, True),
+        ("(f) 200 ordering keys", 0, None, 0, False),
     ]
     base = None
     for label, tenants, cap, keys, weighted in variants:
-        wall, span = drain(cfg, tenants, cap, keys, weighted)
+        ordering = 200 if label.startswith("(f)") else 0
+        wall, span = drain(cfg, tenants, cap, keys, weighted, ordering)
         base = base or (wall, span)
         report(
             "5 claim cost",
@@ -733,6 +763,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--poll", type=float, default=0.05, help="POLL_INTERVAL_SECONDS")
     parser.add_argument("--weights-seconds", type=float, default=None, help="scenario 3 window")
     parser.add_argument("--seed", type=int, default=6)
+    parser.add_argument("--drain-jobs", type=int, default=None, help="scenario 5's backlog")
     parser.add_argument(
         "--no-jit",
         dest="server_jit",
@@ -750,7 +781,7 @@ def parse_args() -> argparse.Namespace:
     cfg.samples = 3 if quick else 5
     cfg.weights_seconds = cfg.weights_seconds or (8.0 if quick else 30.0)
     cfg.keys, cfg.per_key = (50, 20) if quick else (200, 50)
-    cfg.drain_jobs = 5_000 if quick else 20_000
+    cfg.drain_jobs = cfg.drain_jobs or (5_000 if quick else 20_000)
     return cfg
 
 

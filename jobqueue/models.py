@@ -144,6 +144,14 @@ class Job(models.Model):
                 name="jobqueue_job_ordering",
                 condition=_live & Q(ordering_key__isnull=False),
             ),
+            # Ordering keys' followers: a job enqueued while its key has a job waits (state
+            # waiting, off the claim index) for the key's last one, found here and in
+            # jobqueue_job_ordering (store/sql/ordering_tail.sql; issue 15).
+            models.Index(
+                fields=["ordering_key", "id"],
+                name="jobqueue_job_ordering_wait",
+                condition=Q(state=JobState.WAITING) & Q(ordering_key__isnull=False),
+            ),
             # Leased jobs per concurrency key: the claim's limit check. Only leased rows with a
             # key, so it holds at most one entry per running limited job.
             models.Index(

@@ -101,6 +101,8 @@ class GenericStore(
         return job_id, created
 
     def enqueue_stamped(self, job: NewJob) -> tuple[int, bool, datetime]:
+        if job.ordering_key is not None and job.dedupe_key is None:
+            return self._enqueue_in_order(job)
         now = timezone.now()
         run_at = job.run_at or now + timedelta(seconds=job.delay_s)
         for _ in range(5):

@@ -11,10 +11,10 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connections
-from django.db.models import Count, Q
+from django.db.models import Count
 
 from ..states import LIVE, JobState
-from .plan import ClaimPlan
+from .plan import ClaimPlan, Limit, ordering_limit
 from .ranking import Candidate
 
 
@@ -46,18 +46,20 @@ class GenericCandidates:
     ) -> list[Candidate]:
         """Return each (queue, tenant)'s first ``max_jobs`` due jobs a claim may take.
 
-        As in the SQL claim: a tenant at its cap has none, a job with an ordering key is left
-        out while an earlier live job of its key exists or one of its key is leased, and a job
-        with a concurrency key is read past once its key has no room left (its limit less its
-        leased jobs and the ones taken here).
+        As in the SQL claim, every limit is one rule (:class:`~jobqueue.store.plan.Limit`): a
+        tenant at its cap has none; a job is read past while one of its limits has no room left
+        (its most less its leased jobs and the ones taken here): its concurrency key's, and its
+        ordering key's (one, in enqueue order: also while an earlier live job of its key exists).
+        The tenant's room is per (queue, tenant) here, as the SQL claim reads each pair's heads;
+        the ranking applies the cap across queues (``ranking.serve_order``).
         """
         out: list[Candidate] = []
-        key_room: dict[str, int] = {}
+        taken: dict[Limit, int] = {}
         for queue, tenant_id in pairs:
             room = max_jobs
-            cap = plan.caps.cap_of(tenant_id)
-            if cap is not None:
-                room = min(room, cap - running.get(tenant_id, 0))
+            cap = plan.caps.limit(tenant_id)
+            if cap.most is not None:
+                room = min(room, cap.most - running.get(tenant_id, 0))
             rows = (
                 claimable.filter(queue=queue, tenant_id=tenant_id, run_at__lte=now)
                 .order_by("-priority", "run_at", "id")
@@ -72,36 +74,44 @@ class GenericCandidates:
             )
             if connections[self.alias].features.has_select_for_update_skip_locked:
                 rows = rows.select_for_update(skip_locked=True)
-            taken = 0
             chunk = max(room, 1) * 4
+            got = 0
             for job_id, priority, run_at, ordering_key, key, limit in rows.iterator(
                 chunk_size=chunk
             ):
-                if taken >= room:
+                if got >= room:
                     break
-                if ordering_key is not None and self._ordering_key_held(ordering_key, job_id):
-                    continue
+                limits = []
+                if ordering_key is not None:
+                    limits.append(ordering_limit(ordering_key))
                 if key is not None:
-                    if key not in key_room:
-                        key_room[key] = self._key_room(key, limit, plan)
-                    if key_room[key] <= 0:
-                        continue
-                    key_room[key] -= 1
+                    limits.append(plan.limits.limit(key, limit))
+                if not all(self._has_room(x, job_id, taken) for x in limits):
+                    continue
+                for x in limits:
+                    taken[x] = taken.get(x, 0) + 1
                 out.append(Candidate(job_id, queue, tenant_id, priority, run_at))
-                taken += 1
+                got += 1
         return out
 
-    def _key_room(self, key: str, limit: int | None, plan: ClaimPlan) -> int:
-        """Return how many more jobs of concurrency key ``key`` may be leased now."""
-        limit = plan.limits.limit_of(key, limit)
-        if limit is None:
-            return 2**31 - 1
-        return limit - self._jobs.filter(state=JobState.LEASED, concurrency_key=key).count()
+    def _has_room(self, limit: Limit, job_id: int, taken: dict[Limit, int]) -> bool:
+        """Return whether job ``job_id`` fits ``limit`` (``taken``: leased + taken, per limit).
 
-    def _ordering_key_held(self, key: str, job_id: int) -> bool:
-        """True when an earlier live job of ``key`` exists, or a job of ``key`` is leased."""
-        return (
-            self._jobs.filter(ordering_key=key, state__in=LIVE)
-            .filter(Q(id__lt=job_id) | Q(state=JobState.LEASED))
-            .exists()
-        )
+        It fits when the key's leased jobs and those this claim took are fewer than its most,
+        and, for an ordered limit, no earlier job of its key is live.
+        """
+        if limit.most is None:
+            return True
+        if taken.get(limit, 0) >= limit.most:
+            return False
+        if limit not in taken:
+            # Leased rows, all queues and workers, read once per key and claim.
+            field = f"{limit.kind}_key"  # ordering_key, concurrency_key
+            leased = self._jobs.filter(state=JobState.LEASED, **{field: limit.key}).count()
+            taken[limit] = leased
+            if leased >= limit.most:
+                return False
+        if limit.ordered:
+            earlier = self._jobs.filter(ordering_key=limit.key, state__in=LIVE, id__lt=job_id)
+            return not earlier.exists()
+        return True

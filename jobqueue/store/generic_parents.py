@@ -21,9 +21,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from ..models import Job, JobParent
-from ..states import FINISHED, JobState
+from ..states import FINISHED, LIVE, JobState
 from .base import NewJob
 from .parents import FAILED, PARENT_RESULTS_KEY, failed_entry, retried_entry, start
+
+#: The states of an ordering key's jobs a new job of that key waits behind.
+ORDERED = LIVE | {JobState.WAITING}
 
 
 class GenericParentStore:
@@ -83,6 +86,55 @@ class GenericParentStore:
                 for parent, counted in zip(after, begin.counted, strict=True)
             )
         return row.id, now
+
+    def _enqueue_in_order(self, job: NewJob) -> tuple[int, bool, datetime]:
+        """Enqueue a job with an ordering key (no dedupe key) behind its key's last job.
+
+        The ORM twin of ``enqueue_in_order.sql``: when the key has a live or waiting job, the new
+        job waits (``waiting_for`` 1) with the key's last one as its parent, run on failure too,
+        so :meth:`_settle_children` releases it when that one ends. SQLite serializes writers,
+        so the last job read here is the key's last.
+
+        Returns:
+            ``(id, True, created_at)``.
+        """
+        now = timezone.now()
+        run_at = job.run_at or now + timedelta(seconds=job.delay_s)
+        with transaction.atomic(using=self.alias):
+            tail = (
+                self._jobs.select_for_update()
+                .filter(ordering_key=job.ordering_key, state__in=sorted(ORDERED))
+                .order_by("-id")
+                .values_list("id", flat=True)
+                .first()
+            )
+            if tail is not None:
+                self._jobs.filter(id=tail).update(has_children=True)
+                state = JobState.WAITING
+            else:
+                state = JobState.SCHEDULED if run_at > now else JobState.READY
+            row = Job(
+                queue=job.queue,
+                type=job.type,
+                payload=json.loads(job.payload_json),
+                priority=job.priority,
+                tenant_id=job.tenant_id,
+                state=state,
+                run_at=run_at,
+                max_attempts=job.max_attempts,
+                timeout_s=job.timeout_s,
+                ordering_key=job.ordering_key,
+                concurrency_key=job.concurrency_key,
+                concurrency_limit=job.concurrency_limit,
+                waiting_for=0 if tail is None else 1,
+                created_at=now,
+            )
+            row.save(using=self.alias, force_insert=True)
+            if tail is not None:
+                JobParent.objects.using(self.alias).create(
+                    parent_id=tail, child_id=row.id, run_on_parent_failure=True
+                )
+        return row.id, True, now
 
     def _settle_children(self, parent_id: int, old: str, new: str, now: datetime) -> None:
         """Settle the children of a parent that moved from ``old`` to ``new`` (see parents.py).

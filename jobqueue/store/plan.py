@@ -13,7 +13,46 @@ from types import MappingProxyType
 
 from ..ratelimits import RateLimits
 
-__all__ = ["ClaimPlan", "ConcurrencyLimits", "TenantCaps"]
+__all__ = ["ClaimPlan", "ConcurrencyLimits", "Limit", "TenantCaps", "ordering_limit"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """The one rule of the claim's three limits: at most ``most`` leased jobs of a key at once.
+
+    Counted across all queues and workers, on the jobs' leased rows (a killed worker's slots come
+    back when the reaper expires its leases), and never claim-then-requeue: a job over its limit
+    is read past. The three surfaces are this rule keyed differently (issue 18):
+
+    * a tenant cap: ``Limit("tenant", tenant_id, cap)`` (:meth:`TenantCaps.limit`);
+    * a concurrency key: ``Limit("concurrency", key, n)`` (:meth:`ConcurrencyLimits.limit`);
+    * an ordering key: ``Limit("ordering", key, 1, ordered=True)`` (:func:`ordering_limit`):
+      one at a time, and in enqueue (id) order, so a job also waits while an earlier live job of
+      its key exists. A job enqueued behind its key's last job waits off the claim's path
+      (state ``waiting``, released when that one ends); the rule covers the rest (an operator's
+      retry of an earlier job, a bulk enqueue).
+
+    Both stores apply them: the ORM store through this type (``store/generic_candidates.py``),
+    the SQL claim with one shape per key kind (``store/sql/claim.sql``; docs/decisions.md,
+    "One limit, three keys").
+
+    Attributes:
+        kind: ``"tenant"``, ``"concurrency"`` or ``"ordering"``: keys of different kinds are
+            different keys.
+        key: the tenant id, concurrency key or ordering key.
+        most: the most leased jobs of the key; None: no limit.
+        ordered: also in enqueue order (ordering keys).
+    """
+
+    kind: str
+    key: str
+    most: int | None
+    ordered: bool = False
+
+
+def ordering_limit(key: str) -> Limit:
+    """Return the limit of ordering key ``key``: one leased job at a time, in enqueue order."""
+    return Limit("ordering", key, 1, ordered=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +86,10 @@ class TenantCaps:
             return self.overrides[tenant_id]
         return None if tenant_id == "" else self.default
 
+    def limit(self, tenant_id: str) -> Limit:
+        """Return ``tenant_id``'s cap as a :class:`Limit` (``most`` None: not capped)."""
+        return Limit("tenant", tenant_id, self.cap_of(tenant_id))
+
     def weight_of(self, tenant_id: str) -> float:
         """Return ``tenant_id``'s weight (1 when it has none)."""
         return self.weights.get(tenant_id, 1.0)
@@ -77,6 +120,10 @@ class ConcurrencyLimits:
     def limit_of(self, key: str, stored: int | None) -> int | None:
         """Return the limit of ``key``: the setting's, else ``stored`` (a job's; None: none)."""
         return self.overrides.get(key, stored)
+
+    def limit(self, key: str, stored: int | None) -> Limit:
+        """Return concurrency key ``key``'s :class:`Limit` (``stored``: the job's limit)."""
+        return Limit("concurrency", key, self.limit_of(key, stored))
 
 
 @dataclass(frozen=True, slots=True)

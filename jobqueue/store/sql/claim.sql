@@ -81,9 +81,11 @@ capped AS (
     LEFT JOIN unnest(%(cap_tenants)s::text[], %(cap_values)s::int[]) AS o(tenant_id, cap)
         ON o.tenant_id = d.tenant_id
 ),
-load AS (
+load AS MATERIALIZED (
     -- Leased jobs per tenant matter only for a cap or to choose between tenants; with one
     -- uncapped tenant (the common case of no tenants at all) they are not counted.
+    -- MATERIALIZED: counted once per tenant. Inlined, the count ran once per head row (over 100
+    -- tenants, 2,500 probes and 5,000 buffer reads of a 25-job claim's 10,900).
     SELECT c.tenant_id, c.cap,
            CASE WHEN c.cap IS NOT NULL OR (SELECT count(*) FROM capped) > 1
                 THEN (SELECT count(*) FROM jobqueue_job AS l
@@ -167,8 +169,9 @@ heads AS (
 ),
 per_tenant AS (
     SELECT h.*,
+           -- nt: the job's rank among its tenant's heads
            row_number() OVER (PARTITION BY h.tenant_id
-                              ORDER BY h.priority DESC, h.run_at, h.id) AS nth_of_tenant
+                              ORDER BY h.priority DESC, h.run_at, h.id) AS nt
     FROM heads AS h
     WHERE h.room IS NULL OR h.nk <= h.room
 ),
@@ -177,12 +180,12 @@ ranked AS (
            row_number() OVER (PARTITION BY p.queue
                               ORDER BY p.priority DESC,
                                        -- the tenant's weight: %(tenant_weights)s, default 1
-                                       (p.running + p.nth_of_tenant)
+                                       (p.running + p.nt)
                                        / coalesce((%(tenant_weights)s::jsonb->>p.tenant_id)::float, 1),
                                        p.run_at, p.id) AS nth_of_queue
     FROM per_tenant AS p
     JOIN queues AS q ON q.name = p.queue
-    WHERE p.cap IS NULL OR p.nth_of_tenant <= p.cap - p.running
+    WHERE p.cap IS NULL OR p.nt <= p.cap - p.running
 ),
 -- rates{
 rate_jobs AS (
