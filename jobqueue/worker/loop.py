@@ -331,6 +331,7 @@ class Worker:
                 continue
             free = self._free_slots()
             if free > 0 and not self.completer.unflushed:
+                claim_began = time.monotonic()
                 claimed = self._claim(free)
                 if claimed is None:
                     continue
@@ -338,7 +339,11 @@ class Worker:
                     continue
                 # --burst waits for jobs a drained rate limiter holds back, then exits.
                 held = rate_wake(
-                    self.store, self.selector.rates, self._wakeups, self.poll_interval_s
+                    self.store,
+                    self.selector.rates,
+                    self._wakeups,
+                    self.poll_interval_s,
+                    since_s=time.monotonic() - claim_began,
                 )
                 if self.burst and not claimed and not self._runs and not held:
                     return
