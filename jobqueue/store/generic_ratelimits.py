@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Q
 from django.utils import timezone
@@ -106,10 +106,16 @@ class GenericRateLimitStore:
             out.append((bucket, limit.rate, left, limit.text))
         return out
 
-    def rate_limit_wait(self, rates: RateLimits) -> float | None:
+    def rate_limit_wait(self, rates: RateLimits, since_s: float = 0.0) -> float | None:
         if not rates.enabled:
             return None
-        waits = [(1 - left) / rate for _, rate, left, _ in self._rate_rows(rates) if left < 1]
+        # Drained since_s ago (the claim's time): what refilled since then counts too.
+        then = timezone.now() - timedelta(seconds=max(since_s, 0.0))
+        waits = [
+            max((1 - left) / rate, 0.0)
+            for bucket, rate, left, _ in self._rate_rows(rates)
+            if bucket.tokens + rate * max((then - bucket.refreshed_at).total_seconds(), 0.0) < 1
+        ]
         return min(waits) if waits else None
 
     def rate_limit_rows(self, rates: RateLimits, cap: int = 10_000) -> list[RateLimitRow]:

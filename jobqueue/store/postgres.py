@@ -153,28 +153,6 @@ class PostgresStore(
                 return row.id, False, row.created_at
         raise DuplicateJob(job.queue, job.dedupe_key or "")
 
-    def _enqueue_in_order(self, params: dict[str, Any]) -> tuple[int, bool, datetime]:
-        """Enqueue a job with an ordering key (no dedupe key) behind its key's last job.
-
-        Two statements in one transaction (the caller's, or one of their own): the key's lock
-        (ordering_lock.sql), then the insert, linked to the key's last live or waiting job as to a
-        parent (enqueue_in_order.sql): the job waits off the claim's path until that one ends.
-
-        Args:
-            params: enqueue.sql's parameters.
-
-        Returns:
-            ``(id, True, created_at)``: a job without a dedupe key is always new.
-        """
-        # No savepoint: one more round trip each way, and an error in either statement aborts
-        # the caller's transaction as the single-statement enqueue's error would.
-        with transaction.atomic(using=self.alias, savepoint=False):
-            self._execute("ordering_lock", params, callers=True).close()
-            with self._execute("enqueue_in_order", params, callers=True) as cursor:
-                row = fetchone(cursor)
-        assert row is not None
-        return row.id, True, row.created_at
-
     def enqueue_many(
         self, jobs: Sequence[NewJob], chunk_bytes: int = ENQUEUE_MANY_CHUNK_BYTES
     ) -> list[tuple[int, bool]]:

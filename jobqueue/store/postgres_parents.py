@@ -1,5 +1,8 @@
 """Internal: jobs enqueued after other jobs, on PostgreSQL.
 
+Also a job with an ordering key, enqueued behind its key's last job (``ordering_lock.sql``,
+``enqueue_in_order.sql``): the same waiting, with that job as its parent.
+
 The statements: ``mark_parents.sql``, ``enqueue_child.sql``, ``link_parents.sql``, in one
 savepoint of the caller's transaction (or a transaction of their own). Settling the children when
 a parent finishes or is retried is migration 0015_parents's row trigger, in the statement that
@@ -27,7 +30,7 @@ def _json(value: Any) -> Any:
 
 
 class PostgresParentStore:
-    """enqueue_after; the host class gives ``alias`` and ``_execute``."""
+    """enqueue_after, _enqueue_in_order; the host gives ``alias`` and ``_execute``."""
 
     alias: str
     _execute: Any
@@ -77,3 +80,25 @@ class PostgresParentStore:
             }
             self._execute("link_parents", links, callers=True).close()
         return row.id, row.created_at
+
+    def _enqueue_in_order(self, params: dict[str, Any]) -> tuple[int, bool, datetime]:
+        """Enqueue a job with an ordering key (no dedupe key) behind its key's last job.
+
+        Two statements in one transaction (the caller's, or one of their own): the key's lock
+        (ordering_lock.sql), then the insert, linked to the key's last live or waiting job as to a
+        parent (enqueue_in_order.sql): the job waits off the claim's path until that one ends.
+
+        Args:
+            params: enqueue.sql's parameters.
+
+        Returns:
+            ``(id, True, created_at)``: a job without a dedupe key is always new.
+        """
+        # No savepoint: one more round trip each way, and an error in either statement aborts
+        # the caller's transaction as the single-statement enqueue's error would.
+        with transaction.atomic(using=self.alias, savepoint=False):
+            self._execute("ordering_lock", params, callers=True).close()
+            with self._execute("enqueue_in_order", params, callers=True) as cursor:
+                row = fetchone(cursor)
+        assert row is not None
+        return row.id, True, row.created_at

@@ -30,10 +30,11 @@ class PostgresRateLimitStore:
         }
         self._execute("ensure_rate_buckets", params).close()
 
-    def rate_limit_wait(self, rates: RateLimits) -> float | None:
+    def rate_limit_wait(self, rates: RateLimits, since_s: float = 0.0) -> float | None:
         if not rates.enabled:
             return None
-        with self._execute("rate_limit_wait", claim_params(rates)) as cursor:
+        params = {**claim_params(rates), "since_s": max(since_s, 0.0)}
+        with self._execute("rate_limit_wait", params) as cursor:
             row = fetchone(cursor)
         return None if row is None or row.wait_s is None else max(float(row.wait_s), 0.0)
 

@@ -100,7 +100,7 @@ def claim_again(
 class RateLimitStore(Protocol):
     """Read the token buckets the claim spends."""
 
-    def rate_limit_wait(self, rates: RateLimits) -> float | None:
+    def rate_limit_wait(self, rates: RateLimits, since_s: float = 0.0) -> float | None:
         """Return seconds until the soonest drained bucket of ``rates`` has a token again.
 
         A drained bucket (less than one token, refilled to now) was spent by a claim in the
@@ -109,9 +109,14 @@ class RateLimitStore(Protocol):
 
         Args:
             rates: the worker's limits (with its registry's dependencies).
+            since_s: seconds ago the caller's claim began (>= 0): a bucket drained then counts
+                as drained (wait 0 if it has refilled since), because that claim may have left
+                jobs for it. Without it, a worker descheduled for longer than ``1/rate``
+                between its claim and this read saw no drained bucket, and ``--burst`` exited
+                with jobs left behind.
 
         Returns:
-            Seconds (>= 0), or None when no bucket is drained.
+            Seconds (>= 0), or None when no bucket was drained then or is now.
         """
 
     def rate_limit_rows(self, rates: RateLimits, cap: int = 10_000) -> list[RateLimitRow]:

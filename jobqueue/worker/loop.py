@@ -333,6 +333,7 @@ class Worker:
         deadline: float | None = None
         while True:
             self._starter.enforce_timeouts()
+            claim_began = time.monotonic()  # a limiter drained then holds jobs (rate_wake)
             self.completer.record_ready(self._claim_after)
             # A claim that went with the outcomes' write (one round trip): start what it took.
             made = self.completer.take_claimed()
@@ -356,9 +357,9 @@ class Worker:
                     continue
                 if claimed and len(claimed) == asked:
                     continue
-                # --burst waits for jobs a drained rate limiter holds back, then exits.
+                since_s = time.monotonic() - claim_began  # --burst waits for held-back jobs
                 held = rate_wake(
-                    self.store, self.selector.rates, self._wakeups, self.poll_interval_s
+                    self.store, self.selector.rates, self._wakeups, self.poll_interval_s, since_s
                 )
                 if self.burst and not claimed and not self._runs and not held:
                     return

@@ -17,7 +17,13 @@ from ..store import Store
 from .wakeups import WakeUps
 
 
-def rate_wake(store: Store, rates: RateLimits, wakeups: WakeUps, poll_interval_s: float) -> bool:
+def rate_wake(
+    store: Store,
+    rates: RateLimits,
+    wakeups: WakeUps,
+    poll_interval_s: float,
+    since_s: float = 0.0,
+) -> bool:
     """Set a timer on ``wakeups`` for when a drained limiter of ``rates`` has a token again.
 
     Args:
@@ -25,6 +31,8 @@ def rate_wake(store: Store, rates: RateLimits, wakeups: WakeUps, poll_interval_s
         rates: the worker's limits; nothing is read without any.
         wakeups: the claim loop's bell and timers.
         poll_interval_s: the worker's poll, seconds: a later wake-up is left to the poll.
+        since_s: seconds since the claim before this call began: a limiter drained then counts
+            (``Store.rate_limit_wait``).
 
     Returns:
         Whether a limiter is drained (its jobs may be waiting for its next token): a ``--burst``
@@ -36,7 +44,7 @@ def rate_wake(store: Store, rates: RateLimits, wakeups: WakeUps, poll_interval_s
     if not rates.enabled:
         return False
     with contextlib.suppress(DatabaseError):
-        wait_s = store.rate_limit_wait(rates)
+        wait_s = store.rate_limit_wait(rates, since_s)
         if wait_s is not None and wait_s < poll_interval_s:
             wakeups.add_timer(wait_s)
         return wait_s is not None

@@ -1,5 +1,7 @@
 -- rate_limit_wait: seconds until the soonest drained token bucket has a token again (the worker's
--- wake-up; jobqueue/store/ratelimits.py). Drained: less than one token after refilling to now.
+-- wake-up; jobqueue/store/ratelimits.py). Drained: less than one token after refilling to the
+-- time of the caller's claim, %(since_s)s seconds ago; one that has refilled since waits 0 (the
+-- claim may have left jobs for it, and a --burst worker must claim again before exiting).
 -- Reads the buckets of the declared limits only (a few rows, by primary key, and the tenants'
 -- buckets by key prefix); locks nothing.
 WITH limits AS (
@@ -13,7 +15,8 @@ WITH limits AS (
         ON s.key = b.key
     WHERE b.tokens < 1
 )
-SELECT min((1 - l.tokens) / l.rate - extract(epoch FROM now() - l.refreshed_at)) AS wait_s
+SELECT min(greatest(0, (1 - l.tokens) / l.rate - extract(epoch FROM now() - l.refreshed_at)))
+       AS wait_s
 FROM limits AS l
 WHERE l.rate IS NOT NULL
-  AND (1 - l.tokens) / l.rate > extract(epoch FROM now() - l.refreshed_at)
+  AND (1 - l.tokens) / l.rate > extract(epoch FROM now() - l.refreshed_at) - %(since_s)s
