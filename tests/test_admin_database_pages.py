@@ -17,7 +17,7 @@ from django.urls import reverse
 
 import jobqueue
 from jobqueue.breakers import open_breaker
-from jobqueue.models import CronEntry, DependencyBreaker, Pause, RetryBudget, Worker
+from jobqueue.models import Batch, CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
 
 pytestmark = pytest.mark.django_db(databases=["default", "queues2"])
 
@@ -148,3 +148,20 @@ def test_deleting_a_retry_budget_acts_on_its_own_database(admin, two_databases):
     post_action(admin, "retrybudget", "delete_selected", pk, "queues2")
     assert not RetryBudget.objects.using("queues2").filter(queue="bulk").exists()
     assert RetryBudget.objects.using("default").filter(queue="bulk").exists()
+
+
+def test_the_batches_page_reads_the_selected_database_and_links_there(admin, two_databases):
+    with jobqueue.batch(queue="reports") as b:  # stored with its queue, on queues2
+        b.enqueue("reports", NOOP, {})
+    assert Batch.objects.using("queues2").filter(id=b.id).exists()
+    page = text(admin.get(reverse("admin:jobqueue_batch_change", args=[b.id]), {"db": "queues2"}))
+    members = f"{changelist('job')}?batch_id={b.id}&amp;db=queues2"
+    assert members in page and "1 members" in page
+    listed = text(admin.get(changelist("batch"), {"db": "queues2"}))
+    assert re.search(rf'href="[^"]*/batch/{b.id}/change/\?[^"]*\bdb=queues2"', listed)
+    # A member's page links back to the batch on its database.
+    [member] = Job.objects.using("queues2").filter(batch_id=b.id)
+    job_page = text(
+        admin.get(reverse("admin:jobqueue_job_change", args=[member.id]), {"db": "queues2"})
+    )
+    assert f"/batch/{b.id}/change/?db=queues2" in job_page

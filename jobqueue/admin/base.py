@@ -268,7 +268,7 @@ class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.Model
         """Link to the job's batch (``jobqueue.batch``), or ``-``."""
         if job.batch_id is None:
             return "-"
-        url = batch_url(self.admin_site.name, job.batch_id)
+        url = batch_url(self.admin_site.name, job.batch_id, job._state.db or "default")
         return format_html('<a href="{}">batch {}</a>', url, job.batch_id)
 
     @admin.display(description="progress")
