@@ -3,17 +3,20 @@
 The reports (status, jobs, health) cover every queue database unless ``--database`` names one,
 each row naming its database; an unknown alias is bad usage naming the queue databases. Job ids
 are per database: an id found on both is refused (exit 2, nothing done) until ``--database``
-names one, and an id found on one is acted on there. The command runs in this process
-(``call_command``): the queue databases are a setting this test overrides.
+names one, and an id found on one is acted on there. ``prune`` prunes every queue database.
+The command runs in this process (``call_command``): the queue databases are a setting this test
+overrides.
 """
 
 from __future__ import annotations
 
 import socket
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
 from django.test import override_settings
+from django.utils import timezone
 
 from jobqueue.models import Job, Pause, Worker
 from jobqueue.states import JobState
@@ -156,3 +159,19 @@ def test_pause_without_a_database_pauses_every_database_of_the_queue():
     assert run("resume", "bulk", "--database", "queues2").returncode == 0
     assert not Pause.objects.using("queues2").filter(name="bulk").exists()
     assert Pause.objects.using("default").filter(name="bulk").exists()
+
+
+def test_prune_covers_every_queue_database_unless_one_is_named():
+    long_ago = timezone.now() - timedelta(days=30)
+    for alias in ("default", "queues2"):
+        make_job(JobState.SUCCEEDED, queue="bulk", using=alias, finished_at=long_ago)
+    named = run("prune", "--older-than", "7d", "--database", "queues2")
+    assert named.returncode == 0, named.stderr
+    assert not Job.objects.using("queues2").exists()
+    assert Job.objects.using("default").count() == 1
+    make_job(JobState.SUCCEEDED, queue="bulk", using="queues2", finished_at=long_ago)
+    every = run("prune", "--older-than", "7d")
+    assert every.returncode == 0, every.stderr
+    assert "Queue database default:" in every.stdout and "Queue database queues2:" in every.stdout
+    for alias in ("default", "queues2"):
+        assert not Job.objects.using(alias).exists(), alias
