@@ -165,3 +165,10 @@ def test_the_batches_page_reads_the_selected_database_and_links_there(admin, two
         admin.get(reverse("admin:jobqueue_job_change", args=[member.id]), {"db": "queues2"})
     )
     assert f"/batch/{b.id}/change/?db=queues2" in job_page
+
+
+def test_the_dashboard_links_each_breaker_to_its_own_database(admin, two_databases):
+    open_breaker("partner", 600, using="queues2")
+    page = text(admin.get(reverse("admin:jobqueue_dashboard"), {"refresh": "0"}))
+    assert f'href="{changelist("dependencybreaker")}?q=partner&amp;db=queues2"' in page
+    assert "on queues2" in page

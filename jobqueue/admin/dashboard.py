@@ -168,9 +168,14 @@ def cron_entries(using: str = "default") -> list[CronRow]:
 
 
 def breaker_rows(using: str = "default") -> list[DependencyBreaker]:
-    """Return every dependency's breaker, open and half-open first, then by name."""
+    """Return every dependency's breaker, open and half-open first, then by name.
+
+    Each row's ``jq_database`` is ``using`` (templates cannot read ``_state.db``).
+    """
     order = {"open": 0, "half_open": 1, "closed": 2}
     rows = list(DependencyBreaker.objects.using(using).order_by("name")[:200])
+    for row in rows:
+        setattr(row, "jq_database", using)  # noqa: B010 (not a model field: mypy)
     return sorted(rows, key=lambda b: order.get(b.state, 3))
 
 
@@ -348,6 +353,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "alive_workers": sum(1 for w in worker_rows if w.is_alive),
         "cron_entries": [e for alias in aliases for e in cron_entries(alias)],
         "breakers": [b for alias in aliases for b in breaker_rows(alias)],
+        "several_databases": len(aliases) > 1,
         "budgets": [b for alias in aliases for b in budget_rows(alias)],
         "rate_limits": [
             r for alias in aliases for r in get_store(alias).rate_limit_rows(rate_limits())
