@@ -21,6 +21,7 @@ from django.utils import timezone
 from jobqueue.models import Job, Pause, Worker
 from jobqueue.states import JobState
 
+from .conftest import subprocess_env
 from .factories import make_job
 from .jobqueue_cli import cli
 
@@ -175,3 +176,16 @@ def test_prune_covers_every_queue_database_unless_one_is_named():
     assert "Queue database default:" in every.stdout and "Queue database queues2:" in every.stdout
     for alias in ("default", "queues2"):
         assert not Job.objects.using(alias).exists(), alias
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "queues2"])
+def test_a_queue_database_that_does_not_answer_is_named():
+    env = subprocess_env(QUEUE_DATABASES=TWO)
+    env["JOBQUEUE_QUEUES2_URL"] = "postgres://postgres@127.0.0.1:1/nowhere"
+    result = cli("status", env=env, in_process=False)
+    assert result.returncode == 1, result
+    assert "the queue database 'queues2' is unreachable" in result.stderr
+    assert "Traceback" not in result.stderr
+    probe = cli("health", env=env, in_process=False)
+    assert probe.returncode == 1, probe
+    assert "FAIL  database (queues2): unreachable" in probe.stdout

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.management import call_command, load_command_class
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 
 from jobqueue import arguments, audit, health, pausing
 from jobqueue.batches import batch_status
@@ -167,17 +167,18 @@ class Command(BaseCommand):
             aliases = report_aliases(options["database"])
         except UnknownDatabase as exc:
             raise CommandError(f"--database {exc}", returncode=2) from None
+        # With several, connect to each first so that the message names the one that is down
+        # (health reports that as a failed check of its own instead).
+        for alias in aliases if len(aliases) > 1 and verb != "health" else ():
+            try:
+                connections[alias].ensure_connection()
+            except DatabaseError as exc:
+                raise CommandError(_unreachable(alias, exc)) from None
         try:
             healthy = getattr(self, f"_{verb}")(aliases, options)
         except DatabaseError as exc:
             # Not a traceback: the operator needs to know the database is the problem.
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            named = ", ".join(map(repr, aliases))
-            raise CommandError(
-                f"the queue database {named} is unreachable: {first}"
-                if len(aliases) == 1
-                else f"a queue database of {named} is unreachable: {first}"
-            ) from None
+            raise CommandError(_unreachable(", ".join(aliases), exc)) from None
         if not healthy:
             self.stdout.flush()
             raise SystemExit(1)
@@ -434,3 +435,9 @@ def _criteria(options: dict[str, Any]) -> JobFilter:
         job_type=options["type"],
         tenant=options["tenant"],
     )
+
+
+def _unreachable(alias: str, exc: DatabaseError) -> str:
+    """Return the message for a queue database that does not answer (its error's first line)."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"the queue database {alias!r} is unreachable: {first}"
