@@ -5,7 +5,8 @@ heartbeat within their silence limit: the heartbeat runs beside the claim loop a
 and none has lost its LISTEN connection (FIELD-CASES 26; from the same rows); the scheduler fires
 (no enabled cron entry is overdue by more than the limit, which catches both a missing leader and
 a leader that holds the lease but fires nothing). The cron check passes when there are no
-enabled entries. The outbox relay keeps up (no caller database's outbox holds a job for this
+enabled entries. With queues on several databases each is checked (:func:`check_all`). The
+outbox relay keeps up (no caller database's outbox holds a job for this
 queue database older than a minute: ``jobqueue.ops.outbox``).
 """
 
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -37,6 +39,8 @@ class Check:
     ok: bool
     detail: str
     data: dict[str, Any] = field(default_factory=dict)
+    #: The queue database it checked (set by :func:`check_all`).
+    database: str = "default"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,7 +59,8 @@ class Health:
         return {
             "healthy": self.healthy,
             "checks": [
-                {"name": c.name, "ok": c.ok, "detail": c.detail, **c.data} for c in self.checks
+                {"name": c.name, "ok": c.ok, "detail": c.detail, "database": c.database, **c.data}
+                for c in self.checks
             ],
         }
 
@@ -107,6 +112,25 @@ def check(
             relay,
         )
     )
+
+
+def check_all(aliases: Sequence[str], **limits: Any) -> Health:
+    """Run :func:`check` on each queue database; healthy when every check of every one passed.
+
+    A worker process serves one database and heartbeats there, so each database's workers,
+    listeners, scheduler and relay are checked on it.
+
+    Args:
+        aliases: the queue databases (``jobqueue.routing.all_queue_aliases``, or one).
+        **limits: :func:`check`'s ``host``, ``max_silence_s`` and ``cron_max_delay_s``.
+
+    Returns:
+        Every database's checks, each naming its database (``Check.database``), in order.
+    """
+    checks = [
+        replace(c, database=alias) for alias in aliases for c in check(using=alias, **limits).checks
+    ]
+    return Health(checks=tuple(checks))
 
 
 def _workers(using: str, host: str, now: Any, max_silence_s: float | None) -> Check:

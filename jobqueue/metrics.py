@@ -21,7 +21,9 @@ so its cost does not grow with the millions of finished rows a site keeps: succe
 cancelled totals, which only grow until pruned, are deliberately not counted;
 ``jobqueue_rows_awaiting_prune`` says how many of them are past retention.
 Outcome rates and the pickup/run histograms come from the per-minute rollup the workers write
-(``jobqueue/ops/rates.py``).
+(``jobqueue/ops/rates.py``). With queues on several databases (``JOBQUEUE["QUEUE_DATABASES"]``)
+each keeps its own reading and every sample carries a ``database`` label
+(``jobqueue/ops/exposition.py``).
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ from .fairness import rate_limits
 from .gauge_model import LAST_PRUNE
 from .models import CronEntry, GaugeSnapshot, Pause, RetryBudget
 from .ops.clock import db_now
+from .ops.exposition import DATABASE_LABEL, merge
 from .ops.outbox import families as outbox_families
 from .ops.prunable import EXACT_UP_TO, awaiting_prune
 from .ops.queues import live_workers, open_breakers, served_queues
 from .ops.rates import families as rollup_families
+from .routing import all_queue_aliases
 from .store import Store, get_store
 from .store.gauges import COUNT_CAP
 from .store.plan import ConcurrencyLimits
@@ -90,8 +94,12 @@ def family(name: str, help_text: str, samples: Iterable[Sample]) -> list[str]:
     return lines
 
 
-def collect(using: str = "default", max_age_s: float | None = None) -> str:
+def collect(using: str | None = None, max_age_s: float | None = None) -> str:
     """Return every metric in the Prometheus text format (version 0.0.4).
+
+    Every queue database is read (``JOBQUEUE["QUEUE_DATABASES"]``), each from its own shared
+    reading; with more than one, every sample of theirs carries a ``database`` label (the
+    alias). With one, the series are as they always were, without it.
 
     The cluster-wide gauges come from one shared reading (:class:`~jobqueue.models.GaugeSnapshot`)
     at most ``max_age_s`` old: a scrape reads that row (one primary-key read); when it is older,
@@ -100,7 +108,7 @@ def collect(using: str = "default", max_age_s: float | None = None) -> str:
     many processes are scraped (FIELD-CASES 30).
 
     Args:
-        using: database alias of the queue.
+        using: one database alias (default: every queue database).
         max_age_s: oldest reading served, seconds (default ``METRICS_INTERVAL_SECONDS``;
             0: compute now, share nothing).
 
@@ -111,14 +119,23 @@ def collect(using: str = "default", max_age_s: float | None = None) -> str:
     started = time.perf_counter()
     if max_age_s is None:
         max_age_s = get_settings().metrics_interval_seconds
-    body, age_s = _reading(using, max_age_s)
-    out = [body.rstrip("\n")]
-    out += family(
-        "jobqueue_gauges_age_seconds",
+    aliases = (using,) if using is not None else all_queue_aliases()
+    readings = [(alias, *_reading(alias, max_age_s)) for alias in aliases]
+    age_help = (
         "Age of the cluster-wide reading this scrape served (recomputed once per "
-        "METRICS_INTERVAL_SECONDS for the whole cluster), seconds.",
-        [({}, age_s)],
+        "METRICS_INTERVAL_SECONDS for the whole cluster), seconds."
     )
+    if len(readings) == 1:
+        [(_, body, age_s)] = readings
+        out = [body.rstrip("\n")]
+        out += family("jobqueue_gauges_age_seconds", age_help, [({}, age_s)])
+    else:
+        out = [merge([(alias, body) for alias, body, _ in readings]).rstrip("\n")]
+        out += family(
+            "jobqueue_gauges_age_seconds",
+            age_help,
+            [({DATABASE_LABEL: alias}, age_s) for alias, _, age_s in readings],
+        )
     out += family(
         "jobqueue_scrape_duration_seconds",
         "Time this scrape spent reading the database, seconds.",
@@ -354,7 +371,7 @@ def _rate_limit_families(store: Store) -> list[str]:
 
 
 def cached_view(
-    seconds: float = 5.0, *, cache: str = "default", using: str = "default"
+    seconds: float = 5.0, *, cache: str = "default", using: str | None = None
 ) -> Callable[[HttpRequest], HttpResponse]:
     """Return a view that serves :func:`collect`'s text from Django's cache for ``seconds``.
 
@@ -364,14 +381,14 @@ def cached_view(
     Args:
         seconds: how long one reading is served, 0.1 to 3600 (your scrape interval suits).
         cache: alias of ``CACHES``.
-        using: database alias of the queue.
+        using: one database alias (default: every queue database, :func:`collect`).
 
     Raises:
         ValueError: ``seconds`` is out of range.
     """
     if not 0.1 <= seconds <= 3600:
         raise ValueError(f"seconds must be from 0.1 to 3600, got {seconds!r}")
-    key = f"jobqueue:metrics:{using}"
+    key = f"jobqueue:metrics:{using or '*'}"
 
     def cached(request: HttpRequest) -> HttpResponse:
         shared = caches[cache]
@@ -385,7 +402,7 @@ def cached_view(
 
 
 def view(request: HttpRequest) -> HttpResponse:
-    """Answer a Prometheus scrape with :func:`collect` of the ``default`` database.
+    """Answer a Prometheus scrape with :func:`collect` of every queue database.
 
     The gauges are the shared reading, at most ``METRICS_INTERVAL_SECONDS`` old.
 

@@ -1,5 +1,6 @@
 """The admin with queues on two databases (``default`` and ``queues2``): the ``?db=`` selector on
-the job lists, each row's page and actions on its own database, the dashboard's sums.
+the job lists, each row's page and actions on its own database, the dashboard's sums, its row
+per database, its charts' database and its statements per database.
 
 Job ids are per database, so the tests give the same id to a job on each to tell them apart.
 """
@@ -7,14 +8,19 @@ Job ids are per database, so the tests give the same id to a job on each to tell
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
+from django.db import connections
 from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
-from jobqueue.models import Job
+from jobqueue.models import Job, Worker
 from jobqueue.states import JobState
+from jobqueue.store import get_store
 
 from .factories import make_job
 
@@ -117,3 +123,66 @@ def test_the_dashboard_sums_every_queue_database(admin, two_databases):
     assert bulk is not None, page[:2000]
     assert ">3<" in bulk.group(0)  # dead: 1 + 2
     assert 'data-queue="only2"' in page
+
+
+def test_the_dashboard_has_a_row_per_queue_database(admin, two_databases):
+    make_job(JobState.DEAD, queue="bulk")
+    for _ in range(2):
+        make_job(JobState.DEAD, using="queues2", queue="bulk")
+    make_job(JobState.READY, using="queues2", queue="only2")
+    Worker.objects.using("queues2").create(worker_id="w2", host="h", pid=2, concurrency=1)
+    page = text(admin.get(DASHBOARD, {"refresh": "0"}))
+    rows = {
+        name: re.search(rf'<tr data-database="{name}">(.*?)</tr>', page)
+        for name in ("default", "queues2")
+    }
+    assert rows["default"] and rows["queues2"], page[:2000]
+    default, queues2 = rows["default"].group(1), rows["queues2"].group(1)
+    assert re.search(r'data-state="dead"><a [^>]*>1</a>', default)
+    assert re.search(r'data-state="dead"><a [^>]*>2</a>', queues2)
+    assert re.search(r'data-state="ready"><a [^>]*>1</a>', queues2)
+    assert re.search(r'data-state="ready"><a [^>]*>0</a>', default)
+    assert re.search(r"\?db=queues2\">1</a></td>", queues2)  # its live worker, linked
+    # A queue whose jobs are on one database links to its jobs there.
+    only2 = re.search(r'<tr data-queue="only2">(.*?)</tr>', page).group(1)
+    assert f'href="{JOBS}?queue=only2&amp;db=queues2"' in only2
+
+
+def test_with_one_queue_database_the_dashboard_has_no_database_rows(admin):
+    make_job(JobState.READY, queue="bulk")
+    page = text(admin.get(DASHBOARD, {"refresh": "0"}))
+    assert "data-database=" not in page and 'id="jq-databases"' not in page
+
+
+def test_the_charts_read_the_selected_queue_database(admin, two_databases):
+    now = timezone.now()
+    make_job(JobState.READY, using="queues2", queue="only2", run_at=now - timedelta(minutes=5))
+    assert get_store("queues2").sample_depth(now=now - timedelta(minutes=1)) >= 1
+    first = text(admin.get(DASHBOARD, {"refresh": "0"}))
+    assert 'data-series="only2"' not in first
+    assert '<a href="?refresh=0&amp;db=queues2">queues2</a>' in first
+    second = text(admin.get(DASHBOARD, {"refresh": "0", "db": "queues2"}))
+    assert 'data-series="only2"' in second
+    assert "?span=24h&amp;refresh=0&amp;db=queues2" in second  # the span keeps the database
+
+
+def test_the_dashboard_reads_a_handful_of_aggregates_per_queue_database(
+    admin, two_databases, no_declared_limits
+):
+    for alias in ("default", "queues2"):
+        for state in (JobState.READY, JobState.SUCCEEDED, JobState.DEAD):
+            make_job(state, using=alias, queue="bulk")
+    with (
+        CaptureQueriesContext(connections["default"]) as on_default,
+        CaptureQueriesContext(connections["queues2"]) as on_queues2,
+    ):
+        assert admin.get(DASHBOARD).status_code == 200
+    for queries in (on_default, on_queues2):
+        job_reads = [
+            q["sql"]
+            for q in queries
+            if "jobqueue_job" in q["sql"] and not q["sql"].startswith("EXPLAIN")
+        ]
+        # As with one database (test_admin's test): six aggregates and the concurrency keys.
+        assert 1 <= len(job_reads) <= 7, job_reads
+        assert all("GROUP BY" in sql.upper() for sql in job_reads), job_reads

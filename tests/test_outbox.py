@@ -321,8 +321,8 @@ def test_the_relay_service_relays_from_every_other_outbox_database():
 def test_metrics_and_health_show_what_waits_for_the_queue_database():
     enqueue_many_through_the_outbox(3)
     text = metrics.compute(QUEUE_DB)
-    assert 'jobqueue_outbox_rows{database="default"} 3' in text
-    assert 'jobqueue_outbox_up{database="default"} 1' in text
+    assert 'jobqueue_outbox_rows{outbox_database="default"} 3' in text
+    assert 'jobqueue_outbox_up{outbox_database="default"} 1' in text
     ok, detail, data = lag_check(QUEUE_DB)
     assert ok, detail
     assert data["outbox_waiting"] == {"default": 3}
@@ -330,7 +330,7 @@ def test_metrics_and_health_show_what_waits_for_the_queue_database():
     wait_for(lambda: not lag_check(QUEUE_DB, max_lag_s=0.001)[0])
     assert "default: oldest waits" in lag_check(QUEUE_DB, max_lag_s=0.001)[1]
     relay_all()
-    assert 'jobqueue_outbox_rows{database="default"} 0' in metrics.compute(QUEUE_DB)
+    assert 'jobqueue_outbox_rows{outbox_database="default"} 0' in metrics.compute(QUEUE_DB)
     assert lag_check(QUEUE_DB, max_lag_s=0.001)[0]
     # The default queue database has no outbox relaying to it (default is the only outbox).
     assert lag_check("default") == (

@@ -19,7 +19,7 @@ from ..ops.jobs import progress_text
 from ..states import JobState
 from . import actions as bulk
 from .batches import batch_url
-from .databases import DB_PARAM, selected_alias, selector, with_db
+from .databases import DatabaseChangeList, QueueDatabaseMixin, with_db
 from .display import (
     compact_time,
     error_history_table,
@@ -62,18 +62,8 @@ DETAIL_FIELDSETS: FieldsetSpec = (
 )
 
 
-class JobChangeList(ChangeList):
+class JobChangeList(DatabaseChangeList):
     """The job list, with each shown row's masked values at hand for its "last error" cell."""
-
-    def get_filters_params(self, params: Any = None) -> dict[str, Any]:
-        """Leave ``?db=`` (the queue database, not a field lookup) out of the filters."""
-        lookup_params = super().get_filters_params(params)
-        lookup_params.pop(DB_PARAM, None)
-        return lookup_params
-
-    def url_for_result(self, result: Any) -> str:
-        """Link a row to its detail page on the row's own queue database."""
-        return with_db(super().url_for_result(result), result._state.db)
 
     def get_results(self, request: HttpRequest) -> None:
         """Fetch the page, then the payload and result of its rows with errors, in one query.
@@ -94,7 +84,7 @@ class JobChangeList(ChangeList):
             job.admin_secrets = found.get(job.pk, set())
 
 
-class JobAdminBase(FamilyMixin, InputGuardMixin, admin.ModelAdmin):
+class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.ModelAdmin):
     """Read-only job rows with the operator actions; subclasses choose columns and filters."""
 
     paginator = EstimatedCountPaginator
@@ -176,16 +166,7 @@ class JobAdminBase(FamilyMixin, InputGuardMixin, admin.ModelAdmin):
 
         Those columns (up to 1 MiB each) stay out of the list's query.
         """
-        jobs = super().get_queryset(request).using(selected_alias(request))
-        return jobs.defer("payload", "result", "checkpoint")
-
-    def changelist_view(self, request: HttpRequest, extra_context: Any = None):
-        """Add the queue database selector (shown with more than one queue database)."""
-        extra_context = {
-            **(extra_context or {}),
-            "jobqueue_databases": selector(selected_alias(request)),
-        }
-        return super().changelist_view(request, extra_context)
+        return super().get_queryset(request).defer("payload", "result", "checkpoint")
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
@@ -287,7 +268,7 @@ class JobAdminBase(FamilyMixin, InputGuardMixin, admin.ModelAdmin):
         """Link to the job's batch (``jobqueue.batch``), or ``-``."""
         if job.batch_id is None:
             return "-"
-        url = batch_url(self.admin_site.name, job.batch_id)
+        url = batch_url(self.admin_site.name, job.batch_id, job._state.db or "default")
         return format_html('<a href="{}">batch {}</a>', url, job.batch_id)
 
     @admin.display(description="progress")

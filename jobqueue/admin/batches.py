@@ -3,7 +3,8 @@
 A batch's counts are written by the database as its members finish (migration 0016_batches), so
 the page never writes: no add, change or delete. Whoever may view jobs may view batches. The
 members link is the job list filtered on ``batch_id`` (the partial index ``jobqueue_job_batch``);
-a member's job page links back here (``JobAdminBase.batch_link``).
+a member's job page links back here (``JobAdminBase.batch_link``). A batch lives on its members'
+queue database: the page lists the selected one's (``?db=``) and its links keep it.
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from ..models import Batch
+from .databases import QueueDatabaseMixin, with_db
 
 __all__ = ["BatchAdmin", "batch_url"]
 
 
-def batch_url(site_name: str, batch_id: int) -> str:
-    """Return the admin URL of batch ``batch_id`` on the admin site named ``site_name``."""
-    return reverse(f"{site_name}:jobqueue_batch_change", args=[batch_id])
+def batch_url(site_name: str, batch_id: int, alias: str = "default") -> str:
+    """Return the admin URL of batch ``batch_id`` (on queue database ``alias``) on ``site_name``."""
+    return with_db(reverse(f"{site_name}:jobqueue_batch_change", args=[batch_id]), alias)
 
 
 @admin.register(Batch)
-class BatchAdmin(admin.ModelAdmin):
+class BatchAdmin(QueueDatabaseMixin, admin.ModelAdmin):
     """Batches newest first, with their counts by outcome and links to members and callbacks."""
 
     list_display = (
@@ -83,8 +85,11 @@ class BatchAdmin(admin.ModelAdmin):
     @admin.display(description="members")
     def members_link(self, batch: Batch) -> SafeString:
         """Link to the job list filtered on this batch."""
-        url = reverse(f"{self.admin_site.name}:jobqueue_job_changelist")
-        return format_html('<a href="{}?batch_id={}">{} members</a>', url, batch.id, batch.total)
+        url = with_db(
+            f"{reverse(f'{self.admin_site.name}:jobqueue_job_changelist')}?batch_id={batch.id}",
+            batch._state.db or "default",
+        )
+        return format_html('<a href="{}">{} members</a>', url, batch.total)
 
     @admin.display(description="callbacks")
     def callbacks_link(self, batch: Batch) -> SafeString | str:
@@ -104,7 +109,10 @@ class BatchAdmin(admin.ModelAdmin):
             '<a href="{}">{} #{}</a>',
             (
                 (
-                    reverse(f"{self.admin_site.name}:jobqueue_job_change", args=[job_id]),
+                    with_db(
+                        reverse(f"{self.admin_site.name}:jobqueue_job_change", args=[job_id]),
+                        batch._state.db or "default",
+                    ),
                     kind,
                     job_id,
                 )

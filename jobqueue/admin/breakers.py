@@ -1,6 +1,8 @@
 """Internal: the dependency breakers page (open or close one, with confirmation) and retry budgets.
 
-Rows are read-only: a breaker moves only through ``jobqueue.breakers.open_breaker`` and
+Breakers and budgets are per queue database (a worker keeps them where it claims): each page
+lists the selected database's (``?db=``) and its actions act there. Rows are read-only: a breaker
+moves only through ``jobqueue.breakers.open_breaker`` and
 ``close_breaker`` (one fenced statement each), never through a form save, which could undo a
 transition a worker made a moment before.
 """
@@ -17,11 +19,12 @@ from django.utils.translation import ngettext
 from .. import breakers, budgets
 from ..conf import get_settings
 from ..models import DependencyBreaker, RetryBudget
+from .databases import QueueDatabaseMixin
 from .guards import InputGuardMixin
 
 
 @admin.register(DependencyBreaker)
-class DependencyBreakerAdmin(InputGuardMixin, admin.ModelAdmin):
+class DependencyBreakerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
     """Circuit breakers as the workers left them; operators open and close them."""
 
     list_display = (
@@ -92,7 +95,9 @@ class DependencyBreakerAdmin(InputGuardMixin, admin.ModelAdmin):
         user = request.user.get_username()
         names = sorted(queryset.values_list("name", flat=True))
         for name in names:
-            breakers.open_breaker(name, seconds, reason=f"opened by admin:{user}")
+            breakers.open_breaker(
+                name, seconds, reason=f"opened by admin:{user}", using=queryset.db
+            )
         self.message_user(
             request,
             ngettext(
@@ -122,7 +127,7 @@ class DependencyBreakerAdmin(InputGuardMixin, admin.ModelAdmin):
         user = request.user.get_username()
         names = sorted(queryset.values_list("name", flat=True))
         for name in names:
-            breakers.close_breaker(name, reason=f"closed by admin:{user}")
+            breakers.close_breaker(name, reason=f"closed by admin:{user}", using=queryset.db)
         self.message_user(
             request,
             ngettext(
@@ -137,7 +142,7 @@ class DependencyBreakerAdmin(InputGuardMixin, admin.ModelAdmin):
 
 
 @admin.register(RetryBudget)
-class RetryBudgetAdmin(InputGuardMixin, admin.ModelAdmin):
+class RetryBudgetAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
     """Retry token buckets per queue; read-only (negative tokens: retries are being delayed)."""
 
     list_display = ("queue", "tokens", "updated_at")

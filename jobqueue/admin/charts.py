@@ -204,8 +204,8 @@ def svg_chart(
 def charts(span: str, now: datetime | None = None, using: str = "default") -> dict[str, object]:
     """Return the template context of the charts for ``span`` (``"1h"`` or ``"24h"``).
 
-    An unknown span falls back to the last hour. Keys: ``span``, ``spans`` (key, label) and
-    ``charts`` (:class:`Chart` in page order).
+    An unknown span falls back to the last hour. Keys: ``span``, ``spans`` (key, label),
+    ``charts`` (:class:`Chart` in page order) and ``using`` (the database alias they read).
     """
     if span not in SPANS:
         span = DEFAULT_SPAN
@@ -256,4 +256,5 @@ def charts(span: str, now: datetime | None = None, using: str = "default") -> di
         "span": span,
         "spans": [(key, value[0]) for key, value in SPANS.items()],
         "charts": drawn,
+        "using": using,
     }

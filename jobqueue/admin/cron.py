@@ -1,8 +1,9 @@
 """Admin for cron entries: the schedule at a glance, enable / disable / run now, recent fires.
 
-Times are shown in each entry's own zone (the zone its cron fields are read in). Saving goes
-through the same validation as ``jobqueue.schedule``: a bad expression, an unknown zone or a
-reserved payload key is a form error and nothing is written. "Run now" enqueues through the
+Entries are rows of each queue database: the list shows the selected one's (``?db=``) and its
+actions act there. Times are shown in each entry's own zone (the zone its cron fields are read in).
+Saving goes through the same validation as ``jobqueue.schedule``: a bad expression, an unknown zone
+or a reserved payload key is a form error and nothing is written. "Run now" enqueues through the
 firing path (a manual fire record), without moving the schedule.
 """
 
@@ -13,7 +14,6 @@ from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import router
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
@@ -26,6 +26,8 @@ from ..cron.firing import run_now
 from ..crontab import Schedule, has_seconds, zone
 from ..errors import InvalidCronExpression, InvalidJobOption, InvalidPayload
 from ..models import CronEntry, CronFire, CronSource, Job
+from ..routing import queue_alias
+from .databases import QueueDatabaseMixin, with_db
 from .display import json_block, mask, unmask
 from .guards import InputGuardMixin
 
@@ -98,7 +100,7 @@ class CronEntryForm(forms.ModelForm):
 
 
 @admin.register(CronEntry)
-class CronEntryAdmin(InputGuardMixin, admin.ModelAdmin):
+class CronEntryAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
     """Cron entries: list, edit, enable / disable / run now, and each entry's recent fires."""
 
     form = CronEntryForm
@@ -251,7 +253,7 @@ class CronEntryAdmin(InputGuardMixin, admin.ModelAdmin):
             (
                 local(f.fire_time, obj.timezone, seconds=has_seconds(obj.cron_expr)),
                 "run now" if f.manual else "scheduled",
-                self._job_link(f.job_id),
+                self._job_link(f.job_id, obj._state.db or "default"),
                 states.get(f.job_id, "pruned") if f.job_id else "-",
                 local(f.fired_at, obj.timezone),
                 f.fired_by or "-",
@@ -268,11 +270,11 @@ class CronEntryAdmin(InputGuardMixin, admin.ModelAdmin):
         return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
 
     @staticmethod
-    def _job_link(job_id: int | None) -> str:
+    def _job_link(job_id: int | None, alias: str) -> str:
         if job_id is None:
             return "-"
         try:
-            url = reverse("admin:jobqueue_job_change", args=[job_id])
+            url = with_db(reverse("admin:jobqueue_job_change", args=[job_id]), alias)
         except NoReverseMatch:
             return f"#{job_id}"
         return format_html('<a href="{}">#{}</a>', url, job_id)
@@ -282,10 +284,12 @@ class CronEntryAdmin(InputGuardMixin, admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: CronEntry, form: Any, change: bool) -> None:
         """Save through the cron API (the store writes; ``next_fire_at`` follows the schedule).
 
-        A new entry's source is ``admin``; an edited one keeps its source. The entry goes to the
-        database the router picks for it (Django's own ``save_model`` does the same).
+        A new entry's source is ``admin``; an edited one keeps its source and its database. A
+        new entry goes where its jobs go, as a ``JOBQUEUE["CRON"]`` entry does (its fire and its
+        job commit together there): its queue's database, for a sharded queue the shard its
+        name hashes to (:func:`jobqueue.routing.holds_cron_entry`).
         """
-        using = router.db_for_write(CronEntry, instance=obj)
+        using = obj._state.db if change else queue_alias(obj.queue, dedupe_key=obj.name)
         values = {f: getattr(obj, f) for f in ENTRY_FIELDS}
         if change:
             saved = cron.edit_entry(obj.pk, values, using=using)

@@ -30,6 +30,7 @@ from django.http import (
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from .. import pausing
 from ..conf import get_settings
@@ -45,6 +46,7 @@ from ..store import get_store
 from ..store.plan import ConcurrencyLimits
 from .charts import DEFAULT_SPAN, charts
 from .cron import local
+from .databases import DB_PARAM, selected_alias, with_db
 from .filters import known_queues
 from .paginator import EXACT_COUNT_BELOW, planner_rows
 
@@ -77,6 +79,15 @@ class QueueStats:
     unserved: bool = False
     #: The queue's pause (who, since when), None when it is not paused (set by :func:`render`).
     paused: Pause | None = None
+    #: The queue databases this row's jobs were counted on (set by :func:`render`).
+    databases: list[str] = field(default_factory=list)
+    #: Live workers (a per-database row's; set by :func:`render`).
+    workers_alive: int = 0
+
+    @property
+    def db_param(self) -> str:
+        """Return the ``?db=`` a link to this queue's jobs needs: its one database, else ""."""
+        return self.databases[0] if len(self.databases) == 1 else ""
 
     @property
     def lag(self) -> str:
@@ -137,7 +148,7 @@ def cron_entries(using: str = "default") -> list[CronRow]:
     entries = CronEntry.objects.using(using).order_by("-enabled", "next_fire_at", "name")
     for entry in entries[:100]:
         try:
-            url = reverse("admin:jobqueue_cronentry_change", args=[entry.pk])
+            url = with_db(reverse("admin:jobqueue_cronentry_change", args=[entry.pk]), using)
         except NoReverseMatch:
             url = None
         rows.append(
@@ -157,9 +168,14 @@ def cron_entries(using: str = "default") -> list[CronRow]:
 
 
 def breaker_rows(using: str = "default") -> list[DependencyBreaker]:
-    """Return every dependency's breaker, open and half-open first, then by name."""
+    """Return every dependency's breaker, open and half-open first, then by name.
+
+    Each row's ``jq_database`` is ``using`` (templates cannot read ``_state.db``).
+    """
     order = {"open": 0, "half_open": 1, "closed": 2}
     rows = list(DependencyBreaker.objects.using(using).order_by("name")[:200])
+    for row in rows:
+        setattr(row, "jq_database", using)  # noqa: B010 (not a model field: mypy)
     return sorted(rows, key=lambda b: order.get(b.state, 3))
 
 
@@ -289,21 +305,32 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
     if not modeladmin.has_view_permission(request):
         raise PermissionDenied
     started = time.perf_counter()
-    # Every queue database, summed (JOBQUEUE["QUEUE_DATABASES"]); the charts read the first.
+    # Every queue database, summed (JOBQUEUE["QUEUE_DATABASES"]), with a row per database; the
+    # charts read one, ``?db=`` (the first by default): each database keeps its own rollup,
+    # and pickup percentiles of two databases do not add up.
     aliases = all_queue_aliases()
-    using = aliases[0]
+    chart_alias = selected_alias(request)
     now = timezone.now()
     dead_per_alias = {alias: dead_letters(alias) for alias in aliases}
     dead = merged_dead_letters(dead_per_alias.values())
     by_name: dict[str, QueueStats] = {}
+    per_database = {alias: QueueStats(name=alias, databases=[alias]) for alias in aliases}
     for alias, alias_dead in dead_per_alias.items():
         for stats in queue_stats(alias, now, alias_dead):
-            by_name.setdefault(stats.name, QueueStats(name=stats.name)).add(stats)
+            merged = by_name.setdefault(stats.name, QueueStats(name=stats.name))
+            merged.add(stats)
+            per_database[alias].add(stats)
+            if any(stats.counts.values()):
+                merged.databases.append(alias)
     queues = sorted(by_name.values(), key=lambda s: s.name)
     totals = QueueStats(name="all queues")
     for stats in queues:
         totals.add(stats)
-    worker_rows = [w for alias in aliases for w in workers(alias)]
+    worker_rows = []
+    for alias in aliases:
+        rows = workers(alias)
+        per_database[alias].workers_alive = sum(1 for w in rows if w.is_alive)
+        worker_rows += rows
     served = served_queues([w for w in worker_rows if w.is_alive], [s.name for s in queues])
     pauses = [p for alias in aliases for p in Pause.objects.using(alias).order_by("kind", "name")]
     paused_queues = {p.name: p for p in pauses if p.kind == "queue"}
@@ -326,6 +353,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "alive_workers": sum(1 for w in worker_rows if w.is_alive),
         "cron_entries": [e for alias in aliases for e in cron_entries(alias)],
         "breakers": [b for alias in aliases for b in breaker_rows(alias)],
+        "several_databases": len(aliases) > 1,
         "budgets": [b for alias in aliases for b in budget_rows(alias)],
         "rate_limits": [
             r for alias in aliases for r in get_store(alias).rate_limit_rows(rate_limits())
@@ -334,13 +362,31 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "pauses": pauses,
         "can_pause": user.has_perm("jobqueue.add_pause"),
         "can_resume": user.has_perm("jobqueue.delete_pause"),
-        "charts": charts(request.GET.get("span", DEFAULT_SPAN), using=using),
+        "databases": list(per_database.values()) if len(aliases) > 1 else [],
+        "charts": charts(request.GET.get("span", DEFAULT_SPAN), using=chart_alias),
+        "chart_databases": chart_selector(aliases, chart_alias, request),
         "refresh_seconds": refresh,
         "generated_at": now,
         "elapsed_ms": (time.perf_counter() - started) * 1000,
     }
     request.current_app = modeladmin.admin_site.name
     return TemplateResponse(request, "admin/jobqueue/dashboard.html", context)
+
+
+def chart_selector(
+    aliases: tuple[str, ...], selected: str, request: HttpRequest
+) -> list[dict[str, Any]]:
+    """Return the charts' database links (``alias``, ``url``, ``selected``); none with one.
+
+    Each link keeps the page's span and paused refresh.
+    """
+    if len(aliases) < 2:
+        return []
+    keep = {k: request.GET[k] for k in ("span", "refresh") if k in request.GET}
+    return [
+        {"alias": a, "url": "?" + urlencode({**keep, DB_PARAM: a}), "selected": a == selected}
+        for a in aliases
+    ]
 
 
 def pause_or_resume(modeladmin: Any, request: HttpRequest) -> HttpResponse:

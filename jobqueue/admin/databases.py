@@ -1,23 +1,33 @@
-"""Internal: which queue database the job pages show (``?db=<alias>``) and its selector.
+"""Internal: which queue database an admin page shows (``?db=<alias>``) and its selector.
 
-With queues on several databases (``JOBQUEUE["QUEUE_DATABASES"]``) the job and dead-letter
-lists read one alias at a time: job ids are per database (each has its own sequence), so a list
-merged across them would show two jobs #12. The alias travels in the ``db`` query parameter: on
-the list, in a row's link, on the detail page's action buttons; an action runs on the alias of
-the rows it was given (``queryset.db``).
+With queues on several databases (``JOBQUEUE["QUEUE_DATABASES"]``) the job, dead-letter,
+worker, cron, pause, breaker and retry-budget lists read one alias at a time: ids are per
+database (each has its own sequence), so a list merged across them would show two jobs #12.
+The alias travels in the ``db`` query parameter: on the list, in a row's link, on the detail
+page's action buttons; an action runs on the alias of the rows it was given (``queryset.db``).
+:class:`QueueDatabaseMixin` gives a ModelAdmin all of that.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import BadRequest
+from django.db.models import QuerySet
 from django.http import HttpRequest, QueryDict
 from django.utils.http import urlencode
 
 from ..routing import all_queue_aliases
 
-__all__ = ["DB_PARAM", "selected_alias", "selector", "with_db"]
+__all__ = [
+    "DB_PARAM",
+    "DatabaseChangeList",
+    "QueueDatabaseMixin",
+    "selected_alias",
+    "selector",
+    "with_db",
+]
 
 #: The query parameter naming the queue database a job page shows.
 DB_PARAM = "db"
@@ -60,3 +70,47 @@ def selector(alias: str) -> list[dict[str, Any]]:
     return [
         {"alias": a, "url": "?" + urlencode({DB_PARAM: a}), "selected": a == alias} for a in aliases
     ]
+
+
+class DatabaseChangeList(ChangeList):
+    """A list on the selected queue database: ``?db=`` is no filter, rows link to their alias."""
+
+    def get_filters_params(self, params: Any = None) -> dict[str, Any]:
+        """Leave ``?db=`` (the queue database, not a field lookup) out of the filters."""
+        lookup_params = super().get_filters_params(params)
+        lookup_params.pop(DB_PARAM, None)
+        return lookup_params
+
+    def url_for_result(self, result: Any) -> str:
+        """Link a row to its detail page on the row's own queue database."""
+        return with_db(super().url_for_result(result), result._state.db)
+
+
+class QueueDatabaseMixin:
+    """A ModelAdmin mixin: the list and detail pages read the selected queue database.
+
+    The rows, their filters' choices and the objects of a detail page come from
+    :func:`selected_alias`; the list shows the selector (with more than one queue database);
+    actions get a queryset on that alias, so each acts on the rows' own database.
+    """
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        """Return the model's rows on the selected queue database (``?db=``).
+
+        Raises:
+            BadRequest: ``?db=`` names no queue database (400).
+        """
+        rows: QuerySet = super().get_queryset(request)  # type: ignore[misc]
+        return rows.using(selected_alias(request))
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        """Return the list that keeps ``?db=`` out of its filters (:class:`DatabaseChangeList`)."""
+        return DatabaseChangeList
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        """Add the queue database selector (shown with more than one queue database)."""
+        extra_context = {
+            **(extra_context or {}),
+            "jobqueue_databases": selector(selected_alias(request)),
+        }
+        return super().changelist_view(request, extra_context)  # type: ignore[misc]

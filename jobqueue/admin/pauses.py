@@ -1,8 +1,11 @@
 """Internal: the pauses page: pause a queue or job type (the add form), resume (an action).
 
-A pause is a write of queue state, so the page never saves a row itself: the add form calls
-``jobqueue.pause``/``pause_type`` and the resume action (and delete) ``resume``/``resume_type``,
-with the signed-in user as ``by``. Django's admin records each in its LogEntry history.
+Pauses are rows of each queue database: the list shows the selected one's (``?db=``) and resume acts
+on the rows' own database; the add form pauses the queue on every database it lives on (a job type:
+on every queue database). A pause is a write of queue state, so the page never saves a row itself:
+the add form calls ``jobqueue.pause``/``pause_type`` and the resume action (and delete)
+``resume``/``resume_type``, with the signed-in user as ``by``. Django's admin records each in its
+LogEntry history.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from django.utils.translation import ngettext
 
 from .. import pausing, validation
 from ..models import Pause, PauseKind
+from ..routing import all_queue_aliases, queue_aliases
+from .databases import QueueDatabaseMixin
 from .guards import InputGuardMixin
 
 
@@ -52,7 +57,7 @@ def _lift(pause: Pause, using: str) -> bool:
 
 
 @admin.register(Pause)
-class PauseAdmin(InputGuardMixin, admin.ModelAdmin):
+class PauseAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
     """Paused queues and job types, who paused them and since when."""
 
     form = PauseForm
@@ -70,13 +75,19 @@ class PauseAdmin(InputGuardMixin, admin.ModelAdmin):
         return False
 
     def save_model(self, request: HttpRequest, obj: Pause, form: Any, change: bool) -> None:
-        """Pause through the API (the store writes the row); ``obj`` becomes that row."""
-        using = obj._state.db or "default"
+        """Pause through the API (the store writes the row); ``obj`` becomes that row.
+
+        A queue is paused on every database it lives on, a job type on every queue database
+        (``using=None``): pausing it on the selected database only would leave its jobs
+        running from the others. The page goes on with the row on the first of them.
+        """
         by = request.user.get_username()
         if obj.kind == PauseKind.QUEUE:
-            pausing.pause(obj.name, by=by, reason=obj.reason, using=using)
+            pausing.pause(obj.name, by=by, reason=obj.reason)
+            using = queue_aliases(obj.name)[0]
         else:
-            pausing.pause_type(obj.name, by=by, reason=obj.reason, using=using)
+            pausing.pause_type(obj.name, by=by, reason=obj.reason)
+            using = all_queue_aliases()[0]
         row = Pause.objects.using(using).get(kind=obj.kind, name=obj.name)
         # The page goes on with the stored row: its id for the LogEntry, its by and since.
         obj.pk, obj.paused_by, obj.paused_at = row.pk, row.paused_by, row.paused_at

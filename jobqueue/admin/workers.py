@@ -1,4 +1,8 @@
-"""Internal: the workers page: one row per worker process, alive or not."""
+"""Internal: the workers page: one row per worker process, alive or not.
+
+A worker process serves one queue database and registers there (``runworkers`` runs one per
+alias), so the page lists the selected database's (``?db=``, :mod:`.databases`).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,13 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from ..models import Worker
+from .databases import QueueDatabaseMixin
 from .guards import InputGuardMixin
 
 
 @admin.register(Worker)
-class WorkerAdmin(InputGuardMixin, admin.ModelAdmin):
-    """Worker processes as they last reported; read-only."""
+class WorkerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
+    """Worker processes as they last reported (on the selected queue database); read-only."""
 
     list_display = (
         "worker_id",

@@ -1,4 +1,4 @@
-"""Internal: argparse types and filter flags of ``manage.py jobqueue``.
+"""Internal: argparse types, filter flags and database refusals of ``manage.py jobqueue``.
 
 Each type raises ``argparse.ArgumentTypeError`` naming the bad value, so argparse prints
 ``argument --state: ...`` with the flag and exits with status 2 before anything runs.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
+
+from django.core.management.base import CommandError
 
 from jobqueue.health import THRESHOLD_RANGE_SECONDS
 from jobqueue.ops.jobs import STATES
@@ -97,3 +99,19 @@ def add_actor(parser: argparse.ArgumentParser) -> None:
         help="who acts, for the job history and, when a Django user has this user name, the "
         "admin's LogEntry (default: the OS user)",
     )
+
+
+def refuse_ambiguous(what: str, ambiguous: dict[int, list[str]]) -> None:
+    """Refuse (exit 2) ids found on two or more databases: act on none rather than guess."""
+    if ambiguous:
+        where = "; ".join(f"{i} on {', '.join(a)}" for i, a in sorted(ambiguous.items()))
+        raise CommandError(
+            f"{what} ids are per database and these are on more than one: {where}; "
+            "name one with --database ALIAS (nothing done)",
+            returncode=2,
+        )
+
+
+def looked_on(aliases: tuple[str, ...]) -> str:
+    """Return where an id was looked for, when on more than one database."""
+    return f" on {', '.join(aliases)}" if len(aliases) > 1 else ""

@@ -67,17 +67,17 @@ def families(using: str) -> list[tuple[str, str, list[tuple[dict[str, str], floa
             "jobqueue_outbox_rows",
             "Jobs waiting in an outbox (a caller's database) to be relayed to this queue database. "
             f"Exact up to {OUTBOX_COUNT_CAP}; {OUTBOX_COUNT_CAP} means that many or more.",
-            [({"database": d.database}, float(d.waiting)) for d in found],
+            [({"outbox_database": d.database}, float(d.waiting)) for d in found],
         ),
         (
             "jobqueue_outbox_oldest_age_seconds",
             "Seconds the oldest job in an outbox has waited for the relay (0 when none waits).",
-            [({"database": d.database}, float(d.oldest_age_s or 0.0)) for d in found],
+            [({"outbox_database": d.database}, float(d.oldest_age_s or 0.0)) for d in found],
         ),
         (
             "jobqueue_outbox_up",
             "1 if the outbox database answered this reading, 0 if it could not be reached.",
-            [({"database": d.database}, float(d.up)) for d in found],
+            [({"outbox_database": d.database}, float(d.up)) for d in found],
         ),
     ]
 

@@ -1,8 +1,10 @@
 """``manage.py jobqueue VERB``: the operator's CLI. Parsing, wiring and printing only.
 
 Verbs: ``status``, ``jobs``, ``show``, ``batch``, ``retry``, ``cancel``, ``pause``, ``resume``,
-``prune`` (``prunejobs``) and ``health``. Every read verb takes ``--json``. Exit status: 0 when
-all is well (pausing what is paused, or resuming what is not, included: the message says so), 1
+``prune`` (``prunejobs``) and ``health``. Without ``--database`` each covers every queue database
+(``JOBQUEUE["QUEUE_DATABASES"]``); a job or batch id found on two of them is refused (exit 2) until
+``--database`` names one: ids are per database. Every read verb takes ``--json``. Exit status: 0
+when all is well (pausing what is paused, or resuming what is not, included: the message says so), 1
 when something is unhealthy or not found (or a bulk action was refused for want of ``--yes``), 2 for
 bad usage.
 """
@@ -27,14 +29,18 @@ from jobqueue.management.cli_args import (
     add_filters,
     job_id_arg,
     limit_arg,
+    looked_on,
+    refuse_ambiguous,
     seconds_arg,
 )
+from jobqueue.management.status import status
 from jobqueue.models import Job
 from jobqueue.ops import actions
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.jobs import JobFilter, detail, matching, summary
-from jobqueue.ops.queues import live_workers, open_breakers, paused_types, queue_status
+from jobqueue.ops.where import UnknownDatabase, locate, report_aliases
 from jobqueue.ops.who import operator_name
+from jobqueue.routing import all_queue_aliases, queue_aliases
 from jobqueue.states import CANCELLABLE, RETRYABLE
 
 
@@ -47,7 +53,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         common = argparse.ArgumentParser(add_help=False)
         common.add_argument(
-            "--database", default="default", help="database alias of the queue (default: default)"
+            "--database",
+            default=None,
+            metavar="ALIAS",
+            help="one database alias (default: every queue database; job ids are per database)",
         )
         reads = argparse.ArgumentParser(add_help=False, parents=[common])
         reads.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -154,103 +163,50 @@ class Command(BaseCommand):
         if verb == "prune":
             self._prune(options["rest"])
             return
-        using = options["database"]
-        if using not in connections:
-            raise CommandError(f"--database {using!r} is not in DATABASES")
         try:
-            healthy = getattr(self, f"_{verb}")(using, options)
+            aliases = report_aliases(options["database"])
+        except UnknownDatabase as exc:
+            raise CommandError(f"--database {exc}", returncode=2) from None
+        # With several, connect to each first so that the message names the one that is down
+        # (health reports that as a failed check of its own instead).
+        for alias in aliases if len(aliases) > 1 and verb != "health" else ():
+            try:
+                connections[alias].ensure_connection()
+            except DatabaseError as exc:
+                raise CommandError(_unreachable(alias, exc)) from None
+        try:
+            healthy = getattr(self, f"_{verb}")(aliases, options)
         except DatabaseError as exc:
             # Not a traceback: the operator needs to know the database is the problem.
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise CommandError(f"the queue database {using!r} is unreachable: {first}") from None
+            raise CommandError(_unreachable(", ".join(aliases), exc)) from None
         if not healthy:
             self.stdout.flush()
             raise SystemExit(1)
 
     # -- reads ------------------------------------------------------------------------------
 
-    def _status(self, using: str, options: dict[str, Any]) -> bool:
-        now = db_now(using)
-        workers = live_workers(now, using)
-        queues = queue_status(now, using, workers)
-        breakers = open_breakers(using)
-        types = paused_types(using)
-        unserved = [q for q in queues if q.unserved]
-        if options["json"]:
-            self._json(
-                {
-                    "queues": [q.as_dict() for q in queues],
-                    "workers_alive": len(workers),
-                    "workers": [
-                        {
-                            "worker_id": w.worker_id,
-                            "host": w.host,
-                            "queues": w.queues,
-                            "status": w.status,
-                            "running_jobs": w.running_jobs,
-                            "listener_up": w.listener_up,
-                        }
-                        for w in workers
-                    ],
-                    "breakers_open": [
-                        {"dependency": b.name, "state": b.state, "open_until": b.open_until}
-                        for b in breakers
-                    ],
-                    "unserved": [q.name for q in unserved],
-                    "paused_types": [
-                        {"type": p.name, "paused_by": p.paused_by, "paused_at": p.paused_at}
-                        for p in types
-                    ],
-                }
-            )
-            return not unserved
-        rows = [
-            [
-                q.name,
-                q.ready,
-                q.scheduled,
-                q.leased,
-                q.dead,
-                render.duration(q.lag_s),
-                q.succeeded_per_min,
-                q.workers,
-                render.queue_note(q),
-            ]
-            for q in queues
-        ]
-        headers = ["QUEUE", "READY", "SCHEDULED", "LEASED", "DEAD", "LAG", "OK/MIN", "WORKERS", ""]
-        self.stdout.write(render.table(headers, rows) if rows else "No queues with jobs.")
-        hosts: dict[str, int] = {}
-        for w in workers:
-            hosts[w.host] = hosts.get(w.host, 0) + 1
-        where = ", ".join(f"{h}: {n}" for h, n in sorted(hosts.items()))
-        self.stdout.write(f"\nWorkers alive: {len(workers)}" + (f" ({where})" if where else ""))
-        deaf = [w.worker_id for w in workers if w.listener_up is False]
-        if deaf:
-            self.stdout.write(f"Listener down (polling every second): {', '.join(deaf)}")
-        names = ", ".join(f"{b.name} ({b.state})" for b in breakers) or "none"
-        self.stdout.write(f"Breakers open: {names}")
-        for p in types:
-            self.stdout.write(f"Paused type {p.name}: {render.by_since(p.paused_by, p.paused_at)}")
-        if unserved:
-            self.stdout.write(
-                f"Unserved: {', '.join(q.name for q in unserved)}: ready jobs that no live "
-                "worker serves (start runworkers with --queues naming them)."
-            )
-        return not unserved
+    def _status(self, aliases: tuple[str, ...], options: dict[str, Any]) -> bool:
+        return status(aliases, options["json"], self.stdout.write)
 
-    def _jobs(self, using: str, options: dict[str, Any]) -> bool:
-        now = db_now(using)
-        found = list(matching(_criteria(options), now, using)[: options["limit"]])
-        rows = [summary(job, now) for job in found]
+    def _jobs(self, aliases: tuple[str, ...], options: dict[str, Any]) -> bool:
+        rows = []
+        for alias in aliases:
+            now = db_now(alias)
+            found = matching(_criteria(options), now, alias)[: options["limit"]]
+            rows += [{**summary(job, now), "database": alias} for job in found]
+        # Newest first across databases (ids of two databases do not compare).
+        rows.sort(key=lambda r: (r["created_at"] or "", r["id"]), reverse=True)
+        rows = rows[: options["limit"]]
         if options["json"]:
             self._json(rows)
             return True
         if not rows:
             self.stdout.write("No jobs match.")
             return True
+        several = len(aliases) > 1
         cells = [
             [
+                *([r["database"]] if several else []),
                 r["id"],
                 r["queue"],
                 r["type"],
@@ -263,15 +219,22 @@ class Command(BaseCommand):
             for r in rows
         ]
         headers = ["ID", "QUEUE", "TYPE", "STATE", "TENANT", "TRIES", "RUN AT (UTC)", "LAST ERROR"]
+        if several:
+            headers.insert(0, "DATABASE")
         self.stdout.write(render.table(headers, cells))
         return True
 
-    def _show(self, using: str, options: dict[str, Any]) -> bool:
-        job = Job.objects.using(using).filter(id=options["id"]).first()
+    def _show(self, aliases: tuple[str, ...], options: dict[str, Any]) -> bool:
+        located = locate([options["id"]], aliases)
+        refuse_ambiguous("job", located.ambiguous)
+        using = next(iter(located.found), "")
+        job = Job.objects.using(using).filter(id=options["id"]).first() if using else None
         if job is None:
-            self.stderr.write(f"No job with id {options['id']}.")
+            self.stderr.write(f"No job with id {options['id']}{looked_on(aliases)}.")
             return False
         row = detail(job, db_now(using))
+        if len(aliases) > 1:
+            row["database"] = using
         if options["json"]:
             self._json(row)
             return True
@@ -296,13 +259,21 @@ class Command(BaseCommand):
                 self.stdout.write("    " + tail.replace("\n", "\n    "))
         return True
 
-    def _batch(self, using: str, options: dict[str, Any]) -> bool:
-        try:
-            status = batch_status(options["id"], using=using)
-        except BatchNotFound:
-            self.stderr.write(f"No batch with id {options['id']}.")
+    def _batch(self, aliases: tuple[str, ...], options: dict[str, Any]) -> bool:
+        found = {}
+        for alias in aliases:
+            try:
+                found[alias] = batch_status(options["id"], using=alias)
+            except BatchNotFound:
+                pass
+        refuse_ambiguous("batch", {options["id"]: list(found)} if len(found) > 1 else {})
+        if not found:
+            self.stderr.write(f"No batch with id {options['id']}{looked_on(aliases)}.")
             return False
-        row = {**asdict(status), "done": status.done}
+        [(using, batch)] = found.items()
+        row = {**asdict(batch), "done": batch.done}
+        if len(aliases) > 1:
+            row["database"] = using
         if options["json"]:
             self._json(row)
             return True
@@ -311,9 +282,9 @@ class Command(BaseCommand):
             self.stdout.write(f"{key.ljust(width)}  {render.cell_text(value)}")
         return True
 
-    def _health(self, using: str, options: dict[str, Any]) -> bool:
-        verdict = health.check(
-            using=using,
+    def _health(self, aliases: tuple[str, ...], options: dict[str, Any]) -> bool:
+        verdict = health.check_all(
+            aliases,
             host=options["host"],
             max_silence_s=options["max_silence"],
             cron_max_delay_s=options["cron_max_delay"],
@@ -322,39 +293,56 @@ class Command(BaseCommand):
             self._json(verdict.as_dict())
         else:
             for c in verdict.checks:
-                self.stdout.write(f"{'ok  ' if c.ok else 'FAIL'}  {c.name}: {c.detail}")
+                name = f"{c.name} ({c.database})" if len(aliases) > 1 else c.name
+                self.stdout.write(f"{'ok  ' if c.ok else 'FAIL'}  {name}: {c.detail}")
         return verdict.healthy
 
     # -- writes -----------------------------------------------------------------------------
 
-    def _retry(self, using: str, options: dict[str, Any]) -> bool:
-        return self._act("retry", actions.retry, RETRYABLE, using, options)
+    def _retry(self, aliases: tuple[str, ...], options: dict[str, Any]) -> bool:
+        return self._act("retry", actions.retry, RETRYABLE, aliases, options)
 
-    def _cancel(self, using: str, options: dict[str, Any]) -> bool:
-        return self._act("cancel", actions.cancel, CANCELLABLE, using, options)
+    def _cancel(self, aliases: tuple[str, ...], options: dict[str, Any]) -> bool:
+        return self._act("cancel", actions.cancel, CANCELLABLE, aliases, options)
 
-    def _act(self, verb: str, act: Any, states: frozenset, using: str, options: dict) -> bool:
+    def _act(
+        self, verb: str, act: Any, states: frozenset, aliases: tuple[str, ...], options: dict
+    ) -> bool:
         criteria = _criteria(options)
         ids: list[int] = options["ids"]
         if ids and not criteria.empty:
             raise CommandError("give job ids or filters, not both", returncode=2)
-        if not ids:
+        missing: list[int] = []
+        if ids:
+            # Ids are per database: an id on two of them is refused, nothing done.
+            located = locate(ids, aliases)
+            refuse_ambiguous("job", located.ambiguous)
+            by_alias, missing = located.found, located.missing
+        else:
             if criteria.empty:
                 raise CommandError(
                     f"name the jobs to {verb}: ids, or --queue/--state/--type/--tenant",
                     returncode=2,
                 )
-            query = matching(criteria, db_now(using), using)
-            if criteria.state is None:
-                query = query.filter(state__in=sorted(states))
-            ids = list(query.order_by("id").values_list("id", flat=True))
-            if len(ids) > 1 and not options["yes"]:
+            by_alias = {}
+            for alias in aliases:
+                query = matching(criteria, db_now(alias), alias)
+                if criteria.state is None:
+                    query = query.filter(state__in=sorted(states))
+                by_alias[alias] = list(query.order_by("id").values_list("id", flat=True))
+            matched = sum(len(found) for found in by_alias.values())
+            if matched > 1 and not options["yes"]:
                 self.stderr.write(
-                    f"{len(ids)} jobs match; nothing done. Add --yes to {verb} them all."
+                    f"{matched} jobs match; nothing done. Add --yes to {verb} them all."
                 )
                 return False
-        progress = self._progress(len(ids)) if len(ids) > actions.CHUNK else None
-        outcome = act(ids, using, progress, by=self._actor(options))
+        outcome = actions.Outcome(missing=missing)
+        for alias, found in by_alias.items():
+            progress = self._progress(len(found)) if len(found) > actions.CHUNK else None
+            done = act(found, alias, progress, by=self._actor(options))
+            outcome.done += done.done
+            outcome.skipped.update(done.skipped)
+            outcome.missing += done.missing
         if options["json"]:
             self._json(outcome.as_dict())
         else:
@@ -366,15 +354,18 @@ class Command(BaseCommand):
                 self.stdout.write(f"  not found: {job_id}")
         return not outcome.missing
 
-    def _pause(self, using: str, options: dict[str, Any]) -> bool:
+    def _pause(self, aliases: tuple[str, ...], options: dict[str, Any]) -> bool:
         kind, name = self._pause_target(options)
         by = self._actor(options)
         act = pausing.pause if kind == "queue" else pausing.pause_type
+        # Without --database: every database the queue lives on (a type: every queue database).
+        using = options["database"]
         try:
             made = act(name, by=by, reason=options["reason"], using=using)
         except ValueError as exc:
             raise CommandError(str(exc), returncode=2) from None
-        [entry] = [p for p in pausing.paused(using) if (p.kind, p.name) == (kind, name)]
+        first = using or (queue_aliases(name) if kind == "queue" else all_queue_aliases())[0]
+        [entry] = [p for p in pausing.paused(first) if (p.kind, p.name) == (kind, name)]
         since = render.by_since(entry.paused_by, entry.paused_at)
         if made:
             self.stdout.write(
@@ -387,11 +378,11 @@ class Command(BaseCommand):
             )
         return True
 
-    def _resume(self, using: str, options: dict[str, Any]) -> bool:
+    def _resume(self, aliases: tuple[str, ...], options: dict[str, Any]) -> bool:
         kind, name = self._pause_target(options)
         act = pausing.resume if kind == "queue" else pausing.resume_type
         try:
-            lifted = act(name, by=self._actor(options), using=using)
+            lifted = act(name, by=self._actor(options), using=options["database"])
         except ValueError as exc:
             raise CommandError(str(exc), returncode=2) from None
         if lifted:
@@ -444,3 +435,9 @@ def _criteria(options: dict[str, Any]) -> JobFilter:
         job_type=options["type"],
         tenant=options["tenant"],
     )
+
+
+def _unreachable(alias: str, exc: DatabaseError) -> str:
+    """Return the message for a queue database that does not answer (its error's first line)."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"the queue database {alias!r} is unreachable: {first}"

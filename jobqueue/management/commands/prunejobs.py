@@ -8,11 +8,11 @@ import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connections
 
 from jobqueue import limits
 from jobqueue.conf import RETENTION_STATES, get_settings
 from jobqueue.management.arguments import in_range
+from jobqueue.ops.where import UnknownDatabase, report_aliases
 from jobqueue.pruning import (
     DEFAULT_PRUNE_BATCH_SIZE,
     count_prunable,
@@ -97,17 +97,28 @@ class Command(BaseCommand):
             help=f"rows deleted per statement (default {DEFAULT_PRUNE_BATCH_SIZE})",
         )
         parser.add_argument(
-            "--database", default="default", help="database alias of the queue (default: 'default')"
+            "--database",
+            default=None,
+            metavar="ALIAS",
+            help="one database alias (default: every queue database, one after the other)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        using = options["database"]
-        if using not in connections:
-            raise CommandError(f"--database {using!r} is not in DATABASES")
+        try:
+            aliases = report_aliases(options["database"])
+        except UnknownDatabase as exc:
+            raise CommandError(f"--database {exc}") from None
         plan = self._plan(options["older_than"], options["state"])
         if not plan:
             self.stdout.write("Nothing to prune: no state has a retention (RETENTION is None).")
             return
+        for using in aliases:
+            if len(aliases) > 1:
+                self.stdout.write(f"Queue database {using}:")
+            self._prune(using, plan, options)
+
+    def _prune(self, using: str, plan: list[tuple[list[str], float]], options: Any) -> None:
+        """Prune one queue database by ``plan`` and report what went."""
         total = 0
         started = time.monotonic()
         for states, seconds in plan:

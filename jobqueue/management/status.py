@@ -1,0 +1,133 @@
+"""Internal: ``manage.py jobqueue status``: per queue and queue database, workers, breakers.
+
+Every queue database is reported (``JOBQUEUE["QUEUE_DATABASES"]``) unless ``--database`` names
+one. A queue on several databases has a row per database: its ready jobs there wait for workers
+there (a worker process serves one database and registers on it), so "unserved" is decided per
+database. With one database the output is as it always was; with several, each row, worker and
+breaker names its database (a ``DATABASE`` column; ``"database"`` in ``--json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jobqueue.management import render
+from jobqueue.ops.clock import db_now
+from jobqueue.ops.queues import live_workers, open_breakers, paused_types, queue_status
+
+__all__ = ["status"]
+
+
+def status(aliases: Sequence[str], as_json: bool, write: Callable[[str], Any]) -> bool:
+    """Print the status of the queues on ``aliases``; return False if a queue is unserved.
+
+    Args:
+        aliases: the queue databases to report, in order.
+        as_json: print one JSON document instead of tables.
+        write: prints one block of text (the command's ``stdout.write``).
+
+    Returns:
+        True when no queue with ready jobs lacks a live worker (on its database).
+
+    Raises:
+        django.db.Error: a database cannot be reached.
+    """
+    several = len(aliases) > 1
+    queues, workers, breakers, types = [], [], [], []
+    for alias in aliases:
+        now = db_now(alias)
+        alive = live_workers(now, alias)
+        queues += [(alias, q) for q in queue_status(now, alias, alive)]
+        workers += [(alias, w) for w in alive]
+        breakers += [(alias, b) for b in open_breakers(alias)]
+        types += [(alias, p) for p in paused_types(alias)]
+    unserved = [(alias, q) for alias, q in queues if q.unserved]
+    if as_json:
+        write(
+            render.to_json(
+                {
+                    "databases": list(aliases),
+                    "queues": [{**q.as_dict(), "database": a} for a, q in queues],
+                    "workers_alive": len(workers),
+                    "workers": [
+                        {
+                            "worker_id": w.worker_id,
+                            "host": w.host,
+                            "queues": w.queues,
+                            "status": w.status,
+                            "running_jobs": w.running_jobs,
+                            "listener_up": w.listener_up,
+                            "database": a,
+                        }
+                        for a, w in workers
+                    ],
+                    "breakers_open": [
+                        {
+                            "dependency": b.name,
+                            "state": b.state,
+                            "open_until": b.open_until,
+                            "database": a,
+                        }
+                        for a, b in breakers
+                    ],
+                    "unserved": sorted({q.name for _, q in unserved}),
+                    "paused_types": [
+                        {
+                            "type": p.name,
+                            "paused_by": p.paused_by,
+                            "paused_at": p.paused_at,
+                            "database": a,
+                        }
+                        for a, p in types
+                    ],
+                }
+            )
+        )
+        return not unserved
+    rows = [
+        [
+            *([alias] if several else []),
+            q.name,
+            q.ready,
+            q.scheduled,
+            q.leased,
+            q.dead,
+            render.duration(q.lag_s),
+            q.succeeded_per_min,
+            q.workers,
+            render.queue_note(q),
+        ]
+        for alias, q in queues
+    ]
+    headers = ["QUEUE", "READY", "SCHEDULED", "LEASED", "DEAD", "LAG", "OK/MIN", "WORKERS", ""]
+    if several:
+        headers.insert(0, "DATABASE")
+    write(render.table(headers, rows) if rows else "No queues with jobs.")
+    hosts: dict[str, int] = {}
+    for alias, w in workers:
+        where = f"{w.host} on {alias}" if several else w.host
+        hosts[where] = hosts.get(where, 0) + 1
+    listed = ", ".join(f"{h}: {n}" for h, n in sorted(hosts.items()))
+    write(f"\nWorkers alive: {len(workers)}" + (f" ({listed})" if listed else ""))
+    deaf = [w.worker_id for _, w in workers if w.listener_up is False]
+    if deaf:
+        write(f"Listener down (polling every second): {', '.join(deaf)}")
+    names = ", ".join(_on(f"{b.name} ({b.state})", a, several) for a, b in breakers) or "none"
+    write(f"Breakers open: {names}")
+    for alias, p in types:
+        write(
+            f"Paused type {_on(p.name, alias, several)}: "
+            f"{render.by_since(p.paused_by, p.paused_at)}"
+        )
+    if unserved:
+        write(
+            f"Unserved: {', '.join(_on(q.name, a, several) for a, q in unserved)}: ready jobs "
+            "that no live worker serves (start runworkers with --queues naming them)."
+        )
+    return not unserved
+
+
+def _on(text: str, alias: str, several: bool) -> str:
+    """Return ``text``, naming ``alias`` when there are several databases."""
+    return f"{text} on {alias}" if several else text
