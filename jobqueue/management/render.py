@@ -9,6 +9,9 @@ from typing import Any
 
 from ..ops.clock import humanize_seconds
 
+#: The columns of ``manage.py jobqueue status`` (WAITING: jobs waiting for parent jobs).
+STATUS = ["QUEUE", "READY", "SCHEDULED", "LEASED", "DEAD", "WAITING", "LAG", "OK/MIN", "WORKERS"]
+
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Return ``rows`` under ``headers`` as aligned columns (numbers right, text left).

@@ -211,6 +211,7 @@ class Command(BaseCommand):
                 q.scheduled,
                 q.leased,
                 q.dead,
+                q.waiting,
                 render.duration(q.lag_s),
                 q.succeeded_per_min,
                 q.workers,
@@ -218,7 +219,7 @@ class Command(BaseCommand):
             ]
             for q in queues
         ]
-        headers = ["QUEUE", "READY", "SCHEDULED", "LEASED", "DEAD", "LAG", "OK/MIN", "WORKERS", ""]
+        headers = [*render.STATUS, ""]  # the last column: paused or unserved
         self.stdout.write(render.table(headers, rows) if rows else "No queues with jobs.")
         hosts: dict[str, int] = {}
         for w in workers:
