@@ -322,3 +322,13 @@ def test_after_with_a_dedupe_key_is_refused_naming_why():
     message = str(refused.value)
     assert "waiting job holds no dedupe key" in message
     assert "dedupe the parent" in message
+
+
+@pytest.mark.django_db
+def test_a_chain_step_of_an_unregistered_type_without_a_queue_is_refused_naming_the_type():
+    with pytest.raises(InvalidJobOption) as refused:
+        jobqueue.chain(jobs.noop.step(queue="p21"), jobqueue.step("tests.testapp.jobs.nope", {}))
+    assert refused.value.option == "steps[1].job_type"
+    assert "'tests.testapp.jobs.nope' is not registered here" in str(refused.value)
+    assert "queue=" in str(refused.value)  # what to do
+    assert not Job.objects.filter(queue="p21").exists()
