@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import statistics
-import time
 
 from _common import bench_env, recreate_database
 
@@ -34,19 +32,13 @@ def main() -> None:
     import django
 
     django.setup()
+    from _finish_path import drain, interleaved, set_trigger, spread
     from django.db import connection
 
     from jobqueue.store import NewJob, get_store
-    from jobqueue.store.finishing import ack_outcome
 
     migration = importlib.import_module("jobqueue.migrations.0013_progress")
     store = get_store()
-
-    def set_trigger(on: bool) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(migration.UNNOTIFY_SQL)
-            if on:
-                cursor.execute(migration.NOTIFY_SQL)
 
     def one_round() -> tuple[float, float]:
         with connection.cursor() as cursor:
@@ -55,32 +47,20 @@ def main() -> None:
         store.enqueue_many([new] * args.jobs)
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE jobqueue_job")
-        claim_s = finish_s = 0.0
-        while True:
-            t0 = time.perf_counter()
-            jobs = store.claim(["bench"], "bench", 100, 60.0)
-            t1 = time.perf_counter()
-            if not jobs:
-                break
-            store.finish_many([ack_outcome(j.id, j.lease_token, "null") for j in jobs])
-            claim_s += t1 - t0
-            finish_s += time.perf_counter() - t1
+        claim_s, finish_s, _ = drain(store, "bench")
         return finish_s / args.jobs * 1e6, claim_s / args.jobs * 1e6
 
     results: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
-    for r in range(args.rounds):
-        for on in (True, False) if r % 2 == 0 else (False, True):
-            set_trigger(on)
-            results[on].append(one_round())
-    set_trigger(True)
+    for on in interleaved((True, False), args.rounds):
+        set_trigger(connection, migration.UNNOTIFY_SQL, migration.NOTIFY_SQL, on)
+        results[on].append(one_round())
+    set_trigger(connection, migration.UNNOTIFY_SQL, migration.NOTIFY_SQL, True)
     print(f"{args.jobs:,} jobs, {args.rounds} rounds per side, median (min-max), us per job")
     for on in (False, True):
         finish = [f for f, _ in results[on]]
         claim = [c for _, c in results[on]]
         print(
-            f"trigger {'on ' if on else 'off'}: finish_many {statistics.median(finish):.1f} "
-            f"({min(finish):.1f}-{max(finish):.1f}), claim {statistics.median(claim):.1f} "
-            f"({min(claim):.1f}-{max(claim):.1f})"
+            f"trigger {'on ' if on else 'off'}: finish_many {spread(finish)}, claim {spread(claim)}"
         )
 
 

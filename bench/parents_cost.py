@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import statistics
-import time
 
 from _common import bench_env, recreate_database
 
@@ -36,24 +34,19 @@ def main() -> None:
     import django
 
     django.setup()
+    from _finish_path import drain, interleaved, set_trigger, spread
     from django.db import connection
 
     from jobqueue.store import NewJob, get_store
-    from jobqueue.store.finishing import ack_outcome
 
     migration = importlib.import_module("jobqueue.migrations.0015_parents")
     store = get_store()
     new = NewJob(queue="bench", type="tests.testapp.jobs.noop", payload_json="{}")
     kid = NewJob(queue="kids", type="tests.testapp.jobs.noop", payload_json="{}")
 
-    def set_trigger(on: bool) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(migration.UNSETTLE_SQL)
-            if on:
-                cursor.execute(migration.SETTLE_SQL)
-
     def one_round(kind: str) -> float:
-        set_trigger(kind != "plain, trigger off")
+        on = kind != "plain, trigger off"
+        set_trigger(connection, migration.UNSETTLE_SQL, migration.SETTLE_SQL, on)
         with connection.cursor() as cursor:
             cursor.execute("TRUNCATE jobqueue_job, jobqueue_jobparent")
         ids = [job_id for job_id, _ in store.enqueue_many([new] * args.jobs)]
@@ -63,11 +56,7 @@ def main() -> None:
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE jobqueue_job")
             cursor.execute("VACUUM ANALYZE jobqueue_jobparent")
-        finish_s = 0.0
-        while jobs := store.claim(["bench"], "bench", 100, 60.0):
-            t0 = time.perf_counter()
-            store.finish_many([ack_outcome(j.id, j.lease_token, "null") for j in jobs])
-            finish_s += time.perf_counter() - t0
+        _, finish_s, _ = drain(store, "bench")
         if kind == "parents":
             with connection.cursor() as cursor:
                 cursor.execute(
@@ -78,16 +67,12 @@ def main() -> None:
 
     kinds = ("plain, trigger off", "plain, trigger on", "parents")
     results: dict[str, list[float]] = {kind: [] for kind in kinds}
-    for r in range(args.rounds):
-        for kind in kinds if r % 2 == 0 else tuple(reversed(kinds)):
-            results[kind].append(one_round(kind))
-    set_trigger(True)
+    for kind in interleaved(kinds, args.rounds):
+        results[kind].append(one_round(kind))
+    set_trigger(connection, migration.UNSETTLE_SQL, migration.SETTLE_SQL, True)
     print(f"{args.jobs:,} jobs, {args.rounds} rounds per kind, median (min-max), us per acked job")
     for kind in kinds:
-        got = results[kind]
-        print(
-            f"{kind:<20} finish_many {statistics.median(got):.1f} ({min(got):.1f}-{max(got):.1f})"
-        )
+        print(f"{kind:<20} finish_many {spread(results[kind])}")
 
 
 if __name__ == "__main__":

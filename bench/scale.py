@@ -43,9 +43,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
 
+from bench._clusters import (
+    as_role,
+    django_env,
+    migrate,
+    start_bouncer,
+    start_cluster,
+    statement_totals,
+)
 from bench._common import ROOT
 from tests.pgbouncer import PrivateBouncer, pgbouncer_binary
-from tests.pgcluster import PrivateCluster
 
 NOOP = "tests.testapp.jobs.noop"
 #: The role the site's processes (web and workers) log in as: not a superuser.
@@ -123,6 +130,10 @@ class Sampler(threading.Thread):
         self.samples += 1
 
 
+#: The sampler's read of the jobs (its text in pg_stat_statements, left out of the counts).
+COUNTS_QUERY = "%FROM jobqueue_job WHERE queue = $1 GROUP BY state%"
+
+
 def counts(direct_url: str) -> dict[str, int]:
     """Jobs of the bench queue by state."""
     with psycopg.connect(direct_url, autocommit=True) as conn:
@@ -137,26 +148,13 @@ def server_counters(direct_url: str) -> tuple[int, int, float]:
     execution time in milliseconds, planning included).
 
     Statements are pg_stat_statements' calls in the bench database, leaving out the sampler's
-    and this function's own reads of the statistics views.
+    and this module's own reads (bench/_clusters.py, ``statement_totals``).
     """
     with psycopg.connect(direct_url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,"
-            " (SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements AS s"
-            "  JOIN pg_database AS d ON d.oid = s.dbid"
-            "  WHERE d.datname = %s AND s.query NOT ILIKE '%%pg_stat%%'"
-            "    AND s.query NOT ILIKE '%%pg_wal%%' AND s.query NOT ILIKE '%%FROM jobqueue_job"
-            " WHERE queue = $1 GROUP BY state%%'),"
-            " (SELECT coalesce(sum(total_exec_time + total_plan_time), 0)::float8"
-            "  FROM pg_stat_statements AS s"
-            "  JOIN pg_database AS d ON d.oid = s.dbid"
-            "  WHERE d.datname = %s AND s.query NOT ILIKE '%%pg_stat%%'"
-            "    AND s.query NOT ILIKE '%%pg_wal%%' AND s.query NOT ILIKE '%%FROM jobqueue_job"
-            " WHERE queue = $1 GROUP BY state%%')",
-            [DBNAME, DBNAME],
-        ).fetchone()
+        row = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").fetchone()
     assert row is not None
-    return int(row[0]), int(row[1]), float(row[2])
+    calls, ms = statement_totals(direct_url, DBNAME, skip=(COUNTS_QUERY,))
+    return int(row[0]), calls, ms
 
 
 def storage_per_job(direct_url: str, payload_bytes: int, n: int = 10_000) -> float:
@@ -198,17 +196,8 @@ def span_s(direct_url: str) -> float:
 
 def worker_env(url: str, settings: dict[str, object], direct_url: str | None) -> dict[str, str]:
     """The environment of a process that uses ``url`` as its default database."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "PYTHONPATH": str(ROOT),
-        "JOBQUEUE_LOG_LEVEL": "WARNING",
-        "JOBQUEUE_SETTINGS": json.dumps(settings),
-    }
-    if direct_url is not None:
-        env["JOBQUEUE_DIRECT_URL"] = direct_url
-    return env
+    extra = {} if direct_url is None else {"JOBQUEUE_DIRECT_URL": direct_url}
+    return django_env(url, settings, **extra)
 
 
 def drain(
@@ -347,44 +336,17 @@ def main() -> None:
     if pgbouncer_binary() is None:
         raise SystemExit("pgbouncer is not installed (apt-get install pgbouncer)")
 
-    cluster = PrivateCluster()
-    cluster.start()
+    # The site's processes log in as an ordinary role; the bench's own readings as the
+    # superuser, whose reserved slots (superuser_reserved_connections) stay free when the
+    # workers have taken every other one: that is how the run without the pooler is seen.
+    cluster = start_cluster(DBNAME, max_connections=args.max_connections, owner=APP_ROLE)
     bouncer = None
     try:
-        with psycopg.connect(cluster.url(), autocommit=True) as conn:
-            conn.execute(f"ALTER SYSTEM SET max_connections = {int(args.max_connections)}")
-            conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
-        # Planning counts too (the claim is planned afresh each time); set in the file, since
-        # ALTER SYSTEM does not know the library's parameters before it is loaded.
-        with (cluster.datadir / "postgresql.conf").open("a") as conf:
-            conf.write("pg_stat_statements.track_planning = on\n")
-        cluster.restart()
-        # The site's processes log in as an ordinary role; the bench's own readings as the
-        # superuser, whose reserved slots (superuser_reserved_connections) stay free when the
-        # workers have taken every other one: that is how the run without the pooler is seen.
-        with psycopg.connect(cluster.url(), autocommit=True) as conn:
-            conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN")
-            conn.execute(f'CREATE DATABASE "{DBNAME}" OWNER {APP_ROLE}')
         direct_url = cluster.url(DBNAME)
-        app_url = direct_url.replace("postgres://postgres@", f"postgres://{APP_ROLE}@")
-        with psycopg.connect(direct_url, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION pg_stat_statements")
-        migrate = subprocess.run(
-            [sys.executable, "-m", "django", "migrate", "-v", "0"],
-            env=worker_env(app_url, {}, None),
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
-        if migrate.returncode != 0:
-            raise SystemExit(f"migrate failed:\n{migrate.stderr[-2000:]}")
-        bouncer = PrivateBouncer(
-            cluster.port, default_pool_size=args.pool_size, max_db_connections=args.pool_size
-        )
-        with (bouncer.root / "userlist.txt").open("a") as users:
-            users.write(f'"{APP_ROLE}" ""\n')
-        bouncer.start()
-        pooled_url = bouncer.url(DBNAME).replace("postgres://postgres@", f"postgres://{APP_ROLE}@")
+        app_url = as_role(direct_url, APP_ROLE)
+        migrate(worker_env(app_url, {}, None))
+        bouncer = start_bouncer(cluster, args.pool_size, APP_ROLE)
+        pooled_url = as_role(bouncer.url(DBNAME), APP_ROLE)
         pooled = {
             "POOLED_DATABASES": {"default": {}},
             "POLL_INTERVAL_SECONDS": 0.5,

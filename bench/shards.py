@@ -22,7 +22,6 @@ drain faster than one here, and the bench says so rather than hiding it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -34,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
 
+from bench._clusters import django_env, migrate, start_cluster, statement_totals
 from bench._common import ROOT
-from tests.pgcluster import PrivateCluster
 
 NOOP = "tests.testapp.jobs.noop"
 QUEUE = "scale"
@@ -55,52 +54,29 @@ for first in range(0, n, 1000):
 """
 
 
-def start_cluster() -> PrivateCluster:
-    """A private cluster with pg_stat_statements (planning tracked) and the bench database."""
-    cluster = PrivateCluster()
-    cluster.start()
-    with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
-    with (cluster.datadir / "postgresql.conf").open("a") as conf:
-        conf.write("pg_stat_statements.track_planning = on\n")
-    cluster.restart()
-    url = cluster.create_database(DBNAME)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION pg_stat_statements")
-    return cluster
-
-
 def env_for(a_url: str, b_url: str, queue_databases: object) -> dict[str, str]:
     """A process's environment: A as ``default``, B as ``queues2``, the router on."""
-    return {
-        **os.environ,
-        "DATABASE_URL": a_url,
-        "JOBQUEUE_QUEUES2_URL": b_url,
-        "JOBQUEUE_TEST_ROUTERS": ROUTER,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "PYTHONPATH": str(ROOT),
-        "JOBQUEUE_LOG_LEVEL": "WARNING",
-        "JOBQUEUE_SETTINGS": json.dumps({"QUEUE_DATABASES": queue_databases}),
-    }
+    return django_env(
+        a_url,
+        {"QUEUE_DATABASES": queue_databases},
+        JOBQUEUE_QUEUES2_URL=b_url,
+        JOBQUEUE_TEST_ROUTERS=ROUTER,
+    )
+
+
+#: This bench's own read of the jobs (its text in pg_stat_statements, left out of the counts).
+SUCCEEDED_QUERY = "%count(*) FILTER%"
 
 
 def reading(url: str) -> tuple[int, float, int]:
     """(statements so far, their database time in ms, succeeded jobs) on one primary."""
+    calls, ms = statement_totals(url, DBNAME, skip=(SUCCEEDED_QUERY,))
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT (SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements AS s"
-            "        JOIN pg_database AS d ON d.oid = s.dbid"
-            "        WHERE d.datname = %s AND s.query NOT ILIKE '%%pg_stat%%'"
-            "          AND s.query NOT ILIKE '%%count(*) FILTER%%'),"
-            " (SELECT coalesce(sum(total_exec_time + total_plan_time), 0)::float8"
-            "        FROM pg_stat_statements AS s JOIN pg_database AS d ON d.oid = s.dbid"
-            "        WHERE d.datname = %s AND s.query NOT ILIKE '%%pg_stat%%'"
-            "          AND s.query NOT ILIKE '%%count(*) FILTER%%'),"
-            " (SELECT count(*) FILTER (WHERE state = 'succeeded') FROM jobqueue_job)",
-            [DBNAME, DBNAME],
+            "SELECT count(*) FILTER (WHERE state = 'succeeded') FROM jobqueue_job"
         ).fetchone()
     assert row is not None
-    return int(row[0]), float(row[1]), int(row[2])
+    return calls, ms, int(row[0])
 
 
 def span(urls: list[str]) -> float:
@@ -194,21 +170,13 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4, help="worker processes in all (even)")
     parser.add_argument("--slots", type=int, default=10)
     args = parser.parse_args()
-    a = start_cluster()
-    b = start_cluster()
+    a = start_cluster(DBNAME)
+    b = start_cluster(DBNAME)
     try:
         urls = [a.url(DBNAME), b.url(DBNAME)]
         sharded = {QUEUE: ["default", "queues2"]}
         for database in ("default", "queues2"):
-            migrate = subprocess.run(
-                [sys.executable, "-m", "django", "migrate", "-v", "0", "--database", database],
-                env=env_for(urls[0], urls[1], sharded),
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-            )
-            if migrate.returncode != 0:
-                raise SystemExit(f"migrate --database {database} failed:\n{migrate.stderr[-2000:]}")
+            migrate(env_for(urls[0], urls[1], sharded), database)
         print(
             f"shards: {args.jobs:,} no-op jobs of 100 tenants, {args.processes} worker processes"
             f" x {args.slots} slots; load average {os.getloadavg()[0]:.1f}"

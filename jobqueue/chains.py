@@ -77,8 +77,9 @@ def chain(*steps: Step, after: list[int] | None = None, using: str | None = None
 
     Raises:
         InvalidJobOption: no steps, a step that is not a :class:`Step`, a step's bad option, or
-            a step of a type not registered here without a ``queue``; ``option`` names it as
-            ``steps[<index>]...``. InvalidPayload as :func:`jobqueue.enqueue`. Nothing written.
+            a step of a type not registered here without a ``queue``
+            (``steps[<index>].job_type``); ``option`` names it as ``steps[<index>]...``.
+            InvalidPayload as :func:`jobqueue.enqueue`. Nothing written.
     """
     if not steps:
         raise InvalidJobOption("steps", "a chain needs at least one step")
@@ -113,5 +114,9 @@ def chain(*steps: Step, after: list[int] | None = None, using: str | None = None
 def _default_queue(job_type: str | JobType, where: str) -> str:
     found = job_type if isinstance(job_type, JobType) else registered(job_type)
     if found is None:
-        raise InvalidJobOption(f"{where}.queue", f"needed: {job_type!r} is not registered here")
+        # Name the type: the queue is missing only because this type is unknown here.
+        raise InvalidJobOption(
+            f"{where}.job_type",
+            f"{job_type!r} is not registered here, so its queue is unknown: give the step queue=",
+        )
     return found.queue

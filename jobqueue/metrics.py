@@ -15,10 +15,11 @@ computed once per interval for the whole cluster (FIELD-CASES 30). ``cached_view
 keeps the text in Django's cache for 15 s.
 
 Computing them reads ``jobqueue_job`` only through bounded walks of its partial indexes (the
-store's ``queue_gauges``, ``dead_gauges``, ``running_gauges``, ``prunable_by_state``; counts exact
-up to 10,000 and 10,000 past it), and the small worker, pause, breaker, budget and cron tables,
-so its cost does not grow with the millions of finished rows a site keeps: succeeded and
-cancelled totals, which only grow until pruned, are deliberately not counted;
+store's ``queue_gauges``, ``dead_gauges``, ``waiting_gauges``, ``running_gauges``,
+``prunable_by_state``; counts exact up to 10,000 and 10,000 past it), and the small worker,
+pause, breaker, budget and cron tables, so its cost does not grow with the millions of finished
+rows a site keeps: succeeded and cancelled totals, which only grow until pruned, are
+deliberately not counted;
 ``jobqueue_rows_awaiting_prune`` says how many of them are past retention.
 Outcome rates and the pickup/run histograms come from the per-minute rollup the workers write
 (``jobqueue/ops/rates.py``). With queues on several databases (``JOBQUEUE["QUEUE_DATABASES"]``)
@@ -174,8 +175,9 @@ def compute(using: str = "default") -> str:
     """Return the cluster-wide gauges in the text format, read from the database now.
 
     Every statement on ``jobqueue_job`` is a bounded walk of a partial index (the store's
-    ``queue_gauges``, ``dead_gauges``, ``running_gauges``, ``prunable_by_state``); the rest
-    reads the small worker, pause, breaker, budget and cron tables.
+    ``queue_gauges``, ``dead_gauges``, ``waiting_gauges``, ``running_gauges``,
+    ``prunable_by_state``); the rest reads the small worker, pause, breaker, budget and cron
+    tables.
 
     Args:
         using: database alias of the queue.
@@ -188,11 +190,12 @@ def compute(using: str = "default") -> str:
     workers = live_workers(now, using)
     gauges = {g.queue: g for g in store.queue_gauges(COUNT_CAP)}
     dead = store.dead_gauges(COUNT_CAP)
+    waiting = store.waiting_gauges(COUNT_CAP)
     running = store.running_gauges(TOP_TENANTS)
     pauses = list(Pause.objects.using(using).values_list("kind", "name")[:1000])
     paused = {name for kind, name in pauses if kind == "queue"}
     paused_types = sorted(name for kind, name in pauses if kind != "queue")
-    names = set(gauges) | set(dead) | set(running.by_queue) | paused
+    names = set(gauges) | set(dead) | set(waiting) | set(running.by_queue) | paused
     served = served_queues(workers, sorted(names))
     names |= set(served)
     queues = sorted(names)
@@ -205,12 +208,14 @@ def compute(using: str = "default") -> str:
             "scheduled": g.scheduled if g else 0,
             "leased": running.by_queue.get(name, 0),
             "dead": dead.get(name, 0),
+            "waiting": waiting.get(name, 0),
         }
         by_state += [({"queue": name, "state": k}, float(v)) for k, v in counts.items()]
     out += family(
         "jobqueue_jobs",
-        "Jobs by queue and lifecycle state (ready = claimable now; succeeded and cancelled "
-        f"are not counted). Exact up to {COUNT_CAP}; {COUNT_CAP} means that many or more.",
+        "Jobs by queue and lifecycle state (ready = claimable now; waiting = for parent jobs; "
+        "succeeded and cancelled are not counted). "
+        f"Exact up to {COUNT_CAP}; {COUNT_CAP} means that many or more.",
         by_state,
     )
     ages = []

@@ -179,6 +179,14 @@ class Job(models.Model):
                 name="jobqueue_job_dead",
                 condition=Q(state=JobState.DEAD),
             ),
+            # Waiting jobs (after=[...]) per queue: the status, metrics and dashboard counts.
+            # Only waiting rows, so a site that never uses after= keeps it empty, and the claim
+            # never reads it (waiting rows stay outside the claim index).
+            models.Index(
+                fields=["queue"],
+                name="jobqueue_job_waiting",
+                condition=Q(state=JobState.WAITING),
+            ),
             # A batch's members (the admin's member list). Only batch members.
             models.Index(
                 fields=["batch_id", "state"],

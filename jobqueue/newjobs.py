@@ -57,7 +57,16 @@ def _check_arguments(job_type: JobType | None, payload: dict[Any, Any]) -> None:
     try:
         signature.bind(*args, **names)
     except TypeError as exc:
-        raise InvalidPayload("payload", f"does not fit {job_type.name}{signature}: {exc}") from None
+        problem = f"does not fit {job_type.name}{signature}: {exc}"
+        if "batch" in signature.parameters and "batch" not in names:
+            # A batch callback enqueued on its own: say so, not only which key is missing
+            # (its 'payload' argument reads as if the payload itself were missing).
+            problem = (
+                f"has no 'batch': {job_type.name}{signature} looks like a batch callback, which "
+                "jobqueue.batch(on_success=..., on_complete=...) calls with batch= and payload=; "
+                f"enqueued on its own, give both in the payload ({exc})"
+            )
+        raise InvalidPayload("payload", problem) from None
 
 
 def new_job(

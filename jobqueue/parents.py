@@ -97,7 +97,12 @@ def parent_options(
     if len(ids) > MAX_PARENTS:
         raise InvalidJobOption("after", f"names {len(ids)} jobs; at most {MAX_PARENTS}")
     if dedupe_key is not None:
-        raise InvalidJobOption("dedupe_key", "cannot be combined with after= (not supported yet)")
+        raise InvalidJobOption(
+            "dedupe_key",
+            "cannot be combined with after=: a waiting job holds no dedupe key (the live-key "
+            "index covers ready, scheduled and leased jobs only), so it would keep no duplicate "
+            "out; dedupe the parent instead (docs/decisions.md, 'Jobs that run after other jobs')",
+        )
     return ParentOptions(tuple(ids), run_on_parent_failure, takes_parent_results)
 
 

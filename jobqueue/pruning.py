@@ -4,7 +4,8 @@
 service (``name``, ``interval_s``, ``run_once``) for the leader to run on a schedule with the
 ``RETENTION`` setting. Each batch is one bounded ``DELETE … WHERE id IN (SELECT … LIMIT n FOR
 UPDATE SKIP LOCKED)``, so several pruners at once share the rows instead of waiting on each other,
-and no batch holds locks for long.
+and no batch holds locks for long. A batch also deletes the parent links whose child it deletes,
+and then the ``jobqueue_batch`` rows it left done with no member (``Store.prune``).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ handle it.
 
 from __future__ import annotations
 
+import mmap
 import signal
 from dataclasses import dataclass
 
@@ -30,6 +31,41 @@ from dataclasses import dataclass
 DRAIN_SIGNAL = signal.SIGUSR1
 #: The supervisor's "release running jobs now" to its children.
 FORCE_SIGNAL = signal.SIGUSR2
+
+# One byte of memory shared by the supervisor and the children it forks (an anonymous shared
+# map, made at import, before any fork): the signal the supervisor received that made it send
+# its last DRAIN_SIGNAL or FORCE_SIGNAL. A signal carries no payload, and without this a child
+# could only log "SIGUSR1" for an operator's SIGTERM (the trial's finding). 0: none written.
+_CAUSE = mmap.mmap(-1, 1)
+
+
+def record_cause(signum: int) -> None:
+    """Record, in the supervisor, the signal it received, before it passes a stop on."""
+    _CAUSE[0] = int(signum) & 0xFF
+
+
+def stop_cause(signum: int, *, supervised: bool) -> str:
+    """Return what to call ``signum`` in a worker's log: the real cause of a supervisor's stop.
+
+    Args:
+        signum: the signal the worker received.
+        supervised: whether the worker runs under the supervisor (its DRAIN_SIGNAL and
+            FORCE_SIGNAL then come from it, or from the kernel when it died).
+
+    Returns:
+        ``"SIGTERM"`` for a signal received as such; ``"SIGTERM to the supervisor"`` for the
+        supervisor's forward of one; ``"the supervisor's exit or a direct SIGUSR1"`` when the
+        supervisor recorded nothing.
+    """
+    name = signal.Signals(signum).name
+    if not supervised or signum not in (DRAIN_SIGNAL, FORCE_SIGNAL):
+        return name
+    cause = _CAUSE[0]
+    if cause == 0:
+        # Nothing recorded: the supervisor did not send it, the kernel did as it died
+        # (PR_SET_PDEATHSIG), or someone sent it to this process by hand.
+        return f"the supervisor's exit or a direct {name}"
+    return f"{signal.Signals(cause).name} to the supervisor"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

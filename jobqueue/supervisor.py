@@ -34,7 +34,7 @@ from typing import NoReturn
 
 from django.db import connections
 
-from .stopping import DRAIN_SIGNAL, FORCE_SIGNAL, SUPERVISED
+from .stopping import DRAIN_SIGNAL, FORCE_SIGNAL, SUPERVISED, record_cause
 
 logger = logging.getLogger("jobqueue.supervisor")
 
@@ -123,7 +123,8 @@ class Supervisor:
         self.grace_s = grace_s
         self._stop_signal: int | None = None
         self._stop_deadline: float | None = None
-        self._forward: list[int] = []
+        #: (signal to send the children, the signal received that asks for it), in order.
+        self._forward: list[tuple[int, int]] = []
 
     # -- signals ----------------------------------------------------------------------------
 
@@ -136,10 +137,10 @@ class Supervisor:
         if force:
             if self._stop_signal != FORCE_SIGNAL:
                 self._stop_signal = FORCE_SIGNAL
-                self._forward.append(FORCE_SIGNAL)
+                self._forward.append((FORCE_SIGNAL, signum))
         elif self._stop_signal is None:
             self._stop_signal = DRAIN_SIGNAL
-            self._forward.append(DRAIN_SIGNAL)
+            self._forward.append((DRAIN_SIGNAL, signum))
 
     def _send(self, signum: int) -> None:
         for slot in self.slots:
@@ -276,6 +277,7 @@ class Supervisor:
 
     def run(self) -> int:
         """Start the workers and supervise them until they are stopped. Returns 0."""
+        record_cause(0)  # nothing passed on yet (a previous supervisor in this process)
         for signum in SUPERVISED.handled:
             signal.signal(signum, self._on_signal)
         # `runworkers` holds SIGTERM from the start of Django's set-up (stopping.py): a stop sent
@@ -285,12 +287,14 @@ class Supervisor:
             self._spawn(slot)
         while True:
             while self._forward:
-                signum = self._forward.pop(0)
+                signum, cause = self._forward.pop(0)
                 logger.warning(
-                    "%s: passing it on to %d worker process(es)",
+                    "%s: %s: passing it on to %d worker process(es)",
+                    signal.Signals(cause).name,
                     "drain" if signum == DRAIN_SIGNAL else "release now",
                     sum(s.pid is not None for s in self.slots),
                 )
+                record_cause(cause)  # the children name it in their logs (stopping.py)
                 self._send(signum)
                 if self._stop_deadline is None:
                     self._stop_deadline = time.monotonic() + self.grace_s + KILL_AFTER_GRACE_S

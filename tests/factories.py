@@ -93,6 +93,8 @@ def job_kwargs(state: str = JobState.READY, **overrides: Any) -> dict[str, Any]:
         )
     elif state == JobState.CANCELLED:
         fields.update(finished_at=now)
+    elif state == JobState.WAITING:
+        fields.update(waiting_for=1)  # one parent not succeeded yet (no JobParent row: counts only)
     elif state != JobState.READY:
         raise ValueError(f"unknown job state {state!r}")
     fields.update(overrides)

@@ -9,6 +9,8 @@ concurrent and SIGKILL trials are in test_batches_concurrent.py and test_process
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from django.db import transaction
 from django.urls import reverse
@@ -135,6 +137,22 @@ class BatchesContract:
         assert fired.id == status.complete_job_id
         assert fired.payload["batch"]["total"] == 0 and fired.payload["payload"] == {"x": 1}
 
+    def test_an_empty_batch_without_callbacks_is_accepted_and_done_at_once(self):
+        # Decided (docs/decisions.md): accepted, as an empty batch with callbacks is, so a caller
+        # batching a possibly-empty result needs no special case; it is done at once.
+        with jobqueue.batch(using=self.alias) as b:
+            pass
+        status = jobqueue.batch_status(b.id, using=self.alias)
+        assert (status.total, status.pending, status.completions, status.done) == (0, 0, 1, True)
+        assert (status.success_job_id, status.complete_job_id) == (None, None)
+
+    def test_a_batch_callback_enqueued_on_its_own_is_refused_naming_the_missing_batch(self):
+        with pytest.raises(InvalidPayload) as refused:
+            jobqueue.enqueue("bq", REPORT, {"day": 3}, using=self.alias)
+        message = str(refused.value)
+        assert "has no 'batch'" in message and "batch callback" in message
+        assert "jobqueue.batch(on_success=..., on_complete=...)" in message
+
     def test_cancelling_a_ready_member_counts_it_and_can_complete_the_batch(self):
         with jobqueue.batch(on_success=REPORT, on_complete=REPORT, using=self.alias) as b:
             first, last = b.enqueue_many(members(2))
@@ -223,7 +241,7 @@ class TestGenericBatches(BatchesContract):
 def test_cli_batch_prints_the_counts_and_exits_1_for_a_missing_batch():
     with jobqueue.batch(on_complete=REPORT) as b:
         b.enqueue_many(members(2))
-    [claimed, _] = jobqueue.claim("bq", "w1", 2)
+    [claimed, other] = jobqueue.claim("bq", "w1", 2)
     jobqueue.ack(claimed.id, claimed.lease_token, 1)
 
     data = cli("batch", str(b.id), "--json").json()
@@ -234,6 +252,13 @@ def test_cli_batch_prints_the_counts_and_exits_1_for_a_missing_batch():
         "succeeded": 1,
         "done": False,
     }
+    assert data["completed_at"] is None
+    jobqueue.ack(other.id, other.lease_token, 1)
+    done = cli("batch", str(b.id), "--json").json()
+    assert done["done"] is True
+    # ISO 8601 as the other --json outputs write datetimes (it was str(): a space, no 'T').
+    assert "T" in done["completed_at"]
+    assert datetime.fromisoformat(done["completed_at"]).utcoffset() is not None
     table = cli("batch", str(b.id))
     assert table.returncode == 0 and "pending" in table.stdout
     missing = cli("batch", "999999999")

@@ -40,6 +40,9 @@ def fleet():
         "dead2": make_job(JobState.DEAD, queue="emails", type="shop.jobs.charge", attempts=1),
         "typo": make_job(queue="emial", run_at=ago(minutes=20)),
         "cancelled": make_job(JobState.CANCELLED, queue="emails"),
+        # Waiting for parent jobs (after=[...]): counted, in their own column.
+        "child": make_job(JobState.WAITING, queue="emails"),
+        "report": make_job(JobState.WAITING, queue="reports"),
     }
     for minutes in (1, 2, 3):
         make_job(JobState.SUCCEEDED, queue="emails", finished_at=ago(minutes=minutes))
@@ -72,6 +75,10 @@ def test_status_json_counts_each_queue_and_flags_the_unserved_one(fleet):
     queues = {q["queue"]: q for q in data["queues"]}
     emails, typo = queues["emails"], queues["emial"]
     assert (emails["ready"], emails["scheduled"], emails["leased"], emails["dead"]) == (2, 1, 1, 2)
+    assert emails["waiting"] == 1
+    # A queue holding only waiting jobs is listed; they are not ready, so it is not unserved.
+    assert queues["reports"]["waiting"] == 1 and queues["reports"]["ready"] == 0
+    assert queues["reports"]["unserved"] is False
     assert emails["succeeded_5m"] == 3
     assert emails["workers"] == 1 and emails["unserved"] is False
     # Lag: the oldest due job, 10 minutes; the job scheduled an hour ahead does not count.
@@ -93,12 +100,15 @@ def test_status_table_reads_in_a_terminal(fleet):
         "SCHEDULED",
         "LEASED",
         "DEAD",
+        "WAITING",
         "LAG",
         "OK/MIN",
         "WORKERS",
     ]
     emails = next(line for line in lines if line.startswith("emails"))
-    assert emails.split()[:5] == ["emails", "2", "1", "1", "2"]
+    assert emails.split()[:6] == ["emails", "2", "1", "1", "2", "1"]
+    reports = next(line for line in lines if line.startswith("reports"))
+    assert reports.split()[:6] == ["reports", "0", "0", "0", "0", "1"]
     typo = next(line for line in lines if line.startswith("emial"))
     assert "unserved, waiting" in typo and "min" in typo
     assert "Workers alive: 1" in result.stdout

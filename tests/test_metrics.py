@@ -85,6 +85,9 @@ def rows():
     make_job(JobState.CANCELLED, queue="emails", finished_at=ago(hours=2))
     make_job(JobState.DEAD, queue="emails", finished_at=ago(days=90))  # dead: kept forever
     make_job(queue="orphan", run_at=ago(minutes=3))
+    make_job(JobState.WAITING, queue="emails")  # waits for parent jobs (after=[...])
+    make_job(JobState.WAITING, queue="emails")
+    make_job(JobState.WAITING, queue="children")  # a queue holding only waiting jobs
     Worker.objects.create(
         worker_id="w",
         host="h",
@@ -117,6 +120,9 @@ def test_gauges_from_known_rows(rows, scraped):
     assert jobs['jobqueue_jobs{queue="emails",state="leased"}'] == 2
     assert jobs['jobqueue_jobs{queue="emails",state="dead"}'] == 2
     assert jobs['jobqueue_jobs{queue="later",state="scheduled"}'] == 1
+    assert jobs['jobqueue_jobs{queue="emails",state="waiting"}'] == 2
+    assert jobs['jobqueue_jobs{queue="children",state="waiting"}'] == 1
+    assert jobs['jobqueue_jobs{queue="later",state="waiting"}'] == 0
     assert not any('state="succeeded"' in k for k in jobs)  # unbounded: not counted
     age = s['jobqueue_oldest_claimable_age_seconds{queue="emails"}']
     assert 600 <= age < 3600  # the oldest due job; the job 5 h ahead does not count

@@ -311,3 +311,24 @@ def test_an_ack_is_one_statement_with_or_without_children_and_releases_in_it():
             store.finish_many([ack_outcome(job_id, claimed[job_id].lease_token, "null")])
         assert len(queries) == 1, [q["sql"][:80] for q in queries]
     assert state_of(child, "default") == JobState.READY
+
+
+def test_after_with_a_dedupe_key_is_refused_naming_why():
+    # A documented decision (docs/decisions.md, "Jobs that run after other jobs"): the message
+    # says why, and what to do instead, not only "not supported".
+    with pytest.raises(InvalidJobOption) as refused:
+        jobqueue.enqueue("p20", jobs.noop, after=[1], dedupe_key="nightly")
+    assert refused.value.option == "dedupe_key"
+    message = str(refused.value)
+    assert "waiting job holds no dedupe key" in message
+    assert "dedupe the parent" in message
+
+
+@pytest.mark.django_db
+def test_a_chain_step_of_an_unregistered_type_without_a_queue_is_refused_naming_the_type():
+    with pytest.raises(InvalidJobOption) as refused:
+        jobqueue.chain(jobs.noop.step(queue="p21"), jobqueue.step("tests.testapp.jobs.nope", {}))
+    assert refused.value.option == "steps[1].job_type"
+    assert "'tests.testapp.jobs.nope' is not registered here" in str(refused.value)
+    assert "queue=" in str(refused.value)  # what to do
+    assert not Job.objects.filter(queue="p21").exists()

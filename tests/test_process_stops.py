@@ -15,6 +15,7 @@ import pytest
 
 import jobqueue
 from jobqueue.models import Job, Worker
+from jobqueue.stopping import record_cause, stop_cause
 from tests.conftest import FAST_WORKER_SETTINGS, record_lines, requires_postgres, wait_for
 from tests.testapp import jobs
 
@@ -76,6 +77,11 @@ def test_sigterm_drains_running_jobs_whether_sent_to_the_supervisor_or_the_group
     log = workers.log(sup)
     assert "releasing running jobs now" not in log, log
     assert "released at shutdown" not in log, log
+    # The children name the real cause, not the supervisor's own signal (it logged "SIGUSR1").
+    assert "SIGTERM: drain: passing it on" in log, log
+    if target == "supervisor":
+        assert log.count("SIGTERM to the supervisor: no new claims") == 2, log
+        assert "SIGUSR1" not in log, log
 
 
 @pytest.mark.parametrize(
@@ -94,7 +100,7 @@ def test_a_second_separate_sigterm_releases_running_jobs_at_once(workers, tmp_pa
     wait_for(
         lambda: (
             workers.log(sup).count("no new claims") == 2
-            and "drain: passing it on" in workers.log(sup)
+            and "SIGTERM: drain: passing it on" in workers.log(sup)
         ),
         timeout=30,
     )
@@ -218,3 +224,21 @@ def test_leased_by_names_the_child_and_a_killed_childs_row_goes_with_its_leases(
     wait_for(lambda: Worker.objects.count() == 2, timeout=60)
     assert set(Worker.objects.values_list("pid", flat=True)) & {sup.pid, pid} == set()
     assert sup.poll() is None
+
+
+def test_a_supervised_worker_names_the_signal_its_supervisor_received():
+    """The supervisor's forward is SIGUSR1/SIGUSR2; the child's log names what the supervisor
+    got (recorded in memory shared across the fork), and a lone worker names what it got."""
+    try:
+        record_cause(signal.SIGTERM)
+        assert stop_cause(signal.SIGUSR1, supervised=True) == "SIGTERM to the supervisor"
+        assert stop_cause(signal.SIGTERM, supervised=True) == "SIGTERM"
+        assert stop_cause(signal.SIGUSR1, supervised=False) == "SIGUSR1"
+        record_cause(signal.SIGINT)
+        assert stop_cause(signal.SIGUSR2, supervised=True) == "SIGINT to the supervisor"
+        record_cause(0)  # the kernel's drain when the supervisor died: nothing recorded
+        assert stop_cause(signal.SIGUSR1, supervised=True) == (
+            "the supervisor's exit or a direct SIGUSR1"
+        )
+    finally:
+        record_cause(0)

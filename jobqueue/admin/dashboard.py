@@ -1,8 +1,9 @@
 """Internal: the queue dashboard: per-queue counts, lag, recent throughput, dead letters, workers.
 
 Every figure comes from a small aggregate that an index serves: live jobs through the claim and
-lease partial indexes, finished ones through ``jobqueue_job_finished`` (state, finished_at) and
-dead letters through ``jobqueue_job_dead`` (type, queue), index-only where the columns allow.
+lease partial indexes, jobs waiting for parent jobs through ``jobqueue_job_waiting`` (queue),
+finished ones through ``jobqueue_job_finished`` (state, finished_at) and dead letters through
+``jobqueue_job_dead`` (type, queue), index-only where the columns allow.
 "Ready" counts the jobs claimable now (ready, or scheduled with run_at come) and "scheduled" those
 waiting for their run_at, which the claim index answers alone. The succeeded and cancelled
 totals, which grow without bound until pruned, are the planner's estimate on PostgreSQL once a
@@ -227,6 +228,9 @@ def queue_stats(
     # Leased: the lease index's predicate.
     for r in jobs.filter(state=JobState.LEASED).values("queue").annotate(n=Count("id")).order_by():
         row(r["queue"]).counts[JobState.LEASED] = r["n"]
+    # Waiting for parent jobs: the waiting index (queue), index-only.
+    for r in jobs.filter(state=JobState.WAITING).values("queue").annotate(n=Count("*")).order_by():
+        row(r["queue"]).counts[JobState.WAITING] = r["n"]
     # Finished in the last hour: a range of the finished index per state.
     hour, five = now - timedelta(hours=1), now - timedelta(minutes=5)
     for r in (

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from ..ops.clock import humanize_seconds
+
+#: The columns of ``manage.py jobqueue status`` (WAITING: jobs waiting for parent jobs).
+STATUS = ["QUEUE", "READY", "SCHEDULED", "LEASED", "DEAD", "WAITING", "LAG", "OK/MIN", "WORKERS"]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -60,9 +63,16 @@ def duration(seconds: float | None) -> str:
     return humanize_seconds(seconds)
 
 
+def _json_default(value: Any) -> str:
+    """Return a value JSON has no type for as a string: datetimes in ISO 8601 (with its 'T')."""
+    if isinstance(value, date | time):  # datetime is a date
+        return value.isoformat()
+    return str(value)
+
+
 def to_json(value: Any) -> str:
-    """Return ``value`` as indented JSON (datetimes and other objects as strings)."""
-    return json.dumps(value, indent=2, default=str, ensure_ascii=False)
+    """Return ``value`` as indented JSON (datetimes in ISO 8601, other objects as strings)."""
+    return json.dumps(value, indent=2, default=_json_default, ensure_ascii=False)
 
 
 def by_since(by: str | None, at: datetime) -> str:

@@ -93,6 +93,7 @@ def status(aliases: Sequence[str], as_json: bool, write: Callable[[str], Any]) -
             q.scheduled,
             q.leased,
             q.dead,
+            q.waiting,
             render.duration(q.lag_s),
             q.succeeded_per_min,
             q.workers,
@@ -100,7 +101,7 @@ def status(aliases: Sequence[str], as_json: bool, write: Callable[[str], Any]) -
         ]
         for alias, q in queues
     ]
-    headers = ["QUEUE", "READY", "SCHEDULED", "LEASED", "DEAD", "LAG", "OK/MIN", "WORKERS", ""]
+    headers = [*render.STATUS, ""]  # the last column: paused or unserved
     if several:
         headers.insert(0, "DATABASE")
     write(render.table(headers, rows) if rows else "No queues with jobs.")

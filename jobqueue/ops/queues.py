@@ -38,6 +38,8 @@ class QueueStatus:
     scheduled: int = 0
     leased: int = 0
     dead: int = 0
+    #: Jobs waiting for parent jobs (``after=``): not claimable until those succeed.
+    waiting: int = 0
     #: Age of the oldest claimable job (run_at come), None when nothing is claimable.
     lag_s: float | None = None
     #: Jobs of this queue that succeeded in the last RATE_WINDOW_SECONDS.
@@ -71,6 +73,7 @@ class QueueStatus:
             "scheduled": self.scheduled,
             "leased": self.leased,
             "dead": self.dead,
+            "waiting": self.waiting,
             "lag_seconds": self.lag_s,
             "succeeded_5m": self.succeeded_recent,
             "succeeded_per_min": self.succeeded_per_min,
@@ -130,7 +133,7 @@ def open_breakers(using: str = "default") -> list[DependencyBreaker]:
 def queue_status(
     now: datetime, using: str = "default", workers: list[Worker] | None = None
 ) -> list[QueueStatus]:
-    """Return one :class:`QueueStatus` per queue that has live or dead jobs or a live worker.
+    """Return one :class:`QueueStatus` per queue with live, waiting or dead jobs or a live worker.
 
     Args:
         now: the instant ages and the rate window are measured from (the database clock).
@@ -169,6 +172,9 @@ def queue_status(
     # The dead index (type, queue): index-only.
     for r in jobs.filter(state=JobState.DEAD).values("queue").annotate(n=Count("*")).order_by():
         row(r["queue"]).dead = r["n"]
+    # The waiting index (queue): index-only.
+    for r in jobs.filter(state=JobState.WAITING).values("queue").annotate(n=Count("*")).order_by():
+        row(r["queue"]).waiting = r["n"]
     # A range of the finished index: the last five minutes of successes.
     since = now - timedelta(seconds=RATE_WINDOW_SECONDS)
     for r in (

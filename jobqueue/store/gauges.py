@@ -1,9 +1,10 @@
 """Internal: the metrics' part of the store seam: bounded reads of the jobs table for gauges.
 
 One part of the composite :class:`~jobqueue.store.protocol.Store`. The PostgreSQL store keeps it
-in ``postgres_gauges.py`` (``queue_gauges.sql``, ``dead_gauges.sql``, ``running_gauges.sql``,
-``count_prunable.sql``, each walking a partial index, never the table: FIELD-CASES 30), the
-generic store in ``generic_gauges.py`` (plain ORM counts: SQLite sites are small).
+in ``postgres_gauges.py`` (``queue_gauges.sql``, ``dead_gauges.sql``, ``waiting_gauges.sql``,
+``running_gauges.sql``, ``count_prunable.sql``, each walking a partial index, never the table:
+FIELD-CASES 30), the generic store in ``generic_gauges.py`` (plain ORM counts: SQLite sites are
+small).
 
 Counts are exact up to a cap and read as the cap past it ("that many or more"), so a scrape
 reads a bounded number of index entries however many jobs there are.
@@ -66,6 +67,13 @@ class GaugeStore(Protocol):
 
     def dead_gauges(self, cap: int = COUNT_CAP) -> dict[str, int]:
         """Return queue -> dead jobs, exact up to ``cap`` per queue and ``cap`` past it."""
+
+    def waiting_gauges(self, cap: int = COUNT_CAP) -> dict[str, int]:
+        """Return queue -> jobs waiting for parent jobs, exact up to ``cap`` and ``cap`` past it.
+
+        Args:
+            cap: counts are exact up to this, and read as ``cap`` past it (>= 1).
+        """
 
     def running_gauges(self, top: int) -> RunningGauge:
         """Return leased jobs per queue, and of the ``top`` tenants and keys running the most."""

@@ -54,6 +54,16 @@ class GenericGaugeStore:
         )
         return {r["queue"]: min(r["n"], cap) for r in rows}
 
+    def waiting_gauges(self, cap: int = COUNT_CAP) -> dict[str, int]:
+        rows = (
+            Job.objects.using(self.alias)
+            .filter(state=JobState.WAITING)
+            .values("queue")
+            .annotate(n=Count("id"))
+            .order_by("queue")
+        )
+        return {r["queue"]: min(r["n"], cap) for r in rows}
+
     def running_gauges(self, top: int) -> RunningGauge:
         leased = Job.objects.using(self.alias).filter(state=JobState.LEASED)
         by_queue = {

@@ -1,5 +1,8 @@
 """Internal: the operator's writes on the ORM: cancel, retry, run now, prune.
 
+A prune deletes the parent links of the jobs it deletes and then the batches left done with no
+member, as the PostgreSQL store's ``prune.sql`` and ``prune_batches.sql`` do.
+
 A mixin of :class:`~jobqueue.store.generic.GenericStore`.
 """
 
@@ -10,9 +13,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from ..errors import DuplicateJob, JobNotFound
+from ..models import Batch, JobParent
 from ..states import CANCELLABLE, FINISHED, LIVE, RETRYABLE, JobState
 
 
@@ -168,8 +173,19 @@ class GenericOperatorStore:
             if not ids:
                 return 0
             # Re-check the condition in the DELETE: a row retried meanwhile is not deleted.
-            deleted, _ = prunable.filter(id__in=ids).delete()
-            return deleted
+            doomed = prunable.filter(id__in=ids)
+            gone = list(doomed.values_list("id", "batch_id"))
+            deleted, _ = doomed.delete()
+            # A link goes with its child, not its parent: see prune.sql.
+            JobParent.objects.using(self.alias).filter(child_id__in=[i for i, _ in gone]).delete()
+        batches = sorted({b for _, b in gone if b is not None})
+        if batches:
+            # After the commit above (see prune_batches.sql): the batches left done and empty.
+            members = self._jobs.filter(batch_id=OuterRef("id"))
+            Batch.objects.using(self.alias).filter(
+                id__in=batches, pending=0, completions__gt=0
+            ).exclude(Exists(members)).delete()
+        return deleted
 
     def count_prunable(
         self, states: Sequence[str], older_than_s: float, now: datetime | None = None

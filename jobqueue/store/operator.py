@@ -67,7 +67,10 @@ class OperatorStore(Protocol):
             limit: most rows deleted by this call (one bounded statement).
             now: stands in for the database clock (tests only).
 
-        Rows another pruner is deleting are skipped, not waited on.
+        Rows another pruner is deleting are skipped, not waited on. The parent links whose child
+        is deleted go with it (a link whose parent is deleted stays while its child lives: a
+        waiting child reads its parents' results through its links, in order), and then, after
+        that commit, the batches of the deleted jobs that are done and have no member left.
 
         Returns:
             How many jobs were deleted.

@@ -52,6 +52,11 @@ class PostgresGaugeStore:
         with self._gauge_transaction(), self._execute("dead_gauges", params) as cursor:
             return {r.queue: r.dead for r in fetchall(cursor)}
 
+    def waiting_gauges(self, cap: int = COUNT_CAP) -> dict[str, int]:
+        params = {"cap": int(cap), "max_queues": 10_000}
+        with self._gauge_transaction(), self._execute("waiting_gauges", params) as cursor:
+            return {r.queue: r.waiting for r in fetchall(cursor)}
+
     def running_gauges(self, top: int) -> RunningGauge:
         with self._execute("running_gauges", {"top": int(top)}) as cursor:
             rows = fetchall(cursor)

@@ -1,5 +1,8 @@
 """Internal: the operator's writes on PostgreSQL: cancel, retry, run now, prune.
 
+A prune deletes the parent links of the jobs it deletes (``prune.sql``) and then the batches
+left done with no member (``prune_batches.sql``).
+
 A mixin of :class:`~jobqueue.store.postgres.PostgresStore`.
 """
 
@@ -100,9 +103,13 @@ class PostgresOperatorStore:
         }
         with bounded.own_transaction(self.alias):
             with self._execute("prune", params) as cursor:
-                deleted = cursor.rowcount
+                row = fetchone(cursor)
             bounded.checkpoint("pruner", self.alias)
-        return deleted
+        if row.batches:
+            # After the commit above, in a statement of its own: see prune_batches.sql.
+            with self._execute("prune_batches", {"ids": list(row.batches)}):
+                pass
+        return row.jobs
 
     def count_prunable(
         self, states: Sequence[str], older_than_s: float, now: datetime | None = None

@@ -11,7 +11,7 @@ import signal
 import threading
 from collections.abc import Callable
 
-from ..stopping import StopSignals
+from ..stopping import SUPERVISED, StopSignals, stop_cause
 from .wakeups import WakeUps
 
 logger = logging.getLogger("jobqueue.worker")
@@ -56,7 +56,7 @@ class Stops:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, self.policy.handled)
 
     def _on_signal(self, signum: int, frame: object) -> None:
-        name = signal.Signals(signum).name
+        name = stop_cause(signum, supervised=self.policy is SUPERVISED)
         force = self.policy.forces(signum, stopping=self.signalled)
         repeat = self.signalled
         self.signalled = True
