@@ -37,7 +37,7 @@ from .finishing import (
     expired_entry,
     lease_of,
 )
-from .plan import ClaimPlan
+from .plan import ClaimPlan, ConcurrencyLimits
 from .postgres_batches import PostgresBatchStore
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_cron import PostgresCronStore
@@ -81,7 +81,9 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
 
 #: Databases on which this process claimed a job with a concurrency key: its claims there take
 #: turns from then on even when its settings and job types declare no limit (the job was
-#: enqueued by another service with its own limit). Only ever grows; a set of aliases.
+#: enqueued by another service, or by ``enqueue(concurrency_limit=...)``, with its own limit).
+#: The claim that found the first such job did not take turns: it is checked before its jobs
+#: run (``PostgresStore._within_limits``). Only ever grows; a set of aliases.
 _KEYED_SEEN: set[str] = set()
 
 
@@ -257,12 +259,14 @@ class PostgresStore(
             **claim_params(plan.rates),
         }
         statement = "claim" if plan.rates.enabled else "claim~rates"
-        if caps.enabled or limits.enabled or self.alias in _KEYED_SEEN:
+        turned = caps.enabled or limits.enabled or self.alias in _KEYED_SEEN
+        if turned:
             # Two claims running at once would each read the other's leases as not yet taken
             # and could together pass a tenant's cap or a concurrency limit. Such claims take
             # turns (a worker that knows of no limit learns of them from the first limited job
-            # it claims, see _KEYED_SEEN): the lock is held
-            # to commit, and the claim statement that follows reads the counts after it. The
+            # it claims, see _KEYED_SEEN, and checks that claim afterwards: _within_limits): the
+            # lock is held to commit, and the claim statement that follows reads the counts
+            # after it. The
             # transaction limits bound the wait for the turn (lock timeout) and how long a frozen
             # holder keeps it (idle limit).
             with bounded.own_transaction(self.alias):
@@ -274,14 +278,16 @@ class PostgresStore(
         else:
             with self._execute(statement, params) as cursor:
                 rows = fetchall(cursor)
-        if any(r.concurrency_key is not None for r in rows):
-            _KEYED_SEEN.add(self.alias)
         # UPDATE ... RETURNING gives rows in no particular order; hand them out in the order
         # the picked CTE served them.
         if plan.strict:
             rows.sort(key=lambda r: (r.pos, r.nth_of_queue))
         else:
             rows.sort(key=lambda r: (r.tag, r.pos))
+        if any(r.concurrency_key is not None for r in rows):
+            _KEYED_SEEN.add(self.alias)
+            if not turned:
+                rows = self._within_limits(rows, limits)
         return [
             ClaimedJob(
                 id=r.id,
@@ -300,6 +306,49 @@ class PostgresStore(
             )
             for r in rows
         ]
+
+    def _within_limits(self, rows: list[Any], limits: ConcurrencyLimits) -> list[Any]:
+        """Return ``rows`` less the jobs that put a concurrency key over its limit, given back.
+
+        ``rows`` came from a claim that did not take turns (this process knew of no limit), so
+        a claim running beside it may have read the same free slots. Before any of them runs,
+        this takes the claim's turn and counts each returned key's leased jobs afresh; a key
+        over its limit (the setting's, else the lowest stored on these jobs: ``limit_of``) gets
+        back the excess of this claim's jobs of it, the last served first, unspent
+        (``unclaim.sql``). Why this is exact: docs/decisions.md, "Enqueue-only concurrency
+        limits are exact".
+
+        Args:
+            rows: the claim's rows (``claim.sql``'s RETURNING), in serve order.
+            limits: the claim's concurrency limits' settings (overrides).
+
+        Returns:
+            The rows kept, in the same order.
+        """
+        keyed = [r for r in rows if r.concurrency_key is not None]
+        params = {
+            "keys": sorted({r.concurrency_key for r in keyed}),
+            "ids": [r.id for r in keyed],
+        }
+        with bounded.own_transaction(self.alias):
+            with self._execute("claim_turn", {}) as cursor:
+                cursor.fetchone()
+            with self._execute("claim_recount", params) as cursor:
+                counts = fetchall(cursor)
+            excess: list[Any] = []
+            for count in counts:
+                limit = limits.limit_of(count.key, count.stored)
+                if limit is None or count.leased <= limit:
+                    continue
+                mine = [r for r in keyed if r.concurrency_key == count.key]
+                excess += mine[max(len(mine) - (count.leased - limit), 0) :]
+            if excess:
+                excess.sort(key=lambda r: r.id)
+                back = {"ids": [r.id for r in excess], "tokens": [r.lease_token for r in excess]}
+                with self._execute("unclaim", back) as cursor:
+                    cursor.fetchall()
+        gone = {r.id for r in excess}
+        return [r for r in rows if r.id not in gone]
 
     def extend_leases(
         self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float
