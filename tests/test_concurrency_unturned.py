@@ -14,8 +14,10 @@ import threading
 import time
 from datetime import timedelta
 
+import psycopg
 import pytest
-from django.db import connection, connections, transaction
+from django.db import DatabaseError, connection, connections, transaction
+from django.test import override_settings
 from django.utils import timezone
 
 from jobqueue.models import Job
@@ -23,6 +25,7 @@ from jobqueue.states import JobState
 from jobqueue.store import postgres as postgres_store
 from jobqueue.store.base import ClaimedJob
 from jobqueue.store.postgres import PostgresStore
+from jobqueue.store.sqltext import sql
 
 from .conftest import requires_postgres
 from .factories import make_jobs
@@ -114,3 +117,26 @@ def test_the_later_claim_gives_back_only_its_excess_and_keeps_unlimited_jobs():
     assert sorted(j.id for j in second) == sorted([free[0].id, free[1].id, keyed[1].id])
     assert _leased("a") == [keyed[0].id, keyed[1].id]
     assert Job.objects.get(id=keyed[2].id).state == JobState.READY
+
+
+@requires_postgres()
+@pytest.mark.django_db(transaction=True)
+@override_settings(JOBQUEUE={"TRANSACTION_LIMITS": {"lock_timeout_seconds": 0.2}})
+def test_a_first_claim_whose_check_fails_gives_its_jobs_back_unspent():
+    past = timezone.now() - timedelta(hours=1)
+    make_jobs(3, JobState.READY, queue="q", run_at=past, concurrency_key="a", concurrency_limit=2)
+    make_jobs(1, JobState.READY, queue="q", run_at=past)
+    db = connection.settings_dict
+    # Another session holds the claim turn (a claim frozen in its transaction): the check of
+    # this first keyed claim waits past its lock timeout and fails.
+    with psycopg.connect(
+        dbname=db["NAME"], host=db["HOST"], port=db["PORT"] or None, user=db["USER"]
+    ) as holder:
+        holder.execute(sql("claim_turn"))
+        with pytest.raises(DatabaseError):
+            PostgresStore().claim(["q"], "w1", 4, 30.0)
+        holder.rollback()
+    # Nothing ran, nothing was spent: every job is ready again with no attempt.
+    assert set(Job.objects.values_list("state", "attempts", "lease_token")) == {
+        (JobState.READY, 0, None)
+    }

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 from ..errors import DuplicateJob, LeaseLost
 from ..retries import Outcome
@@ -287,7 +287,13 @@ class PostgresStore(
         if any(r.concurrency_key is not None for r in rows):
             _KEYED_SEEN.add(self.alias)
             if not turned:
-                rows = self._within_limits(rows, limits)
+                try:
+                    rows = self._within_limits(rows, limits)
+                except DatabaseError:
+                    # None of these jobs runs: give them back unspent rather than leave their
+                    # leases to expire and be charged (best effort; else the reaper does).
+                    self._unclaim(rows)
+                    raise
         return [
             ClaimedJob(
                 id=r.id,
@@ -343,12 +349,25 @@ class PostgresStore(
                 mine = [r for r in keyed if r.concurrency_key == count.key]
                 excess += mine[max(len(mine) - (count.leased - limit), 0) :]
             if excess:
-                excess.sort(key=lambda r: r.id)
-                back = {"ids": [r.id for r in excess], "tokens": [r.lease_token for r in excess]}
-                with self._execute("unclaim", back) as cursor:
-                    cursor.fetchall()
+                self._unclaim(excess, strict=True)
         gone = {r.id for r in excess}
         return [r for r in rows if r.id not in gone]
+
+    def _unclaim(self, rows: list[Any], *, strict: bool = False) -> None:
+        """Give back claimed, unstarted jobs unspent, in their place (``unclaim.sql``).
+
+        Args:
+            rows: the claim's rows to give back (``id``, ``lease_token``).
+            strict: raise a database error (else swallow it: the leases expire, are reaped).
+        """
+        ordered = sorted(rows, key=lambda r: r.id)
+        back = {"ids": [r.id for r in ordered], "tokens": [r.lease_token for r in ordered]}
+        try:
+            with self._execute("unclaim", back) as cursor:
+                cursor.fetchall()
+        except DatabaseError:
+            if strict:
+                raise
 
     def extend_leases(
         self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float
