@@ -16,6 +16,10 @@ clock (the jobs' started_at and finished_at), never by this process's.
    the first start. Goal: every window 20/s +- 10 %.
 3. Bursts: 1,000 ready no-op jobs over a 5/s limit (burst 5), for 12 s: the most jobs started in
    any interval [t1, t2] between two starts, beyond 5 * (t2 - t1). Goal: at most the burst (5).
+4. Explain (``--parts explain``, not run by default): the claim as sent, over 5,000 ready jobs,
+   EXPLAIN ANALYZE in a rolled-back transaction, alternating with and without (b) the type
+   limit and (c) the tenant default (buckets full): the database's planning and execution
+   medians, less noisy on a loaded machine than the drains' jobs/s.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -119,6 +125,54 @@ def cost(cfg: argparse.Namespace) -> None:
     print(f"  (c) 100 tenants, tenant default limit {c:8,.0f} jobs/s  ({c / d:.2f} of d)")
 
 
+def explain(cfg: argparse.Namespace) -> None:
+    """The claim as sent, in the database: EXPLAIN ANALYZE medians, with and without limits."""
+    from django.db import transaction
+
+    from jobqueue.ratelimits import parse_rate_limits
+    from jobqueue.store.plan import ClaimPlan
+    from jobqueue.store.ratelimits import claim_params
+    from jobqueue.store.sqltext import sql
+
+    reps = 9 if cfg.quick else 31
+    print(f"\n4. explain: one claim of 8 over 5,000 ready jobs, EXPLAIN ANALYZE x {reps}, medians")
+    free = {"rate": "1000000/s", "burst": 1000000}
+    for label, tenants, spec in (
+        ("(b) type limit", 0, {"type": {NOOP: free}}),
+        ("(c) 100 tenants, tenant default", 100, {"tenant": {"default": free}}),
+    ):
+        reset(5000, tenants)
+        rates = parse_rate_limits(spec)
+        keys = sorted(rates.static()) + [f"tenant:t{i}" for i in range(tenants)]
+        query(
+            "INSERT INTO jobqueue_rate_limit (key, tokens, refreshed_at)"
+            " SELECT unnest(%(keys)s::text[]), 1000000, now()",
+            {"keys": keys},
+        )
+        plan = ClaimPlan.even(1)
+        times: dict[str, tuple[list[float], list[float]]] = {"none": ([], []), "rates": ([], [])}
+        for rep in range(reps):
+            for name in ("none", "rates") if rep % 2 else ("rates", "none"):
+                params = {
+                    "queues": ["rl"], "weights": [1.0], "start": [0.0], "strict": False,
+                    "default_cap": None, "cap_tenants": [], "cap_values": [],
+                    "tenant_weights": "{}", "limits": "{}", "worker_id": "w", "max_jobs": 8,
+                    "lease_s": 30.0, "now": None,
+                    **claim_params(rates if name == "rates" else plan.rates),
+                }  # fmt: skip
+                text = sql("claim" if name == "rates" else "claim~rates")
+                with transaction.atomic():
+                    lines = "\n".join(r for (r,) in query("EXPLAIN (ANALYZE) " + text, params))
+                    transaction.set_rollback(True)
+                for part, found in zip(times[name], ("Planning", "Execution"), strict=True):
+                    part.append(float(re.search(found + r" Time: ([\d.]+)", lines).group(1)))
+        for name, (planning, execution) in times.items():
+            print(
+                f"  {label:34s} {name:5s} planning {statistics.median(planning):6.2f} ms,"
+                f" execution {statistics.median(execution):6.2f} ms"
+            )
+
+
 def accuracy(cfg: argparse.Namespace) -> None:
     seconds = cfg.seconds
     print(
@@ -187,7 +241,7 @@ def main() -> None:
     try:
         [(pg,)] = query("SHOW server_version")
         print(f"jobqueue rate-limit bench: PostgreSQL {pg}, {os.cpu_count()} cores")
-        parts = {"cost": cost, "accuracy": accuracy, "bursts": bursts}
+        parts = {"cost": cost, "accuracy": accuracy, "bursts": bursts, "explain": explain}
         for name in cfg.parts.split(","):
             parts[name](cfg)
     finally:

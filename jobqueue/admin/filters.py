@@ -168,11 +168,14 @@ def _dead_values(field: str, using: str) -> list[str]:
     return list(dead.values_list(field, flat=True).distinct().order_by())
 
 
-class TenantFilter(admin.ListFilter):
-    """Filter by tenant id, typed into a box (tenants are too many to list)."""
+class _TypedFilter(admin.ListFilter):
+    """Filter on one column's exact value, typed into a box (too many values to list).
 
-    title = "tenant"
-    parameter_name = "tenant"
+    Subclasses set ``title``, ``parameter_name`` (the query-string name) and ``field``.
+    """
+
+    parameter_name = ""
+    field = ""
     template = "admin/jobqueue/input_filter.html"
 
     def __init__(self, request: Any, params: dict[str, Any], model: Any, model_admin: Any):
@@ -184,7 +187,7 @@ class TenantFilter(admin.ListFilter):
             )
 
     def value(self) -> str | None:
-        """Return the tenant id in the query string, if any."""
+        """Return the value in the query string, if any."""
         # Only __init__ writes it: one query-string value (ListFilter types its values object).
         return cast("str | None", self.used_parameters.get(self.parameter_name))
 
@@ -197,9 +200,9 @@ class TenantFilter(admin.ListFilter):
         return [self.parameter_name]
 
     def queryset(self, request: Any, queryset: QuerySet) -> QuerySet:
-        """Filter on the exact tenant id."""
+        """Filter on the exact value."""
         if self.value() is not None:
-            return queryset.filter(tenant_id=self.value())
+            return queryset.filter(**{self.field: self.value()})
         return queryset
 
     def choices(self, changelist: Any):
@@ -221,3 +224,19 @@ class TenantFilter(admin.ListFilter):
             "value": self.value() or "",
             "hidden": others,
         }
+
+
+class TenantFilter(_TypedFilter):
+    """Filter by tenant id, typed into a box (tenants are too many to list)."""
+
+    title = "tenant"
+    parameter_name = "tenant"
+    field = "tenant_id"
+
+
+class ConcurrencyKeyFilter(_TypedFilter):
+    """Filter by concurrency key (issue 18), typed into a box (keys may be one per account)."""
+
+    title = "concurrency key"
+    parameter_name = "concurrency_key"
+    field = "concurrency_key"

@@ -10,7 +10,7 @@ from django.urls import path, reverse
 from ..models import Job, QueueDashboard
 from . import dashboard
 from .base import JobAdminBase
-from .filters import JobTypeFilter, QueueFilter, StateFilter, TenantFilter
+from .filters import ConcurrencyKeyFilter, JobTypeFilter, QueueFilter, StateFilter, TenantFilter
 
 
 @admin.register(Job)
@@ -36,6 +36,7 @@ class JobAdmin(JobAdminBase):
         QueueFilter,
         JobTypeFilter,
         TenantFilter,
+        ConcurrencyKeyFilter,
         ("created_at", admin.DateFieldListFilter),
         ("finished_at", admin.DateFieldListFilter),
     )

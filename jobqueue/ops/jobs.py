@@ -126,6 +126,8 @@ def detail(job: Job, now: datetime) -> dict[str, Any]:
             "timeout_s": job.timeout_s,
             "dedupe_key": job.dedupe_key,
             "ordering_key": job.ordering_key,
+            "concurrency_key": job.concurrency_key,
+            "concurrency_limit": job.concurrency_limit,
             "leased_by": job.leased_by or None,
             "lease_until": _iso(job.lease_until),
             "cancel_requested_at": _iso(job.cancel_requested_at),

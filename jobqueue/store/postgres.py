@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 from ..errors import DuplicateJob, LeaseLost
 from ..retries import Outcome
@@ -24,14 +24,11 @@ from .base import (
     ENQUEUE_MANY_CHUNK_BYTES,
     RELEASED_MESSAGE,
     ClaimedJob,
-    ClaimRequest,
     ExpiredLease,
-    FinishedThenClaimed,
     HeldLease,
     NewJob,
     ReapDecision,
     WorkerRegistry,
-    finish_then_claim_in_turn,
 )
 from .chunks import plan_chunks
 from .finishing import (
@@ -43,6 +40,7 @@ from .finishing import (
 from .plan import ClaimPlan
 from .postgres_batches import PostgresBatchStore
 from .postgres_breakers import PostgresDependencyStore
+from .postgres_concurrency import _KEYED_SEEN, PostgresConcurrencyCheck
 from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
 from .postgres_gauges import PostgresGaugeStore
@@ -50,6 +48,7 @@ from .postgres_operator import PostgresOperatorStore
 from .postgres_outbox import PostgresOutboxStore
 from .postgres_parents import PostgresParentStore
 from .postgres_pauses import PostgresPauseStore
+from .postgres_pipeline import PostgresFinishThenClaim
 from .postgres_progress import PostgresProgressStore
 from .postgres_ratelimits import PostgresRateLimitStore
 from .postgres_rollups import PostgresRollupStore
@@ -82,14 +81,10 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
     )
 
 
-#: Databases on which this process claimed a job with a concurrency key: its claims there take
-#: turns from then on even when its settings and job types declare no limit (the job was
-#: enqueued by another service with its own limit). Only ever grows; a set of aliases.
-_KEYED_SEEN: set[str] = set()
-
-
 class PostgresStore(
     PostgresBatchStore,
+    PostgresConcurrencyCheck,
+    PostgresFinishThenClaim,
     PostgresGaugeStore,
     PostgresCronStore,
     PostgresDependencyStore,
@@ -245,11 +240,13 @@ class PostgresStore(
             queues, plan = plan.with_others(queues, found)
         caps, limits = plan.caps, plan.limits
         statement, params = self._claim_statement(queues, worker_id, max_jobs, lease_s, now, plan)
-        if caps.enabled or limits.enabled or self.alias in _KEYED_SEEN:
+        turned = caps.enabled or limits.enabled or self.alias in _KEYED_SEEN
+        if turned:
             # Two claims running at once would each read the other's leases as not yet taken
             # and could together pass a tenant's cap or a concurrency limit. Such claims take
             # turns (a worker that knows of no limit learns of them from the first limited job
-            # it claims, see _KEYED_SEEN): the lock is held
+            # it claims, see _KEYED_SEEN, and checks that claim afterwards: _within_limits): the
+            # lock is held
             # to commit, and the claim statement that follows reads the counts after it. The
             # transaction limits bound the wait for the turn (lock timeout) and how long a frozen
             # holder keeps it (idle limit).
@@ -262,7 +259,7 @@ class PostgresStore(
         else:
             with self._execute(statement, params) as cursor:
                 rows = fetchall(cursor)
-        return self._claimed(rows, plan)
+        return self._claimed(rows, plan, turned)
 
     def _claim_statement(
         self,
@@ -294,16 +291,31 @@ class PostgresStore(
         }
         return ("claim" if plan.rates.enabled else "claim~rates"), params
 
-    def _claimed(self, rows: list[Any], plan: ClaimPlan) -> list[ClaimedJob]:
-        """Return the claim statement's ``rows`` as jobs, in the order it served them."""
-        if any(r.concurrency_key is not None for r in rows):
-            _KEYED_SEEN.add(self.alias)
+    def _claimed(self, rows: list[Any], plan: ClaimPlan, turned: bool) -> list[ClaimedJob]:
+        """Return the claim statement's ``rows`` as jobs, in the order it served them.
+
+        A claim that did not take turns (``turned`` False) and returned keyed jobs is checked
+        against their limits first (``_within_limits``); the jobs it gives back are left out.
+
+        Raises:
+            DatabaseError: the check failed; the claim's jobs were given back (best effort).
+        """
         # UPDATE ... RETURNING gives rows in no particular order; hand them out in the order
         # the picked CTE served them.
         if plan.strict:
             rows.sort(key=lambda r: (r.pos, r.nth_of_queue))
         else:
             rows.sort(key=lambda r: (r.tag, r.pos))
+        if any(r.concurrency_key is not None for r in rows):
+            _KEYED_SEEN.add(self.alias)
+            if not turned:
+                try:
+                    rows = self._within_limits(rows, plan.limits)
+                except DatabaseError:
+                    # None of these jobs runs: give them back unspent rather than leave their
+                    # leases to expire and be charged (best effort; else the reaper does).
+                    self._unclaim(rows)
+                    raise
         return [
             ClaimedJob(
                 id=r.id,
@@ -322,39 +334,6 @@ class PostgresStore(
             )
             for r in rows
         ]
-
-    def _one_statement_claim(self, plan: ClaimPlan | None) -> bool:
-        """Return whether a claim under ``plan`` is one statement in autocommit (no turn)."""
-        if plan is None:
-            return True
-        caps, limits = plan.caps, plan.limits
-        return not (
-            plan.every
-            or plan.rates.enabled
-            or caps.enabled
-            or limits.enabled
-            or self.alias in _KEYED_SEEN
-        )
-
-    def finish_then_claim(
-        self, outcomes: Sequence[Outcome], request: ClaimRequest
-    ) -> FinishedThenClaimed:
-        if not outcomes or not self._one_statement_claim(request.plan):
-            return finish_then_claim_in_turn(self, outcomes, request)
-        if not bounded.pipelines(self.alias):
-            return finish_then_claim_in_turn(self, outcomes, request)
-        queues = list(request.queues)
-        plan = request.plan or ClaimPlan.even(len(queues))
-        name, claim_params_ = self._claim_statement(
-            queues, request.worker_id, request.max_jobs, request.lease_s, None, plan
-        )
-        done, error = bounded.execute_each(
-            self.alias,
-            [(sql("finish_many"), self._finish_params(outcomes, None)), (sql(name), claim_params_)],
-        )
-        states = {r.id: r.state for r in fetchall(done[0])} if done else None
-        claimed = self._claimed(fetchall(done[1]), plan) if len(done) > 1 else None
-        return FinishedThenClaimed(states, claimed, error)
 
     def extend_leases(
         self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float

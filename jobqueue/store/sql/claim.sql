@@ -34,7 +34,7 @@
 --   a job waits, claimable-later and without spending an attempt, while any token bucket it
 --   falls under (its type's, its dependency's, its tenant's) has less than one token; the buckets
 --   are refilled to now and spent in this statement ("rate_*" CTEs), so workers on every host
---   share them by the database clock. Drained buckets are read from the snapshot ("rate_seen");
+--   share them by the database clock. Drained buckets are read from the snapshot ("rate_out");
 --   the buckets of the candidates that can be picked (the first max_jobs of each queue), and
 --   only those, are locked in key order and read as committed ("rate_buckets"): no token is
 --   spent twice, and since a claim waits for nothing else while holding a bucket (job rows are
@@ -108,12 +108,17 @@ rate_limits AS (
 rate_keys AS (
     SELECT k.type, k.key FROM unnest(%(rl_types)s::text[], %(rl_type_keys)s::text[]) AS k(type, key)
 ),
-rate_seen AS (
-    -- As of this statement's snapshot, unlocked: only to leave out drained buckets' jobs.
-    SELECT b.key, least(r.burst, b.tokens + r.rate * greatest(0, extract(epoch FROM
-                  coalesce(%(now)s::timestamptz, now()) - b.refreshed_at))) AS tokens
-    FROM jobqueue_rate_limit AS b
-    JOIN rate_limits AS r ON r.key = b.key
+rate_out AS MATERIALIZED (
+    -- The buckets that turn jobs away: drained (less than one token, refilled to now; a burst is
+    -- at least 1) or missing, as of this statement's snapshot, unlocked; each with the types it
+    -- limits (none: a tenant's). Computed once per claim, so a limit that binds nothing (this
+    -- is then empty) costs each row "heads" reads one look at an empty set.
+    SELECT r.key, k.type
+    FROM rate_limits AS r
+    LEFT JOIN jobqueue_rate_limit AS b ON b.key = r.key
+    LEFT JOIN rate_keys AS k ON k.key = r.key
+    WHERE b.key IS NULL OR b.tokens + r.rate * greatest(0, extract(epoch FROM
+          coalesce(%(now)s::timestamptz, now()) - b.refreshed_at)) < 1
 ),
 -- }rates
 heads AS (
@@ -149,14 +154,10 @@ heads AS (
           -- (IS NULL first: the planner then estimates nearly every row passes, as it does.)
           AND (j.concurrency_key IS NULL OR k.room > 0)
           -- rates{
-          AND NOT EXISTS (
-                SELECT 1
-                FROM (SELECT k.key FROM rate_keys AS k WHERE k.type = j.type
-                      UNION ALL
-                      SELECT r.key FROM rate_limits AS r WHERE r.key = 'tenant:' || j.tenant_id)
-                     AS jk
-                LEFT JOIN rate_seen AS b ON b.key = jk.key
-                WHERE b.tokens IS NULL OR b.tokens < 1)
+          -- (OFFSET 0: a subplan, not an anti join, which the planner would cost as turning
+          -- away nearly every row, walking the whole index for the LIMIT: seconds with JIT.)
+          AND NOT EXISTS (SELECT 1 FROM rate_out AS o
+                          WHERE o.type = j.type OR o.key = 'tenant:' || j.tenant_id OFFSET 0)
           -- }rates
         ORDER BY j.priority DESC, j.run_at, j.id
         -- A constant LIMIT, not "room left under the cap": the planner would estimate an
