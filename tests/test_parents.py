@@ -63,6 +63,14 @@ class ParentsContract:
         )
         assert store.finish_many([dead]) == {claimed.id: JobState.DEAD}
 
+    def test_a_child_keeps_its_concurrency_key_and_limit(self, store):
+        """enqueue(after=..., concurrency_key=..., concurrency_limit=...) stores both (they were
+        dropped: the child ran unlimited)."""
+        parent = self.enqueue("p17")
+        child = self.enqueue("p17", after=[parent], concurrency_key="smtp", concurrency_limit=2)
+        row = Job.objects.using(self.alias).get(id=child)
+        assert (row.concurrency_key, row.concurrency_limit) == ("smtp", 2)
+
     def test_a_job_waits_unclaimed_until_its_parent_succeeds(self, store):
         parent = self.enqueue("p1")
         child = self.enqueue("p1", after=[parent])

@@ -69,6 +69,8 @@ class GenericParentStore:
                 max_attempts=job.max_attempts,
                 timeout_s=job.timeout_s,
                 ordering_key=job.ordering_key,
+                concurrency_key=job.concurrency_key,
+                concurrency_limit=job.concurrency_limit,
                 errors=list(begin.errors),
                 waiting_for=begin.waiting_for,
                 finished_at=now if state == JobState.CANCELLED else None,

@@ -66,6 +66,8 @@ class PostgresParentStore:
                 "max_attempts": job.max_attempts,
                 "timeout_s": job.timeout_s,
                 "ordering_key": job.ordering_key,
+                "concurrency_key": job.concurrency_key,
+                "concurrency_limit": job.concurrency_limit,
                 "errors": json.dumps(list(begin.errors)),
                 "waiting_for": begin.waiting_for,
             }
