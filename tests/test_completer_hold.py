@@ -194,12 +194,12 @@ def test_a_hold_counts_from_the_last_write_not_from_outcomes_that_waited_for_it(
     worker = Worker(10, clock)
     _measured(worker)
     ids = worker.start(10)
-    worker.end(ids[:6])
-    # Two runs end while the loop writes the first six (before the round trip returns).
-    worker.store.during_write = lambda: worker.end(ids[6:8])
-    assert worker.record() == 6
+    worker.end(ids[:8])
+    # Two runs end while the loop writes the first eight (before the round trip returns).
+    worker.store.during_write = lambda: worker.end(ids[8:])
+    assert worker.record() == 8
     worker.store.during_write = None
-    worker.start(6)  # what the claim that rode the write took: the worker is full again
+    worker.start(8)  # what the claim that rode the write took: the worker is full again
 
     worker.completer.take_arrived()
     assert worker.completer.closes_at() == clock.now + ROUND_TRIP_S
@@ -211,10 +211,24 @@ def test_a_write_that_frees_many_slots_of_a_full_worker_goes_at_once(clock):
     _measured(worker)
     ids = worker.start(10)
 
-    worker.end(ids[:5])
-    assert worker.record() == 5
+    worker.end(ids[:8])
+    assert worker.record() == 8
 
-    assert worker.store.writes == [(ids[:5], 5)]
+    assert worker.store.writes == [(ids[:8], 8)]
+
+
+def test_half_the_slots_is_not_many_so_two_halves_go_in_one_write(clock):
+    # At a half, a burst settled into two half-size round trips, each freeing "many".
+    worker = Worker(10, clock)
+    _measured(worker)
+    ids = worker.start(10)
+
+    worker.end(ids[:5])
+    assert worker.record() == 0
+    worker.end(ids[5:])
+    assert worker.record() == 10
+
+    assert worker.store.writes == [(ids, 10)]
 
 
 def test_an_idle_worker_records_and_claims_at_once(clock):
