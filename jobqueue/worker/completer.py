@@ -3,10 +3,18 @@
 Handler threads :meth:`~Completer.deliver` outcomes; the claim loop's thread records them (on its
 own connection, so handler threads never pay for a connection of ours). Every outcome that is in
 when the loop records goes in as few statements as the store allows, each row still fenced by its
-lease token: :meth:`Completer._write` is the one place outcomes reach the store. While the worker
-has free slots (so holding an outcome delays no claim), an outcome waits up to
-:data:`OUTCOME_BATCH_WINDOW_S` for others to join it; it does not wait when every slot is taken,
-when no other job is running, or when the worker is stopping.
+lease token: :meth:`Completer._write` is the one place outcomes reach the store. When they are
+written (:meth:`Completer._closes_at`; the rule and why are in docs/decisions.md, "A full worker
+holds a small write for at most one round trip"):
+
+* at once when no other job is running (an idle worker claims at once), or when the worker is
+  stopping;
+* while the worker has free slots (its claims go on their own, unheld), an outcome waits up to
+  :data:`OUTCOME_BATCH_WINDOW_S` for others to join it;
+* when every slot is taken (the claim for the slots a write frees rides that write): at once if
+  the write frees at least :data:`MANY_FREED` of the slots; otherwise it waits for more runs to
+  end, no longer than the last write's round trip (:attr:`Completer.round_trip_s`, at most
+  :data:`OUTCOME_BATCH_WINDOW_S`), so one write and one claim carry more.
 
 A run the store did not record had lost its lease (another worker or the reaper took the job):
 its outcome is discarded, and said so.
@@ -34,6 +42,12 @@ logger = logging.getLogger("jobqueue.worker")
 
 #: Longest an outcome waits for others to be recorded in the same statement, seconds.
 OUTCOME_BATCH_WINDOW_S = 0.02
+
+#: A full worker records at once when its outcomes free at least this share of its slots
+#: (below it, the claim riding the write is small enough to be worth a short wait). More than
+#: half: two groups of runs cannot both reach it, so a burst cannot settle into two half-size
+#: round trips (at a half it did: 5 jobs per write at ``--concurrency 10``).
+MANY_FREED = 0.75
 
 
 class Completer:
@@ -91,6 +105,11 @@ class Completer:
         self.unflushed = False
         # The claim made with the last write, and what it did (take_claimed).
         self._claimed: tuple[ClaimRequest, FinishedThenClaimed] | None = None
+        #: How long the last write took (with its claim, if one rode it), seconds: the
+        #: longest a full worker holds its outcomes (what the hold can save at most).
+        self.round_trip_s = 0.0
+        # When (time.monotonic) the last write returned.
+        self._written_at = 0.0
 
     # -- arrivals (handler threads, then the loop) ------------------------------------------
 
@@ -177,13 +196,37 @@ class Completer:
 
     def _batch_closed(self, done: Sequence[Run]) -> bool:
         """Return whether the outcomes in ``done`` should be recorded now, or wait for more."""
+        return time.monotonic() >= self._closes_at(done)
+
+    def closes_at(self) -> float | None:
+        """Return when (``time.monotonic``) the outcomes taken so far are due to be recorded.
+
+        None when no outcome waits; 0.0 when they are due whatever the clock says.
+        """
+        done = [run for run in self.runs.values() if run.outcome is not None]
+        return self._closes_at(done) if done else None
+
+    def _closes_at(self, done: Sequence[Run]) -> float:
+        # The rule, and why, is in docs/decisions.md ("A full worker holds a small write for
+        # at most one round trip"). 0.0: now.
         running = len(self.runs)
-        if self._stopping.is_set() or len(done) == running or running >= self.concurrency:
-            # Nothing else is running (nothing could join), every slot is taken (the next
-            # claim waits for these), or we are stopping: waiting would only cost time.
-            return True
+        if self._stopping.is_set() or len(done) == running:
+            # Nothing else is running (nothing could join: an idle worker claims at once),
+            # or we are stopping (no claim to fill): waiting would only cost time.
+            return 0.0
         oldest = min(run.done_at for run in done)
-        return time.monotonic() - oldest >= OUTCOME_BATCH_WINDOW_S
+        if running < self.concurrency:
+            # Free slots already: claims go on their own, outcomes wait for company.
+            return oldest + OUTCOME_BATCH_WINDOW_S
+        if len(done) >= MANY_FREED * self.concurrency:
+            # A full worker whose write frees many slots: its claim is worth a round trip now.
+            return 0.0
+        # A full worker whose write would free few slots: hold it (and the claim that rides
+        # it) for more runs to end, no longer than a round trip costs, counted from when the
+        # loop could first have written them (outcomes that came in during the last write
+        # waited for it anyway; the runs it started are the ones worth waiting for).
+        held_from = max(oldest, self._written_at)
+        return held_from + min(self.round_trip_s, OUTCOME_BATCH_WINDOW_S)
 
     def take_claimed(self) -> tuple[ClaimRequest, FinishedThenClaimed] | None:
         """Return the claim the last :meth:`record_ready` made with its write, and what it did.
@@ -212,6 +255,7 @@ class Completer:
         for run in batch:
             assert run.outcome is not None
             outcomes.append(run.outcome)
+        began = time.monotonic()
         try:
             with self._db_lock:
                 if request is None:
@@ -227,6 +271,8 @@ class Completer:
             self.unflushed = True
             self._on_db_error(exc, f"recording {len(outcomes)} outcome(s)")
             return {}, {run.claimed.id for run in batch}
+        self._written_at = time.monotonic()
+        self.round_trip_s = self._written_at - began
         return states, set()
 
     def _recorded(self, run: Run, state: str) -> None:

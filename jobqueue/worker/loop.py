@@ -45,7 +45,7 @@ from ..store.policy import claim_policy
 from ..store.pooler import listen_alias
 from ..supervisor import EXIT_RECYCLE
 from .claiming import Claimer
-from .completer import OUTCOME_BATCH_WINDOW_S, Completer
+from .completer import Completer
 from .heartbeat import Heartbeat
 from .ids import default_worker_id
 from .listening import ListenerHealth
@@ -382,10 +382,10 @@ class Worker:
         """Sleep until an outcome, a wake-up or a stop comes, a deadline passes, or ``timeout``."""
         end = time.monotonic() + timeout
         while True:
-            deadlines = [
-                r.deadline if r.outcome is None else r.done_at + OUTCOME_BATCH_WINDOW_S
-                for r in self._runs.values()
-            ]
+            deadlines = [r.deadline for r in self._runs.values() if r.outcome is None]
+            closes_at = self.completer.closes_at()
+            if closes_at is not None:
+                deadlines.append(closes_at)
             timer = self._wakeups.next_timer()
             if timer is not None and len(self._runs) < self.concurrency:
                 if not self._stopping.is_set():
