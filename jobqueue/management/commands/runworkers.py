@@ -9,11 +9,13 @@ import signal
 import sys
 from typing import Any
 
+from django.core import checks
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
 from jobqueue.conf import get_settings
 from jobqueue.cron.scheduler import Scheduler
+from jobqueue.database_checks import CHECK_TAG
 from jobqueue.deaths import hand_back_leases
 from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.management.arguments import (
@@ -87,6 +89,19 @@ class Command(BaseCommand):
         "lease. SIGTERM (to this process or to its whole process group) drains within "
         "--grace; SIGINT (Ctrl-C) or a second SIGTERM releases running jobs at once."
     )
+    # The checks that concern a worker: jobqueue's own (settings, cron, queue and pooled
+    # databases) and what its handlers use (models, caches, signals, async). The web's (admin,
+    # URLs, templates, static files, security) are `manage.py check`'s at deploy: running them
+    # here cost each worker start about half its checks' time (docs/decisions.md, 2026-12-05).
+    # The database and its migrations are checked below, once per database served.
+    requires_system_checks = [
+        CHECK_TAG,
+        checks.Tags.models,
+        checks.Tags.caches,
+        checks.Tags.signals,
+        checks.Tags.async_support,
+        checks.Tags.compatibility,
+    ]
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
