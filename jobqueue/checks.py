@@ -34,6 +34,7 @@ from .cron.entries import check_handler
 from .cron.spec import parse_cron_setting
 
 # Registers the database checks too (pooler mode, queue and outbox databases); re-exported.
+from .database_checks import CHECK_TAG
 from .database_checks import check_outbox_databases as check_outbox_databases
 from .database_checks import check_pooled_databases as check_pooled_databases
 from .database_checks import check_queue_databases as check_queue_databases
@@ -48,7 +49,7 @@ from .validation import is_count
 BACKEND_PATH = "jobqueue.backends.JobQueueBackend"
 
 
-@checks.register()
+@checks.register(CHECK_TAG)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Report an invalid ``JOBQUEUE`` setting as an error naming the key (jobqueue.E001)."""
     from django.conf import settings
@@ -68,7 +69,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     return []
 
 
-@checks.register()
+@checks.register(CHECK_TAG)
 def check_cron_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Report each bad ``JOBQUEUE["CRON"]`` entry (jobqueue.E005).
 
@@ -112,7 +113,7 @@ def check_cron_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     return messages
 
 
-@checks.register()
+@checks.register(CHECK_TAG)
 def check_database(app_configs: Any = None, **kwargs: Any):
     """Warn when the default database is not PostgreSQL (jobqueue.W001, jobqueue.W002).
 
@@ -170,7 +171,7 @@ def _is_ours(backend_path: Any) -> bool | None:
     return isinstance(backend_class, type) and issubclass(backend_class, JobQueueBackend)
 
 
-@checks.register()
+@checks.register(CHECK_TAG)
 def check_tasks_setting(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Check every ``TASKS`` entry that uses ``JobQueueBackend`` (jobqueue.E002, E003)."""
     from django.conf import settings
@@ -212,7 +213,7 @@ def check_tasks_setting(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     return messages
 
 
-@checks.register()
+@checks.register(CHECK_TAG)
 def check_enqueue_unregistered(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Warn when enqueue accepts every unregistered job type name (jobqueue.W004)."""
     try:
@@ -256,7 +257,7 @@ def job_types_named_in_settings() -> Iterable[tuple[str, str]]:
     return named
 
 
-@checks.register()
+@checks.register(CHECK_TAG)
 def check_job_types(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Report each job type named in the settings that workers could not resolve (E004).
 

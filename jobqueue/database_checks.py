@@ -39,11 +39,16 @@ from .poolspec import LISTEN_DATABASE
 from .store.pooler import refuse_unmarked_pooler
 
 __all__ = [
+    "CHECK_TAG",
     "check_outbox_databases",
     "check_pooled_databases",
     "check_queue_databases",
     "check_transaction_pooler",
 ]
+
+#: The tag of jobqueue's own checks (``manage.py check --tag jobqueue``): ``runworkers`` runs
+#: them, with Django's model checks, instead of every check (docs/decisions.md, 2026-12-05).
+CHECK_TAG = "jobqueue"
 
 
 #: PgBouncer's default port: an alias on it that is not marked pooled is worth a look.
@@ -62,7 +67,7 @@ def _is_postgres(params: Any) -> bool:
         return False
 
 
-@checks.register()
+@checks.register(CHECK_TAG)
 def check_outbox_databases(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Check that every ``OUTBOX_DATABASES`` alias is in ``DATABASES`` (jobqueue.E030)."""
     try:
@@ -80,7 +85,7 @@ def check_outbox_databases(app_configs: Any = None, **kwargs: Any) -> list[check
     ]
 
 
-@checks.register()
+@checks.register(CHECK_TAG)
 def check_pooled_databases(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Check pooler mode against ``DATABASES`` (jobqueue.E020, W020, W021, W022).
 
@@ -184,7 +189,7 @@ def check_transaction_pooler(
 ROUTER_PATH = "jobqueue.routers.QueueDatabaseRouter"
 
 
-@checks.register()
+@checks.register(CHECK_TAG)
 def check_queue_databases(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Check ``JOBQUEUE["QUEUE_DATABASES"]`` against ``DATABASES`` (jobqueue.E022, W023).
 

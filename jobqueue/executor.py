@@ -191,7 +191,8 @@ def _success(claimed: ClaimedJob, result: object, started: float) -> Outcome:
     """Return the outcome of a run that returned ``result``, storing it as JSON if it can."""
     duration = time.monotonic() - started
     try:
-        result_json = to_json(result, root="result")
+        # Most handlers return None: its JSON needs no check and no encoding.
+        result_json = "null" if result is None else to_json(result, root="result")
     except InvalidPayload as exc:
         # The work is done (its side effects happened), so the job succeeded; re-running it to
         # get a storable result would repeat them. Keep no result and say why.

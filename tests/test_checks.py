@@ -11,8 +11,9 @@ import sys
 
 import pytest
 from django.apps import apps
+from django.core import checks as django_checks
 from django.core.management import call_command
-from django.core.management.base import SystemCheckError
+from django.core.management.base import CommandError, SystemCheckError
 from django.db import connection
 from django.test import override_settings
 from django.utils.module_loading import autodiscover_modules
@@ -36,6 +37,29 @@ def ids(messages) -> list[str]:
 
 def test_the_test_settings_pass_manage_py_check():
     call_command("check", databases=["default"])  # warnings (W001 on SQLite) do not raise
+
+
+@pytest.mark.django_db(databases="__all__")  # the model checks ask each database's features
+def test_runworkers_runs_the_checks_of_what_a_worker_uses_not_the_webs():
+    def web_only(**kwargs):
+        return [django_checks.Error("a URL error", hint="fix the URLconf", id="tests.E900")]
+
+    django_checks.register(web_only, django_checks.Tags.urls)
+    try:
+        # `check` (at deploy) reports it; a worker gets past its checks, into its own start
+        # (here refused for its --database flag, after the checks).
+        with pytest.raises(SystemCheckError, match=r"tests\.E900"):
+            call_command("check", databases=["default"])
+        with pytest.raises(CommandError, match="not in DATABASES"):
+            call_command("runworkers", "--database", "nope", "--burst", skip_checks=False)
+    finally:
+        django_checks.registry.registry.registered_checks.discard(web_only)
+    # jobqueue's own checks still stop a worker, and have a tag of their own.
+    with override_settings(JOBQUEUE={"LEASE_SECOND": 30}):
+        with pytest.raises(SystemCheckError, match=r"jobqueue\.E001"):
+            call_command("runworkers", "--database", "nope", "--burst", skip_checks=False)
+        with pytest.raises(SystemCheckError, match=r"jobqueue\.E001"):
+            call_command("check", "--tag", "jobqueue", databases=["default"])
 
 
 # -- E001: JOBQUEUE ------------------------------------------------------------------------

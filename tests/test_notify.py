@@ -15,8 +15,9 @@ from django.db import connection, transaction
 
 import jobqueue
 from jobqueue.models import Job, Worker
-from jobqueue.store import get_store
+from jobqueue.store import get_store, notify
 from jobqueue.store.base import NOTIFY_CHANNEL
+from jobqueue.store.notify import ReadyListener
 from tests.conftest import database_url, requires_postgres, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -130,6 +131,26 @@ def settled(worker_id: str) -> None:
         lambda: Worker.objects.filter(worker_id=worker_id, last_seen_at__gt=since).exists(),
         timeout=60,
     )
+
+
+@pg
+def test_a_stopped_listener_ends_at_once_not_when_its_wait_runs_out(monkeypatch):
+    # Every worker's exit stopped its listener and waited for the listener's notification wait
+    # to run out (half a second of each start and exit). Here that wait would outlast the
+    # join's guard: the thread ends within the guard only if stop() wakes the wait.
+    monkeypatch.setattr(notify, "STOP_CHECK_S", 3600.0)
+    monkeypatch.setattr(notify, "PING_INTERVAL_S", 3600.0)
+    woken: list[float] = []
+    ready = ReadyListener("default", lambda queue: True, woken.append, "test-stop")
+    ready.start()
+    try:
+        assert ready.connected.wait(300)
+        jobqueue.enqueue_many([{"queue": "stop-test", "job_type": NOOP}])
+        # The start's wake-up, then the NOTIFY's: the wait still hears notifications.
+        wait_for(lambda: woken.count(0.0) >= 2, timeout=300)
+    finally:
+        ready.stop(timeout=300)
+    assert ready._thread is not None and not ready._thread.is_alive()
 
 
 @pg

@@ -16,6 +16,8 @@ whatever was enqueued while it was deaf (FIELD-CASES 26).
 from __future__ import annotations
 
 import logging
+import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +35,8 @@ MAX_RECONNECT_DELAY_S = 10.0
 #: cut without a TCP reset (a failover behind a load balancer) shows up within about this long
 #: (FIELD-CASES 26: within 5 s). One trivial statement per worker process every few seconds.
 PING_INTERVAL_S = 4.0
-#: Longest a notification wait blocks before the stop flag is looked at, seconds.
+#: Longest a notification wait blocks before the ping is looked at, seconds (a stop ends it at
+#: once: it wakes the wait through a pipe).
 STOP_CHECK_S = 0.5
 #: Longest idle wait of a worker whose listener is down, seconds: it claims at least this often
 #: whatever ``POLL_INTERVAL_SECONDS`` says (FIELD-CASES 26).
@@ -90,17 +93,31 @@ class ReadyListener:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failures = 0
+        # A pipe the notification wait also watches: stop() writes to it, so the thread ends
+        # at once instead of at the end of its wait (a worker's exit waited for it: half a
+        # second of every start and exit, docs/performance.md). Made by start().
+        self._stop_pipe: tuple[int, int] | None = None
 
     def start(self) -> None:
         """Start listening on a daemon thread."""
+        self._stop_pipe = os.pipe()
         self._thread = threading.Thread(target=self._run, name="jobqueue-listener", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop listening and wait up to ``timeout`` seconds for the thread to end."""
         self._stop.set()
+        pipe = self._stop_pipe
+        if pipe is not None:
+            os.write(pipe[1], b"x")
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                return  # it may still select on the pipe: leave it open
+        if pipe is not None:
+            self._stop_pipe = None
+            os.close(pipe[0])
+            os.close(pipe[1])
 
     def _run(self) -> None:
         import psycopg
@@ -151,8 +168,13 @@ class ReadyListener:
 
     def _serve(self, conn: Any) -> None:
         last_ping = time.monotonic()
+        waits_on = [conn.fileno()]
+        if self._stop_pipe is not None:
+            waits_on.append(self._stop_pipe[0])
         while not self._stop.is_set():
-            for notify in conn.notifies(timeout=STOP_CHECK_S):
+            # What arrived, without waiting: also what came in during the ping's LISTEN (which
+            # psycopg keeps aside, with the socket then read already).
+            for notify in conn.notifies(timeout=0.0):
                 queue, _, due = notify.payload.partition(" ")
                 if self.serves(queue):
                     try:
@@ -165,3 +187,6 @@ class ReadyListener:
                 for channel in self.channels:
                     conn.execute(f"LISTEN {channel}")
                 last_ping = time.monotonic()
+                continue
+            # Until a notification comes, a stop is asked for (the pipe), or the ping is due.
+            select.select(waits_on, [], [], STOP_CHECK_S)

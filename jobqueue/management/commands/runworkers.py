@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
+import pkgutil
 import signal
 import sys
 from typing import Any
 
+from django.core import checks
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
+from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
+from django.db.migrations.recorder import MigrationRecorder
 
 from jobqueue.conf import get_settings
 from jobqueue.cron.scheduler import Scheduler
+from jobqueue.database_checks import CHECK_TAG
 from jobqueue.deaths import hand_back_leases
 from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.management.arguments import (
@@ -44,23 +51,41 @@ def _require_migrations(alias: str) -> None:
     A worker there would fail every statement; its database retry loop is for outages, not for
     a forgotten ``migrate``, so say so now. If the database cannot be reached at all, start
     anyway: the worker waits for it.
-    """
-    from django.db import DatabaseError
-    from django.db.migrations.executor import MigrationExecutor
 
+    Every jobqueue migration on disk recorded as applied (the usual case) is enough: one query,
+    without loading every app's migration graph (about 20 ms of CPU per start). Otherwise the
+    graph decides (a squashed migration counts as applied when what it replaces is).
+    """
+    connection = connections[alias]
     try:
-        executor = MigrationExecutor(connections[alias])
+        applied = MigrationRecorder(connection).applied_migrations()
+        if all(("jobqueue", name) in applied for name in _jobqueue_migration_names()):
+            return
+        executor = MigrationExecutor(connection)
         plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
     except DatabaseError:
         return
     finally:
-        connections[alias].close()
+        connection.close()
     pending = [migration.name for migration, _ in plan if migration.app_label == "jobqueue"]
     if pending:
         raise CommandError(
             f"the jobqueue tables in database {alias!r} are not up to date (unapplied: "
             f"{', '.join(pending)}); run `python manage.py migrate` first"
         )
+
+
+def _jobqueue_migration_names() -> list[str]:
+    """Return the names of jobqueue's migrations on disk (``MIGRATION_MODULES`` respected)."""
+    module_name, _ = MigrationLoader.migrations_module("jobqueue")
+    if module_name is None:
+        return []  # migrations turned off for the app: nothing to require
+    module = importlib.import_module(module_name)
+    return [
+        info.name
+        for info in pkgutil.iter_modules(module.__path__)
+        if not info.ispkg and not info.name.startswith(("_", "~"))
+    ]
 
 
 def _check_exclusions(queues: tuple[str, ...], exclude: tuple[str, ...]) -> None:
@@ -87,6 +112,19 @@ class Command(BaseCommand):
         "lease. SIGTERM (to this process or to its whole process group) drains within "
         "--grace; SIGINT (Ctrl-C) or a second SIGTERM releases running jobs at once."
     )
+    # The checks that concern a worker: jobqueue's own (settings, cron, queue and pooled
+    # databases) and what its handlers use (models, caches, signals, async). The web's (admin,
+    # URLs, templates, static files, security) are `manage.py check`'s at deploy: running them
+    # here cost each worker start about half its checks' time (docs/decisions.md, 2026-12-05).
+    # The database and its migrations are checked below, once per database served.
+    requires_system_checks = [
+        CHECK_TAG,
+        checks.Tags.models,
+        checks.Tags.caches,
+        checks.Tags.signals,
+        checks.Tags.async_support,
+        checks.Tags.compatibility,
+    ]
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
