@@ -41,6 +41,7 @@ from .plan import ClaimPlan
 from .postgres_batches import PostgresBatchStore
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_concurrency import _KEYED_SEEN, PostgresConcurrencyCheck
+from .postgres_copy import COPY_MIN_JOBS, copy_jobs, copyable
 from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
 from .postgres_gauges import PostgresGaugeStore
@@ -153,6 +154,8 @@ class PostgresStore(
     ) -> list[tuple[int, bool]]:
         if not jobs:
             return []
+        if len(jobs) >= COPY_MIN_JOBS and copyable(jobs):
+            return [(job_id, True) for job_id in copy_jobs(self.alias, jobs)]
         results: list[tuple[int, bool] | None] = [None] * len(jobs)
         # A batch may name one (queue, dedupe key) several times: the first one stands for all.
         first: dict[tuple[str, str], int] = {}
