@@ -7,6 +7,7 @@ the caller's transaction usable. Type defaults are applied in one place,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -50,25 +51,37 @@ def _check_arguments(job_type: JobType | None, payload: dict[Any, Any]) -> None:
     """
     if job_type is None:
         return
+    # Only the names matter, as the handler will get them after the JSON round trip.
+    problem = _binding_problem(job_type, tuple(str(key) for key in payload))
+    if problem is not None:
+        raise InvalidPayload("payload", problem)
+
+
+@functools.lru_cache(maxsize=1024)
+def _binding_problem(job_type: JobType, names: tuple[str, ...]) -> str | None:
+    """Return why a payload of these argument names does not fit the handler, or None.
+
+    Remembered per type object and names (a handler's signature does not change; a type
+    registered again is another object): ``inspect`` binding costs more than the rest of a
+    single enqueue's checks.
+    """
     signature = signature_of(job_type.func)
     if signature is None:
-        return
+        return None
     args = (None,) if job_type.takes_context else ()
-    # Only the names matter, as the handler will get them after the JSON round trip.
-    names = dict.fromkeys(str(key) for key in payload)
     try:
-        signature.bind(*args, **names)
+        signature.bind(*args, **dict.fromkeys(names))
     except TypeError as exc:
-        problem = f"does not fit {job_type.name}{signature}: {exc}"
         if "batch" in signature.parameters and "batch" not in names:
             # A batch callback enqueued on its own: say so, not only which key is missing
             # (its 'payload' argument reads as if the payload itself were missing).
-            problem = (
+            return (
                 f"has no 'batch': {job_type.name}{signature} looks like a batch callback, which "
                 "jobqueue.batch(on_success=..., on_complete=...) calls with batch= and payload=; "
                 f"enqueued on its own, give both in the payload ({exc})"
             )
-        raise InvalidPayload("payload", problem) from None
+        return f"does not fit {job_type.name}{signature}: {exc}"
+    return None
 
 
 def _static(

@@ -134,8 +134,12 @@ class PostgresStore(
             "concurrency_key": job.concurrency_key,
             "concurrency_limit": job.concurrency_limit,
         }
-        if job.ordering_key is not None and job.dedupe_key is None:
-            return self._enqueue_in_order(params)
+        if job.dedupe_key is None:
+            if job.ordering_key is not None:
+                return self._enqueue_in_order(params)
+            with self._execute("enqueue_plain", params, callers=True) as cursor:
+                row = fetchone(cursor)
+            return row.id, True, row.created_at
         # The live holder of a dedupe key can finish between our insert giving way and our
         # look-up; then the key is free, so insert again. Twice is already rare.
         for _ in range(5):
