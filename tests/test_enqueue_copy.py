@@ -52,7 +52,7 @@ COLUMNS = (
 
 
 def _batch(run_at: datetime) -> list[dict]:
-    """60 jobs (over COPY_MIN_JOBS) with every option a keyless job can have."""
+    """240 jobs (over COPY_MIN_JOBS) with every option a keyless job can have."""
     shapes = [
         {"queue": "a", "job_type": ADD, "payload": {"a": 1, "b": 2}, "priority": 7},
         {"queue": "b", "job_type": NOOP, "run_at": run_at, "tenant_id": "t\t1\\"},
@@ -61,7 +61,7 @@ def _batch(run_at: datetime) -> list[dict]:
         {"queue": "c", "job_type": NOOP, "concurrency_key": "k", "concurrency_limit": 3},
         {"queue": "a", "job_type": NOOP, "run_at": datetime(2001, 1, 1, tzinfo=UTC)},
     ]
-    return [dict(shape) for _ in range(10) for shape in shapes]
+    return [dict(shape) for _ in range(40) for shape in shapes]
 
 
 def _rows(ids: list[int]) -> list[tuple]:
@@ -88,7 +88,7 @@ def test_copy_writes_row_for_row_what_the_statement_writes(monkeypatch):
     monkeypatch.setattr(postgres_copy, "COPY_MIN_JOBS", 10**9)
     monkeypatch.setattr("jobqueue.store.postgres.COPY_MIN_JOBS", 10**9)
     stated = jobqueue.enqueue_many(_batch(run_at))
-    assert copied == sorted(copied) and len(set(copied)) == 60
+    assert copied == sorted(copied) and len(set(copied)) == 240
     assert _rows(copied) == _rows(stated)
     # Delays count from the transaction's now(), which is created_at, as in the statement.
     delayed = Job.objects.get(id=copied[2])
@@ -106,7 +106,7 @@ def test_a_copied_batch_notifies_once_per_queue_at_commit_and_not_after_rollback
             {"queue": "c", "job_type": NOOP, "delay": 7200},  # beyond the hour: nothing
             {"queue": "d", "job_type": NOOP, "delay": 90},
             {"queue": "d", "job_type": NOOP, "delay": 60},  # the earliest of queue d
-        ] * 20
+        ] * 50
         with pytest.raises(ZeroDivisionError):
             with transaction.atomic():
                 jobqueue.enqueue_many(jobs)
@@ -123,17 +123,17 @@ def test_a_copied_batch_notifies_once_per_queue_at_commit_and_not_after_rollback
         assert queue == "d"
         assert 55.0 < float(due) <= 60.0
         # In autocommit too: the COPY's own transaction commits and notifies.
-        jobqueue.enqueue_many([{"queue": "e", "job_type": NOOP}] * 60)
+        jobqueue.enqueue_many([{"queue": "e", "job_type": NOOP}] * 200)
         assert [n.payload for n in conn.notifies(timeout=0.5)] == ["e"]
-        assert Job.objects.filter(queue="e", state="ready").count() == 60
+        assert Job.objects.filter(queue="e", state="ready").count() == 200
     finally:
         conn.close()
 
 
 def test_a_batch_with_a_dedupe_or_ordering_key_takes_the_statement():
-    keyed = [{"queue": "a", "job_type": NOOP, "dedupe_key": "same"}] * 60
+    keyed = [{"queue": "a", "job_type": NOOP, "dedupe_key": "same"}] * 200
     ids = jobqueue.enqueue_many(keyed)
     assert len(set(ids)) == 1  # one job: the first holds the key for all
-    ordered = [{"queue": "a", "job_type": NOOP, "ordering_key": "o"}] * 60
+    ordered = [{"queue": "a", "job_type": NOOP, "ordering_key": "o"}] * 200
     jobqueue.enqueue_many(ordered)
-    assert Job.objects.filter(ordering_key="o").count() == 60
+    assert Job.objects.filter(ordering_key="o").count() == 200
