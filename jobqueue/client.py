@@ -227,9 +227,11 @@ def enqueue_many(
 
     Every job is validated before anything is written, so one bad job writes nothing. Then
     they are inserted in one statement per 10,000 jobs or ``chunk_bytes`` of them on
-    PostgreSQL (one notification per queue wakes the workers at commit), or one by one in one
-    transaction elsewhere. Several statements are still all or nothing: they run in the
-    caller's transaction (under a savepoint), or in one of their own. Jobs with dedupe keys
+    PostgreSQL (one notification per queue wakes the workers at commit), or, 200 jobs or more
+    none of which has a dedupe or ordering key, by one COPY after the statement that draws
+    their ids; one by one in one transaction elsewhere. Several statements are still all or
+    nothing: they run in the caller's transaction (under a savepoint; none for the COPY), or in
+    one of their own. Jobs with dedupe keys
     take them in one stable order, so concurrent batches sharing keys never deadlock.
 
     Dedupe keys work as in :func:`enqueue`: a job whose (queue, dedupe key) a live job holds

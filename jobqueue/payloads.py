@@ -18,6 +18,10 @@ from .errors import InvalidPayload
 MAX_DEPTH = 100
 """Deepest nesting of lists and dicts accepted in a payload or result."""
 
+#: ``json.dumps(ensure_ascii=False, allow_nan=False, separators=(",", ":"))``, made once: those
+#: arguments make ``json.dumps`` build a new encoder on every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
 _INT_CHECK_BITS = 2000
 """Ints up to this many bits (about 600 digits) are under any int-to-text limit Python allows."""
 
@@ -34,6 +38,8 @@ def _check_string(text: str, path: str, what: str) -> None:
         raise InvalidPayload(
             path, f"{what} contains a NUL character (\\x00), which PostgreSQL cannot store"
         )
+    if text.isascii():  # no surrogate is ASCII: the common case costs no encoding
+        return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -114,6 +120,41 @@ def _check_container(value: list | tuple | dict, path: str, containing: set[int]
         _check(item, f"{path}[{key!r}]", containing)
 
 
+#: The value types a flat payload may hold for :func:`_flat_json` (exact types: a subclass of
+#: ``str`` or ``int`` may encode differently, so it takes the walk).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat_json(value: Any) -> str | None:
+    r"""Return a flat payload's JSON text when the encoder alone proves it faithful, else None.
+
+    A dict of string keys and scalar values (the common payload, ``{"order": 42}``) cannot
+    hold a cycle, a too-deep nesting or two keys JSON would merge, and the encoder refuses NaN,
+    infinity and an int over Python's digit limit itself; what is left to rule out shows in
+    the text: a NUL (escaped as ``\u0000``) and a lone surrogate (not UTF-8). Anything
+    else, or any doubt (a string that merely contains ``\u0000``), is None: :func:`_check`
+    walks it and names the path of what is wrong.
+    """
+    if type(value) is not dict:
+        return None
+    scalars = _SCALARS
+    for key, item in value.items():
+        if type(key) is not str or type(item) not in scalars:
+            return None
+    try:
+        text = _ENCODER.encode(value)
+    except ValueError:
+        return None
+    if "\\u0000" in text:
+        return None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    return text
+
+
 def to_json(value: Any, *, root: str = "payload", max_bytes: int | None = None) -> str:
     """Return ``value`` as compact JSON text, after checking that JSON holds it faithfully.
 
@@ -130,10 +171,14 @@ def to_json(value: Any, *, root: str = "payload", max_bytes: int | None = None) 
             surrogate, NaN or infinity, two keys that JSON would merge (``1`` and ``"1"``), a
             cycle, nesting deeper than ``MAX_DEPTH``, or a size over ``max_bytes``.
     """
-    _check(value, root)
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    if max_bytes is not None:
-        size = len(text.encode("utf-8"))
+    text = _flat_json(value)
+    if text is None:
+        _check(value, root)
+        text = _ENCODER.encode(value)
+    # UTF-8 takes 1 to 4 bytes a character (lone surrogates were refused): count the bytes only
+    # when the text could be over the limit.
+    if max_bytes is not None and len(text) * 4 > max_bytes:
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
         if size > max_bytes:
             raise InvalidPayload(
                 root, f"{size} bytes of JSON is over the limit of {max_bytes} (MAX_PAYLOAD_BYTES)"

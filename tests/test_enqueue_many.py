@@ -142,9 +142,27 @@ def test_it_joins_the_callers_transaction():
     "postgresql" not in connection.settings_dict["ENGINE"], reason="one statement on PostgreSQL"
 )
 def test_thousands_of_jobs_are_one_statement_on_postgresql(django_assert_num_queries):
-    jobs = [{"queue": "q", "job_type": NOOP, "payload": {"i": i}} for i in range(3000)]
+    jobs = [
+        {"queue": "q", "job_type": NOOP, "payload": {"i": i}, "dedupe_key": str(i)}
+        for i in range(3000)
+    ]
     with django_assert_num_queries(1):
         ids = jobqueue.enqueue_many(jobs)
+    assert len(set(ids)) == 3000
+    payloads = dict(Job.objects.values_list("id", "payload"))
+    assert [payloads[i] for i in ids] == [{"i": i} for i in range(3000)]
+
+
+@pytest.mark.skipif(
+    "postgresql" not in connection.settings_dict["ENGINE"], reason="COPY on PostgreSQL"
+)
+def test_thousands_of_keyless_jobs_are_one_copy_after_one_statement(django_assert_num_queries):
+    # Django sees the statement that draws the ids, not the COPY stream that follows it.
+    jobs = [{"queue": "q", "job_type": NOOP, "payload": {"i": i}} for i in range(3000)]
+    with django_assert_num_queries(1) as captured:
+        ids = jobqueue.enqueue_many(jobs)
+    [statement] = [q["sql"] for q in captured.captured_queries]
+    assert "nextval" in statement and "jsonb_to_recordset" not in statement
     assert len(set(ids)) == 3000
     assert ids == sorted(ids)  # drawn from the sequence in input order
     payloads = dict(Job.objects.values_list("id", "payload"))
@@ -300,3 +318,42 @@ def test_concurrent_batches_sharing_dedupe_keys_in_any_order_never_deadlock(chun
     deadlocks, jobs = _deadlocks_of_concurrent_batches(8, 25, 40, chunk_bytes)
     assert deadlocks == 0
     assert jobs == 25 * 40  # every key became exactly one job
+
+
+@pytest.mark.parametrize(
+    ("option", "good", "bad"),
+    [("priority", 1, True), ("max_attempts", 2, 2.0), ("max_attempts", 1, True)],
+)
+def test_a_bad_option_equal_to_a_good_one_is_still_refused(option, good, bad):
+    # The checks of a type's options run once per distinct options in a batch: True == 1 and
+    # 2.0 == 2, yet neither is accepted where an integer is due.
+    jobs = [{"queue": "q", "job_type": NOOP, option: value} for value in (good, good, bad)]
+    with pytest.raises(InvalidJobOption) as caught:
+        jobqueue.enqueue_many(jobs)
+    assert caught.value.option == f"jobs[2].{option}"
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("payload", "path"),
+    [
+        ({"a": 1, "b\x00": 2}, r"jobs[1].payload['b\x00']"),
+        ({"a": "x\x00"}, "jobs[1].payload['a']"),
+        ({"a": "\udc00"}, "jobs[1].payload['a']"),
+        ({"a": float("nan")}, "jobs[1].payload['a']"),
+        ({"a": 10**5000}, "jobs[1].payload['a']"),
+    ],
+)
+def test_a_flat_payload_is_refused_with_its_path(payload, path):
+    jobs = [{"queue": "q", "job_type": NOOP, "payload": p} for p in ({"a": 1}, payload)]
+    with pytest.raises(InvalidPayload) as caught:
+        jobqueue.enqueue_many(jobs)
+    assert caught.value.path == path
+    assert not Job.objects.exists()
+
+
+def test_a_flat_payload_that_only_looks_like_a_nul_is_accepted():
+    [job_id] = jobqueue.enqueue_many(
+        [{"queue": "q", "job_type": NOOP, "payload": {"a": "\\u0000"}}]
+    )
+    assert Job.objects.get(id=job_id).payload == {"a": "\\u0000"}

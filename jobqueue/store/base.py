@@ -168,7 +168,8 @@ class JobStore(Protocol):
         Jobs with dedupe keys take them in (queue, key) byte order, so two batches sharing keys
         never deadlock. On PostgreSQL this is one statement per :data:`ENQUEUE_MANY_CHUNK` jobs
         or ``chunk_bytes`` bytes of them (a job alone may be larger), plus one that draws the
-        ids when there are several.
+        ids when there are several; a batch of ``COPY_MIN_JOBS`` (``postgres_copy.py``) or more
+        keyless jobs is one COPY after the statement that draws the ids.
 
         Returns:
             ``(job_id, created)`` per input job, in input order.

@@ -41,6 +41,7 @@ from .plan import ClaimPlan
 from .postgres_batches import PostgresBatchStore
 from .postgres_breakers import PostgresDependencyStore
 from .postgres_concurrency import _KEYED_SEEN, PostgresConcurrencyCheck
+from .postgres_copy import COPY_MIN_JOBS, copy_jobs, copyable
 from .postgres_cron import PostgresCronStore
 from .postgres_deaths import PostgresDeathStore
 from .postgres_gauges import PostgresGaugeStore
@@ -133,8 +134,12 @@ class PostgresStore(
             "concurrency_key": job.concurrency_key,
             "concurrency_limit": job.concurrency_limit,
         }
-        if job.ordering_key is not None and job.dedupe_key is None:
-            return self._enqueue_in_order(params)
+        if job.dedupe_key is None:
+            if job.ordering_key is not None:
+                return self._enqueue_in_order(params)
+            with self._execute("enqueue_plain", params, callers=True) as cursor:
+                row = fetchone(cursor)
+            return row.id, True, row.created_at
         # The live holder of a dedupe key can finish between our insert giving way and our
         # look-up; then the key is free, so insert again. Twice is already rare.
         for _ in range(5):
@@ -153,6 +158,8 @@ class PostgresStore(
     ) -> list[tuple[int, bool]]:
         if not jobs:
             return []
+        if len(jobs) >= COPY_MIN_JOBS and copyable(jobs):
+            return [(job_id, True) for job_id in copy_jobs(self.alias, jobs)]
         results: list[tuple[int, bool] | None] = [None] * len(jobs)
         # A batch may name one (queue, dedupe key) several times: the first one stands for all.
         first: dict[tuple[str, str], int] = {}
