@@ -111,3 +111,24 @@ def test_the_pipelined_ack_of_plain_jobs_leaves_the_batch_part_out(monkeypatch):
     assert made.states == {j.id: JobState.SUCCEEDED for j in first}
     assert [j.id for j in made.claimed] == ids[2:]
     assert len(sent) == 2 and "jobqueue_batch" not in sent[0]
+
+
+def test_the_ids_remembered_per_alias_are_bounded_and_only_ever_missing(monkeypatch):
+    """Past UNBATCHED_MAX the set starts over: the next outcomes get the full text (correct,
+    only slower); ids leave at their outcome's statement."""
+
+    class Row:
+        def __init__(self, job_id, batch_id=None):
+            self.id, self.batch_id = job_id, batch_id
+
+    monkeypatch.setattr(pipeline, "_UNBATCHED", {})
+    monkeypatch.setattr(pipeline, "UNBATCHED_MAX", 3)
+    pipeline.note_claimed("x", [Row(1), Row(2), Row(3, batch_id=7)])
+    assert pipeline.finish_statement("x", [1, 2]) == "finish_many~batches"
+    assert pipeline.finish_statement("x", [1]) == "finish_many"  # gone with its outcome
+    assert pipeline.finish_statement("x", [3]) == "finish_many"  # a batch member
+    assert pipeline.finish_statement("y", [4]) == "finish_many"  # nothing claimed on "y"
+    pipeline.note_claimed("x", [Row(i) for i in range(10, 14)])
+    pipeline.note_claimed("x", [Row(20)])  # over the bound: started over
+    assert pipeline.finish_statement("x", [10]) == "finish_many"
+    assert pipeline.finish_statement("x", [20]) == "finish_many~batches"
