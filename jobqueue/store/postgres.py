@@ -49,7 +49,7 @@ from .postgres_operator import PostgresOperatorStore
 from .postgres_outbox import PostgresOutboxStore
 from .postgres_parents import PostgresParentStore
 from .postgres_pauses import PostgresPauseStore
-from .postgres_pipeline import PostgresFinishThenClaim
+from .postgres_pipeline import PostgresFinishThenClaim, finish_statement, note_claimed
 from .postgres_progress import PostgresProgressStore
 from .postgres_ratelimits import PostgresRateLimitStore
 from .postgres_rollups import PostgresRollupStore
@@ -309,6 +309,7 @@ class PostgresStore(
         """
         # UPDATE ... RETURNING gives rows in no particular order; hand them out in the order
         # the picked CTE served them.
+        note_claimed(self.alias, rows)
         if plan.strict:
             rows.sort(key=lambda r: (r.pos, r.nth_of_queue))
         else:
@@ -365,7 +366,7 @@ class PostgresStore(
         if not outcomes:
             return {}
         params = self._finish_params(outcomes, now)
-        with self._execute("finish_many", params) as cursor:
+        with self._execute(finish_statement(self.alias, params["ids"]), params) as cursor:
             return {r.id: r.state for r in fetchall(cursor)}
 
     def _finish_params(self, outcomes: Sequence[Outcome], now: datetime | None) -> dict[str, Any]:

@@ -45,8 +45,9 @@
 --   claim without them stays within psycopg's query cache.
 --
 -- Text budget: the compacted statement plus the transaction-limits prefix must fit psycopg's
--- 4,096-character query cache (tests/test_sqltext.py); after issue 18's limits and weights it
--- has 7 characters to spare. Comments are free (stripped before sending).
+-- 4,096-character query cache (tests/test_sqltext.py); after issue 18's limits and weights and
+-- the batch_id returned for finish_many's text (store/postgres_pipeline.py) it has 15 to spare.
+-- Comments are free (stripped before sending).
 --
 -- "heads" row-locks what it reads with SKIP LOCKED, so concurrent claims never wait on each other
 -- or hand out the same job, and a claim reads past the rows another claim holds instead of coming
@@ -257,4 +258,4 @@ FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.type, j.payload, j.attempts, j.max_attempts, j.timeout_s, j.lease_token,
           j.lease_until, j.queue, j.priority, j.tenant_id, picked.pos, picked.nth_of_queue, picked.tag,
-          j.suspect, j.concurrency_key
+          j.suspect, j.concurrency_key, j.batch_id

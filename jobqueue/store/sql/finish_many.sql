@@ -17,7 +17,8 @@
 -- in one update of each batch row (not one per member: a 10,000-member batch acked 100 at a time is 100 updates of
 -- its row), the rows locked first in id order (two statements touching the same batches never deadlock); the
 -- update that brings pending to zero draws the callbacks' ids and inserts them, so the callback commits with the
--- last outcome and only the statement that saw zero under the row lock fires it. No member here: empty CTEs.
+-- last outcome and only the statement that saw zero under the row lock fires it. No member here: empty CTEs
+-- (or none at all: the "batches" section below).
 -- The batch trigger of migration 0016 leaves these transitions (leased to finished, attempts unchanged) to us.
 WITH done AS (
 UPDATE jobqueue_job AS j
@@ -45,7 +46,10 @@ FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(states)s::text[], %(results
 WHERE j.id = o.id AND j.lease_token = o.token AND j.state = 'leased'
 RETURNING j.id, j.state, j.queue, j.type, j.started_at, clock.at, o.error ->> 'kind' AS kind, j.batch_id,
           (SELECT w.run_at FROM jobqueue_job AS w WHERE w.id = j.id) AS due_at
-), observed AS (
+), observed AS MATERIALIZED (
+    -- MATERIALIZED: pickup_s and run_s computed once per row. Inlined, each of the 28 aggregates
+    -- below repeated their expression (0.07 ms planning, 0.05 ms execution of 25 rows;
+    -- docs/performance.md, branch sql).
     SELECT date_trunc('minute', at) AS minute, queue, type, state, kind,
            greatest(date_part('epoch', started_at - due_at), 0) AS pickup_s,
            greatest(date_part('epoch', at - started_at), 0) AS run_s
@@ -99,7 +103,14 @@ ON CONFLICT (minute, queue, type, shard) DO UPDATE SET
     run_le_06 = r.run_le_06 + excluded.run_le_06, run_le_07 = r.run_le_07 + excluded.run_le_07,
     run_le_08 = r.run_le_08 + excluded.run_le_08, run_le_09 = r.run_le_09 + excluded.run_le_09,
     run_le_10 = r.run_le_10 + excluded.run_le_10, run_le_11 = r.run_le_11 + excluded.run_le_11
-), members AS (
+)
+-- batches{
+-- Sent only when an outcome may be a batch member: the store leaves these lines out when it
+-- claimed every job of the outcomes itself and none had a batch_id (store/postgres_pipeline.py;
+-- a job's batch_id is written in the transaction that inserts it and never changes). Planned for
+-- jobs without a batch they cost ~0.16 ms of planning, and their INSERT ran the statement-level
+-- NOTIFY trigger of migration 0006 every time (docs/performance.md, branch sql).
+, members AS (
     SELECT batch_id, count(*) AS n, count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
            count(*) FILTER (WHERE state = 'dead') AS dead,
            count(*) FILTER (WHERE state = 'cancelled') AS cancelled, min(at) AS at
@@ -143,4 +154,5 @@ CROSS JOIN LATERAL jsonb_to_recordset(c.callbacks)
     AS cb(kind text, type text, queue text, priority int, max_attempts int, timeout_s float8)
 WHERE c.pending = 0 AND (cb.kind = 'complete' OR c.succeeded = c.total)
 )
+-- }batches
 SELECT id, state FROM done
