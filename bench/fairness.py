@@ -1,7 +1,7 @@
 """Fairness, priorities, queue weights and ordering keys, measured with real worker processes.
 
     .venv/bin/python bench/fairness.py [--only N ...] [--quick] [--poll 0.05] [--weights-seconds 30]
-        [--drain-jobs 20000]
+        [--drain-jobs 20000] [--variants abf --rounds 4]
 
 Recreates the database named by BENCH_DATABASE_URL (default
 postgres://postgres@127.0.0.1:5432/jq_fair), runs the scenarios of issue 6, prints each figure
@@ -61,6 +61,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -114,7 +115,9 @@ def query(sql: str, params: list | dict | None = None) -> list[tuple]:
 
 
 def truncate() -> None:
-    query("TRUNCATE jobqueue_job, jobqueue_worker RESTART IDENTITY")
+    # jobqueue_jobparent too: scenario 5's (f) chains each key's jobs, and with the ids restarted
+    # a second (f) in one run would meet the first one's edges (duplicate parent edge).
+    query("TRUNCATE jobqueue_job, jobqueue_worker, jobqueue_jobparent RESTART IDENTITY")
 
 
 def db_now():
@@ -645,6 +648,9 @@ def scenario_claim_cost(cfg: argparse.Namespace) -> None:
         ("(e) 100 tenants, half TENANT_WEIGHTS 3", 100, None, 0, True),
         ("(f) 200 ordering keys", 0, None, 0, False),
     ]
+    if cfg.variants or cfg.rounds > 1:
+        claim_cost_rounds(cfg, [v for v in variants if v[0][1] in (cfg.variants or "abcdef")])
+        return
     base = None
     for label, tenants, cap, keys, weighted in variants:
         ordering = 200 if label.startswith("(f)") else 0
@@ -658,6 +664,42 @@ def scenario_claim_cost(cfg: argparse.Namespace) -> None:
             True,
         )
         print(f"  {'':<44} ratio to (a): wall {wall / base[0]:.2f}, span {span / base[1]:.2f}")
+
+
+def claim_cost_rounds(cfg: argparse.Namespace, variants: list[tuple]) -> None:
+    """Scenario 5 interleaved: --rounds rounds of the chosen variants, every other round in
+    reverse order (a b f, f b a, ...), so a load that drifts during the run weighs on each
+    variant alike; each variant's span rate as a ratio to (a) of the same round, then the
+    median and range of those ratios. On a machine others load, the sequential form's
+    ratios swing with the load between its first and last drain."""
+    spans: dict[str, list[float]] = defaultdict(list)
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for n in range(cfg.rounds):
+        ordered = variants if n % 2 == 0 else variants[::-1]
+        rates = {}
+        for label, tenants, cap, keys, weighted in ordered:
+            ordering = 200 if label.startswith("(f)") else 0
+            wall, span = drain(cfg, tenants, cap, keys, weighted, ordering)
+            rates[label] = span
+            load = os.getloadavg()[0]
+            print(f"  round {n + 1} {label:<44} {wall:,.0f} / {span:,.0f} jobs/s (load {load:.1f})")
+        base = next((r for label, r in rates.items() if label.startswith("(a)")), None)
+        for label, span in rates.items():
+            spans[label].append(span)
+            if base:
+                ratios[label].append(span / base)
+        if base:
+            line = ", ".join(f"{label[:3]} {span / base:.2f}" for label, span in rates.items())
+            print(f"  round {n + 1} span ratios to (a): {line}", flush=True)
+    for label, _, _, _, _ in variants:
+        got = sorted(ratios[label]) or [float("nan")]
+        report(
+            "5 claim cost",
+            f"{label} span ratio to (a), median of {cfg.rounds}",
+            "report (range)",
+            f"{statistics.median(got):.2f} ({got[0]:.2f}-{got[-1]:.2f})",
+            True,
+        )
 
 
 # -- 6. tenant weights ----------------------------------------------------------------------------
@@ -764,6 +806,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--weights-seconds", type=float, default=None, help="scenario 3 window")
     parser.add_argument("--seed", type=int, default=6)
     parser.add_argument("--drain-jobs", type=int, default=None, help="scenario 5's backlog")
+    parser.add_argument(
+        "--variants", default="", help="scenario 5's variants to run, e.g. abf (default: all)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="scenario 5 interleaved: rounds of --variants, alternate rounds reversed",
+    )
     parser.add_argument(
         "--no-jit",
         dest="server_jit",
