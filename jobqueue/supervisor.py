@@ -230,12 +230,15 @@ class Supervisor:
         else:
             code = os.WEXITSTATUS(status)
             how = f"exited with status {code}"
+        dead = code not in (0, EXIT_RECYCLE)
+        if dead and self.hand_back is not None:
+            # Draining too: a child killed meanwhile (OOM, kill -9, or by us after the grace)
+            # left leases that would otherwise wait out their expiry and be charged.
+            self._start_hand_back(slot)
         if self._stop_signal is not None:
             slot.done = True
             logger.info("worker process of slot %d %s", slot.index, how)
             return
-        if code not in (0, EXIT_RECYCLE) and self.hand_back is not None:
-            self._start_hand_back(slot)
         if code == 0:
             # A burst worker that drained its queues: nothing to restart.
             slot.done = True

@@ -226,6 +226,40 @@ def test_leased_by_names_the_child_and_a_killed_childs_row_goes_with_its_leases(
     assert sup.poll() is None
 
 
+def test_a_child_killed_while_draining_has_its_leases_handed_back(workers, tmp_path):
+    """SIGTERM, then SIGKILL one draining child: its two running jobs are handed back at once
+    (ready, attempt not counted, its Worker row gone), not left leased until their 600 s
+    lease expires; the other child's two jobs finish, and the supervisor exits 0 (found by a
+    trial: the supervisor skipped the hand-back once a stop had come)."""
+    path = tmp_path / "runs.txt"
+    q = "drainkill"
+    running = [
+        jobqueue.enqueue(q, jobs.record, {"path": str(path), "sleep_s": 10}, timeout_s=120)
+        for _ in range(4)
+    ]
+    sup = workers.start(
+        "--queues", q, "--processes", "2", "--concurrency", "2", "--grace", "120",
+        "--lease", "600", settings=FAST_WORKER_SETTINGS,
+    )  # fmt: skip
+    wait_for(lambda: len(record_lines(path)) == 4, timeout=300)
+    holders = set(Job.objects.filter(id__in=running).values_list("leased_by", flat=True))
+    assert len(holders) == 2, holders
+    victim = sorted(holders)[0]
+    victims = set(Job.objects.filter(leased_by=victim).values_list("id", flat=True))
+
+    send(sup, signal.SIGTERM, "supervisor")
+    wait_for(lambda: workers.log(sup).count("no new claims") == 2, timeout=300)
+    os.kill(int(victim.split(":")[1]), signal.SIGKILL)
+
+    wait_for(lambda: not Job.objects.filter(id__in=victims, state="leased").exists(), timeout=300)
+    assert not Worker.objects.filter(worker_id=victim).exists()
+    assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=victims)} == {("ready", 0)}
+    assert workers.exit_code(sup, timeout=300) == 0, workers.log(sup)
+    others = Job.objects.filter(id__in=set(running) - victims)
+    assert {(j.state, j.attempts) for j in others} == {("succeeded", 1)}, workers.log(sup)
+    assert "handed back uncharged" in workers.log(sup), workers.log(sup)
+
+
 def test_a_supervised_worker_names_the_signal_its_supervisor_received():
     """The supervisor's forward is SIGUSR1/SIGUSR2; the child's log names what the supervisor
     got (recorded in memory shared across the fork), and a lone worker names what it got."""
