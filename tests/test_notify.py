@@ -154,6 +154,34 @@ def test_a_stopped_listener_ends_at_once_not_when_its_wait_runs_out(monkeypatch)
 
 
 @pg
+def test_a_listener_whose_descriptors_are_numbered_past_1024_still_hears(monkeypatch):
+    # select() raises "filedescriptor out of range" for a descriptor >= 1024, which a worker
+    # whose handlers keep many files open reaches: the listener thread died, the worker polled.
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("RLIMIT_NOFILE's hard limit is under 1200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    monkeypatch.setattr(notify, "STOP_CHECK_S", 3600.0)
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    woken: list[float] = []
+    ready = ReadyListener("default", lambda queue: True, woken.append, "test-fds")
+    try:
+        ready.start()
+        assert ready.connected.wait(300)
+        jobqueue.enqueue_many([{"queue": "fds-test", "job_type": NOOP}])
+        wait_for(lambda: woken.count(0.0) >= 2, timeout=300)
+    finally:
+        ready.stop(timeout=300)
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert ready._thread is not None and not ready._thread.is_alive()
+
+
+@pg
 @pytest.mark.slow
 def test_an_idle_worker_claims_at_once_and_listens_again_after_its_connection_is_killed(
     workers,

@@ -113,7 +113,7 @@ class ReadyListener:
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
-                return  # it may still select on the pipe: leave it open
+                return  # it may still poll the pipe: leave it open
         if pipe is not None:
             self._stop_pipe = None
             os.close(pipe[0])
@@ -168,9 +168,12 @@ class ReadyListener:
 
     def _serve(self, conn: Any) -> None:
         last_ping = time.monotonic()
-        waits_on = [conn.fileno()]
+        # poll(), not select(): select() refuses a descriptor numbered 1024 or more, which a
+        # worker whose handlers keep many files or sockets open reaches.
+        waits_on = select.poll()
+        waits_on.register(conn.fileno(), select.POLLIN)
         if self._stop_pipe is not None:
-            waits_on.append(self._stop_pipe[0])
+            waits_on.register(self._stop_pipe[0], select.POLLIN)
         while not self._stop.is_set():
             # What arrived, without waiting: also what came in during the ping's LISTEN (which
             # psycopg keeps aside, with the socket then read already).
@@ -189,4 +192,4 @@ class ReadyListener:
                 last_ping = time.monotonic()
                 continue
             # Until a notification comes, a stop is asked for (the pipe), or the ping is due.
-            select.select(waits_on, [], [], STOP_CHECK_S)
+            waits_on.poll(STOP_CHECK_S * 1000)
