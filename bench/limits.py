@@ -129,7 +129,7 @@ def explain(cfg: argparse.Namespace) -> None:
     """The claim as sent, in the database: EXPLAIN ANALYZE medians, with and without limits."""
     from django.db import transaction
 
-    from jobqueue.ratelimits import parse_rate_limits
+    from jobqueue.settings.rates import parse_rate_limits
     from jobqueue.store.plan import ClaimPlan
     from jobqueue.store.ratelimits import claim_params
     from jobqueue.store.sqltext import sql

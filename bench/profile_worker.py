@@ -124,7 +124,7 @@ def main() -> None:
         return
     import core
 
-    from jobqueue.worker import Worker
+    from jobqueue.worker.loop import Worker
 
     core.bulk_ready(args.jobs)
     worker = Worker(

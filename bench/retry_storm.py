@@ -53,8 +53,8 @@ import django  # noqa: E402  (after bench_env points Django at the settings)
 django.setup()
 
 from jobqueue import backoff  # noqa: E402
-from jobqueue.budgets import debt_delays  # noqa: E402
-from jobqueue.conf import Breaker, RetryBudgetSettings  # noqa: E402
+from jobqueue.limits.budgets import debt_delays  # noqa: E402
+from jobqueue.settings.conf import Breaker, RetryBudgetSettings  # noqa: E402
 from jobqueue.store.breakers import BreakerOutcomes  # noqa: E402
 from jobqueue.store.generic_breakers import _apply  # noqa: E402
 

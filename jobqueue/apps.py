@@ -8,9 +8,9 @@ from types import ModuleType
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
 
-from .conf import DEFAULT_DISCOVER_MODULES, get_settings
-from .early_stops import hold_stops_during_start_up
-from .errors import JobQueueConfigurationError
+from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.settings.conf import DEFAULT_DISCOVER_MODULES, get_settings
+from jobqueue.worker.early_stops import hold_stops_during_start_up
 
 
 class JobQueueConfig(AppConfig):
@@ -38,7 +38,7 @@ class JobQueueConfig(AppConfig):
         """
         # In ready(), not at module level: Django imports this module while it loads the apps,
         # before models may be imported, and the checks reach the models (through the store).
-        from . import checks  # noqa: F401  (registers the system checks)
+        from jobqueue import checks  # noqa: F401  (registers the system checks)
 
         try:
             modules = get_settings().discover_modules

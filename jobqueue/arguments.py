@@ -24,10 +24,10 @@ from django.conf import settings as django_settings
 from django.db import connections
 from django.utils import timezone
 
-from . import validation
-from .conf import get_settings
-from .errors import InvalidJobOption, JobNotFound, LeaseLost
-from .validation import MAX_DELAY_SECONDS, PRIORITY_MAX, PRIORITY_MIN
+from jobqueue import validation
+from jobqueue.errors import InvalidJobOption, JobNotFound, LeaseLost
+from jobqueue.settings.conf import get_settings
+from jobqueue.validation import MAX_DELAY_SECONDS, PRIORITY_MAX, PRIORITY_MIN
 
 MAX_ATTEMPTS_LIMIT = 10_000
 BIGINT_MAX = 2**63 - 1

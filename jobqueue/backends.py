@@ -17,9 +17,9 @@ unchanged. This module imports ``django.tasks``; on Django 5.2, which has none, 
 imported.
 """
 
-from .tasks.backend import JobQueueBackend
-from .tasks.options import BackendOptions, JobQueueTask, parse_backend_params
-from .tasks.results import to_task_result, to_task_result_status
+from jobqueue.tasks.backend import JobQueueBackend
+from jobqueue.tasks.options import BackendOptions, JobQueueTask, parse_backend_params
+from jobqueue.tasks.results import to_task_result, to_task_result_status
 
 __all__ = [
     "BackendOptions",

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import random
 
-from .conf import get_settings
-from .jobtypes import registered
-from .policies import Backoff
-from .retries import POLICIES as POLICIES
-from .retries import _rng as _rng
-from .retries import backoff_delay as backoff_delay
-from .retries import decorrelated as decorrelated
-from .retries import equal as equal
-from .retries import exponential as exponential
-from .retries import full as full
-from .retries import none as none
+from jobqueue.jobtypes import registered
+from jobqueue.retries import POLICIES as POLICIES
+from jobqueue.retries import _rng as _rng
+from jobqueue.retries import backoff_delay as backoff_delay
+from jobqueue.retries import decorrelated as decorrelated
+from jobqueue.retries import equal as equal
+from jobqueue.retries import exponential as exponential
+from jobqueue.retries import full as full
+from jobqueue.retries import none as none
+from jobqueue.settings.conf import get_settings
+from jobqueue.settings.policies import Backoff
 
 __all__ = [
     "backoff_delay",

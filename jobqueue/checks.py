@@ -18,7 +18,7 @@
   ``INSTALLED_APPS``. Reported by the backend's own ``check()`` (``jobqueue/tasks/backend.py``):
   without the app, nothing here is registered.
 * ``jobqueue.E020``-``E022``, ``E030``, ``W020``-``W023`` — the databases: pooler mode, queue
-  databases, outbox databases (:mod:`jobqueue.database_checks`).
+  databases, outbox databases (:mod:`jobqueue.checks_databases`).
 """
 
 from __future__ import annotations
@@ -29,22 +29,21 @@ from typing import Any
 from django.core import checks
 from django.db import connections
 
-from .conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, get_settings
-from .cron.entries import check_handler
-from .cron.spec import parse_cron_setting
+# Registers the database checks too (pooler mode, queue and outbox databases); re-exported.
+from jobqueue.checks_databases import CHECK_TAG
+from jobqueue.checks_databases import check_outbox_databases as check_outbox_databases
+from jobqueue.checks_databases import check_pooled_databases as check_pooled_databases
+from jobqueue.checks_databases import check_queue_databases as check_queue_databases
+from jobqueue.checks_databases import check_transaction_pooler as check_transaction_pooler
+from jobqueue.cron.entries import check_handler
 
 # Registers the database checks too (pooler mode, queue and outbox databases); re-exported.
-from .database_checks import CHECK_TAG
-from .database_checks import check_outbox_databases as check_outbox_databases
-from .database_checks import check_pooled_databases as check_pooled_databases
-from .database_checks import check_queue_databases as check_queue_databases
-from .database_checks import check_transaction_pooler as check_transaction_pooler
-
-# Registers the database checks too (pooler mode, queue and outbox databases); re-exported.
-from .errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
-from .executor import resolve_handler
-from .options import allows_unregistered
-from .validation import is_count
+from jobqueue.errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
+from jobqueue.options import allows_unregistered
+from jobqueue.settings.conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, get_settings
+from jobqueue.settings.cron import parse_cron_setting
+from jobqueue.validation import is_count
+from jobqueue.worker.executor import resolve_handler
 
 BACKEND_PATH = "jobqueue.backends.JobQueueBackend"
 
@@ -161,7 +160,7 @@ def _is_ours(backend_path: Any) -> bool | None:
     try:
         # Here, not at module level: django.tasks arrived in Django 6.0, and on 5.2 (supported)
         # the backend cannot be imported at all.
-        from .backends import JobQueueBackend
+        from jobqueue.backends import JobQueueBackend
     except ImportError:
         return None if backend_path.startswith("jobqueue.") else False
     try:
@@ -197,7 +196,7 @@ def check_tasks_setting(app_configs: Any = None, **kwargs: Any) -> list[checks.C
         elif ours:
             from django.tasks.exceptions import InvalidTaskBackend
 
-            from .backends import parse_backend_params  # Django 6.0+ only, as in _is_ours
+            from jobqueue.backends import parse_backend_params  # Django 6.0+ only, as in _is_ours
 
             try:
                 parse_backend_params(alias, params)

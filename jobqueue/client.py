@@ -13,16 +13,16 @@ from typing import Any
 
 from django.db import connections
 
-from . import arguments, outbox, routing, signals
-from .errors import InvalidJobOption
-from .jobtypes import JobType
-from .models import Job
-from .newjobs import new_job as build_job
-from .newjobs import new_jobs as build_jobs
-from .outage import writing as _writing
-from .parents import enqueue_each, parent_options, split_specs
-from .store import NewJob, get_store
-from .store.base import ENQUEUE_MANY_CHUNK_BYTES
+from jobqueue import arguments, outbox, routing, signals
+from jobqueue.errors import InvalidJobOption
+from jobqueue.flows.dependencies import enqueue_each, parent_options, split_specs
+from jobqueue.jobtypes import JobType
+from jobqueue.models import Job
+from jobqueue.newjobs import new_job as build_job
+from jobqueue.newjobs import new_jobs as build_jobs
+from jobqueue.store import NewJob, get_store
+from jobqueue.store.base import ENQUEUE_MANY_CHUNK_BYTES
+from jobqueue.store.outage import writing as _writing
 
 __all__ = ["enqueue", "enqueue_many", "enqueue_or_get"]
 
@@ -93,7 +93,7 @@ def enqueue(
             ``"default"``. An explicit alias is used as given, whatever the setting says.
         after: ids of jobs (on ``using``) this one runs after: it waits (state ``waiting``)
             until every one has succeeded, and ends cancelled if one ends dead or cancelled
-            (see :mod:`jobqueue.parents`). None for none. Not with ``dedupe_key``.
+            (see :mod:`jobqueue.flows.dependencies`). None for none. Not with ``dedupe_key``.
         run_on_parent_failure: with ``after``: a dead or cancelled parent counts as done.
         takes_parent_results: with ``after``: the handler gets ``parent_results``, the
             parents' results in the order of ``after``.

@@ -13,19 +13,19 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from . import arguments
-from .backoff import policy_for
-from .conf import get_settings
-from .errors import InvalidJobOption, LeaseLost
-from .fairness import rate_limits
-from .history import error_entry
-from .outage import writing as _writing
-from .payloads import to_json
-from .retries import decide
-from .store import ClaimedJob, Store, get_store
-from .store.finishing import ack_outcome, finished
-from .store.plan import ClaimPlan
-from .store.policy import claim_policy
+from jobqueue import arguments
+from jobqueue.backoff import policy_for
+from jobqueue.errors import InvalidJobOption, LeaseLost
+from jobqueue.history import error_entry
+from jobqueue.limits.fairness import rate_limits
+from jobqueue.limits.policy import claim_policy
+from jobqueue.payloads import to_json
+from jobqueue.retries import decide
+from jobqueue.settings.conf import get_settings
+from jobqueue.store import ClaimedJob, Store, get_store
+from jobqueue.store.finishing import ack_outcome, finished
+from jobqueue.store.outage import writing as _writing
+from jobqueue.store.plan import ClaimPlan
 
 __all__ = ["ack", "claim", "heartbeat", "nack"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import traceback as traceback_module
 from typing import Any
 
-from .payloads import sanitize_text
+from jobqueue.payloads import sanitize_text
 
 __all__ = ["ERROR_MESSAGE_CHARS", "ERROR_TYPE_CHARS", "TRACEBACK_TAIL_CHARS", "error_entry"]
 

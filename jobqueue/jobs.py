@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .chains import STEP_OPTIONS, Step, step
-from .client import enqueue
-from .jobtypes import (
+from jobqueue.client import enqueue
+from jobqueue.flows.chains import STEP_OPTIONS, Step, step
+from jobqueue.jobtypes import (
     ENQUEUE_OPTIONS,
     JobContext,
     JobType,
@@ -64,7 +64,8 @@ class JobFunction(JobType):
     def step(self, **kwargs: Any) -> Step:
         """Return a step of ``jobqueue.chain`` running this type: payload and options, as enqueue.
 
-        Keyword arguments named like :data:`~jobqueue.chains.STEP_OPTIONS` are options; the rest
+        Keyword arguments named like :data:`~jobqueue.flows.chains.STEP_OPTIONS` are options; the
+        rest
         is the payload.
 
         Raises:

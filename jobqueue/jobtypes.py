@@ -15,17 +15,17 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .arguments import validate_options
-from .concurrencyspec import check_declared
-from .context import JobContext as JobContext
-from .context import RunRecorder as RunRecorder
-from .errors import (
+from jobqueue.arguments import validate_options
+from jobqueue.errors import (
     JobQueueConfigurationError,
     UnknownJobType,
 )
-from .policies import Backoff, parse_backoff
-from .ratelimits import Limiter, parse_rate
-from .validation import validate_dependency_name
+from jobqueue.settings.concurrency import check_declared
+from jobqueue.settings.policies import Backoff, parse_backoff
+from jobqueue.settings.rates import Limiter, parse_rate
+from jobqueue.validation import validate_dependency_name
+from jobqueue.worker.context import JobContext as JobContext
+from jobqueue.worker.context import RunRecorder as RunRecorder
 
 __all__ = [
     "JobContext",

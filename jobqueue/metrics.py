@@ -39,20 +39,20 @@ from django.db.models import DurationField, ExpressionWrapper, F, Q
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
-from .conf import get_settings
-from .fairness import rate_limits
-from .gauge_model import LAST_PRUNE
-from .models import CronEntry, GaugeSnapshot, Pause, RetryBudget
-from .ops.clock import db_now
-from .ops.exposition import DATABASE_LABEL, merge
-from .ops.outbox import families as outbox_families
-from .ops.prunable import EXACT_UP_TO, awaiting_prune
-from .ops.queues import live_workers, open_breakers, served_queues
-from .ops.rates import families as rollup_families
-from .routing import all_queue_aliases
-from .store import Store, get_store
-from .store.gauges import COUNT_CAP
-from .store.plan import ConcurrencyLimits
+from jobqueue.limits.fairness import rate_limits
+from jobqueue.models import CronEntry, GaugeSnapshot, Pause, RetryBudget
+from jobqueue.models.gauges import LAST_PRUNE
+from jobqueue.ops.clock import db_now
+from jobqueue.ops.exposition import DATABASE_LABEL, merge
+from jobqueue.ops.outbox import families as outbox_families
+from jobqueue.ops.prunable import EXACT_UP_TO, awaiting_prune
+from jobqueue.ops.queues import live_workers, open_breakers, served_queues
+from jobqueue.ops.rates import families as rollup_families
+from jobqueue.routing import all_queue_aliases
+from jobqueue.settings.conf import get_settings
+from jobqueue.store import Store, get_store
+from jobqueue.store.gauges import COUNT_CAP
+from jobqueue.store.plan import ConcurrencyLimits
 
 #: The exposition format's media type.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -11,14 +11,15 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import arguments, concurrency
-from .conf import get_settings
-from .errors import InvalidJobOption, InvalidPayload, UnregisteredJobType
-from .jobtypes import JobType, signature_of
-from .options import EnqueueOptions, ResolvedOptions, enqueue_type
-from .parents import PARENT_KEYS
-from .payloads import to_json
-from .store.base import NewJob
+from jobqueue import arguments
+from jobqueue.errors import InvalidJobOption, InvalidPayload, UnregisteredJobType
+from jobqueue.flows.dependencies import PARENT_KEYS
+from jobqueue.jobtypes import JobType, signature_of
+from jobqueue.limits import concurrency
+from jobqueue.options import EnqueueOptions, ResolvedOptions, enqueue_type
+from jobqueue.payloads import to_json
+from jobqueue.settings.conf import get_settings
+from jobqueue.store.base import NewJob
 
 __all__ = ["ENQUEUE_MANY_KEYS", "new_job", "new_jobs"]
 

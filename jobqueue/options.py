@@ -13,10 +13,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from .arguments import queue_name, validate_options
-from .conf import get_settings
-from .errors import InvalidJobOption, UnknownJobType, UnregisteredJobType
-from .jobtypes import JobType, registered, resolve
+from jobqueue.arguments import queue_name, validate_options
+from jobqueue.errors import InvalidJobOption, UnknownJobType, UnregisteredJobType
+from jobqueue.jobtypes import JobType, registered, resolve
+from jobqueue.settings.conf import get_settings
 
 __all__ = [
     "EnqueueOptions",

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidPayload
+from jobqueue.errors import InvalidPayload
 
 MAX_DEPTH = 100
 """Deepest nesting of lists and dicts accepted in a payload or result."""

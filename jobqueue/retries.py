@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .errors import JobTimeout, PermanentError, RetryAfter, UnknownJobType
-from .policies import Backoff
-from .states import DeadReason, JobState
+from jobqueue.errors import JobTimeout, PermanentError, RetryAfter, UnknownJobType
+from jobqueue.settings.policies import Backoff
+from jobqueue.states import DeadReason, JobState
 
 __all__ = [
     "POLICIES",

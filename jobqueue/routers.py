@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conf import get_settings
-from .routing import all_queue_aliases
+from jobqueue.routing import all_queue_aliases
+from jobqueue.settings.conf import get_settings
 
 __all__ = ["QueueDatabaseRouter"]
 

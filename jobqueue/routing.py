@@ -9,9 +9,9 @@ lives on ``"default"``.
 
 from __future__ import annotations
 
-from .conf import get_settings
-from .errors import InvalidJobOption
-from .queuedbspec import DEFAULT_ALIAS, OTHER_QUEUES, shard_index
+from jobqueue.errors import InvalidJobOption
+from jobqueue.settings.conf import get_settings
+from jobqueue.settings.databases import DEFAULT_ALIAS, OTHER_QUEUES, shard_index
 
 __all__ = [
     "all_queue_aliases",
@@ -50,7 +50,7 @@ def queue_alias(
     """Return the database alias a job of ``queue`` is stored on.
 
     For a sharded queue the shard is a stable hash of the ordering key, else the dedupe key,
-    else the tenant (:func:`jobqueue.queuedbspec.shard_index`), so jobs sharing one of them
+    else the tenant (:func:`jobqueue.settings.databases.shard_index`), so jobs sharing one of them
     meet on one primary; a job with none of them is dealt round-robin.
 
     Args:

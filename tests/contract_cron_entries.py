@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobqueue.crontab import Schedule
 from jobqueue.models import CronEntry
+from jobqueue.settings.crontab import Schedule
 
 T = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 

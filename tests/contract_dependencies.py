@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobqueue.conf import Breaker, RetryBudgetSettings
 from jobqueue.models import DependencyBreaker, RetryBudget
+from jobqueue.settings.conf import Breaker, RetryBudgetSettings
 from jobqueue.states import JobState
 from jobqueue.store.breakers import BreakerOutcomes, Deferral
 

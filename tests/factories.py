@@ -16,15 +16,15 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobqueue.executor import execute
 from jobqueue.jobtypes import JobContext
 from jobqueue.models import Job
-from jobqueue.ratelimits import RateLimits
 from jobqueue.retries import Outcome
+from jobqueue.settings.rates import RateLimits
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome, finished
 from jobqueue.store.ratelimits import claim_params as rate_params
+from jobqueue.worker.executor import execute
 
 __all__ = ["error_entry", "insert_ready_jobs", "job_kwargs", "make_job", "make_jobs"]
 

@@ -21,9 +21,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 import jobqueue
-from jobqueue.breakers import open_breaker
-from jobqueue.conf import get_settings
+from jobqueue.limits.breakers import open_breaker
 from jobqueue.models import CronEntry, CronFire, DependencyBreaker, Job, Worker
+from jobqueue.settings.conf import get_settings
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 

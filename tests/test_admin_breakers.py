@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from jobqueue.breakers import open_breaker
-from jobqueue.conf import get_settings
+from jobqueue.limits.breakers import open_breaker
 from jobqueue.models import DependencyBreaker, RetryBudget
+from jobqueue.settings.conf import get_settings
 from jobqueue.store import get_store
 
 from .test_admin import DASHBOARD, act, client_for, confirm, messages_of, text, user_with

@@ -16,8 +16,8 @@ from django.urls import reverse
 import jobqueue
 from jobqueue import cron
 from jobqueue.admin.cron import CronEntryAdmin
-from jobqueue.crontab import Schedule
 from jobqueue.models import CronEntry, CronFire, Job
+from jobqueue.settings.crontab import Schedule
 
 NOOP = "tests.testapp.jobs.noop"
 CHANGELIST = "admin:jobqueue_cronentry_changelist"

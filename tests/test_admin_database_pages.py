@@ -16,7 +16,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 import jobqueue
-from jobqueue.breakers import open_breaker
+from jobqueue.limits.breakers import open_breaker
 from jobqueue.models import Batch, CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
 
 pytestmark = pytest.mark.django_db(databases=["default", "queues2"])

@@ -140,7 +140,7 @@ ARROWS: dict[str, set[str]] = {
 
 #: Arrows outside the table, each with its reason: (importer, imported) -> why.
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("jobqueue.executor", "jobqueue.tasks.backend"): (
+    ("jobqueue.worker.executor", "jobqueue.tasks.backend"): (
         "a job type that is not registered may be a django.tasks task: the executor resolves it "
         "there (function-level: Django 5.2 has no django.tasks)"
     ),
@@ -149,9 +149,9 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
 #: Arrows the table allows between parts but one module must not take: (importer, imported
 #: prefix) -> why. The importer is a module; the imported, a module or package and all below it.
 FORBIDDEN: dict[tuple[str, str], str] = {
-    ("jobqueue.executor", "jobqueue.store"): (
+    ("jobqueue.worker.executor", "jobqueue.store"): (
         "the executor turns one run into an Outcome with no SQL: it reads ClaimedJob from "
-        "jobqueue.claimed, and the completer writes"
+        "jobqueue.store.claimed, and the completer writes"
     ),
 }
 

@@ -37,9 +37,9 @@ from jobqueue.backends import (
     to_task_result_status,
 )
 from jobqueue.errors import InvalidPayload
-from jobqueue.fairness import rate_limits
+from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import Job
-from jobqueue.ratelimits import Limiter
+from jobqueue.settings.rates import Limiter
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.tasks import backend as tasks_backend

@@ -9,7 +9,7 @@ import pytest
 
 from jobqueue import backoff
 from jobqueue.backoff import backoff_delay, decorrelated, equal, exponential, full, none
-from jobqueue.conf import Backoff
+from jobqueue.settings.conf import Backoff
 
 POLICIES = {"none": none, "full": full, "equal": equal, "decorrelated": decorrelated}
 

@@ -16,7 +16,6 @@ from django.db import transaction
 from django.test import override_settings
 
 import jobqueue
-from jobqueue.conf import build_settings
 from jobqueue.errors import (
     InvalidJobOption,
     InvalidPayload,
@@ -24,6 +23,7 @@ from jobqueue.errors import (
     JobQueueConfigurationError,
 )
 from jobqueue.models import Job, Worker
+from jobqueue.settings.conf import build_settings
 from tests.conftest import ROOT, subprocess_env
 
 NOOP = "tests.testapp.jobs.noop"

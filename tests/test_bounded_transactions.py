@@ -18,20 +18,20 @@ from django.test import override_settings
 from django.utils import timezone
 
 import jobqueue
-from jobqueue.conf import build_settings
 from jobqueue.errors import JobQueueConfigurationError
-from jobqueue.fairness import ClaimPlan, TenantCaps
+from jobqueue.limits.fairness import ClaimPlan, TenantCaps
+from jobqueue.maintenance.pruning import Pruner
 from jobqueue.models import Job
-from jobqueue.pruning import Pruner
-from jobqueue.recovery import ReapHold
-from jobqueue.states import JobState
-from jobqueue.store import ReapDecision, bounded, get_store
-from jobqueue.txlimits import (
+from jobqueue.settings.conf import build_settings
+from jobqueue.settings.transactions import (
     DEFAULT_IDLE_IN_TRANSACTION_SECONDS,
     DEFAULT_LOCK_TIMEOUT_SECONDS,
     DEFAULT_STATEMENT_TIMEOUT_SECONDS,
 )
-from jobqueue.worker import Worker
+from jobqueue.states import JobState
+from jobqueue.store import ReapDecision, bounded, get_store
+from jobqueue.worker.loop import Worker
+from jobqueue.worker.recovery import ReapHold
 
 from .conftest import database_url, requires_postgres, wait_for
 from .factories import make_job

@@ -20,8 +20,8 @@ from django.utils.module_loading import autodiscover_modules
 
 import jobqueue
 from jobqueue import checks
-from jobqueue.conf import build_settings
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.settings.conf import build_settings
 from tests.conftest import ROOT
 
 BACKEND = "jobqueue.backends.JobQueueBackend"

@@ -33,12 +33,12 @@ from jobqueue.errors import (
     LeaseLost,
     QueueUnavailable,
 )
-from jobqueue.executor import failure_outcome
 from jobqueue.jobs import job
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.postgres import sql
+from jobqueue.worker.executor import failure_outcome
 
 from . import factories
 from .conftest import requires_postgres, wait_for

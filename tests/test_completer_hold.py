@@ -19,12 +19,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobqueue.claimed import ClaimedJob
-from jobqueue.context import JobContext
 from jobqueue.retries import Outcome
 from jobqueue.store.base import ClaimRequest, FinishedThenClaimed
+from jobqueue.store.claimed import ClaimedJob
 from jobqueue.worker import completer as completer_module
 from jobqueue.worker.completer import Completer
+from jobqueue.worker.context import JobContext
 from jobqueue.worker.runs import Run, Runs
 from jobqueue.worker.wakeups import WakeUps
 

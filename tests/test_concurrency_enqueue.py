@@ -12,9 +12,9 @@ from django.test import override_settings
 
 import jobqueue
 from jobqueue import job
-from jobqueue.conf import build_settings
 from jobqueue.errors import InvalidJobOption
 from jobqueue.models import Job
+from jobqueue.settings.conf import build_settings
 from tests.testapp.limited_jobs import bad_key, maybe_regional, per_account, per_type
 
 db = pytest.mark.django_db(databases=["default", "sqlite"])

@@ -17,7 +17,7 @@ from django.db import connection, connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from jobqueue.fairness import ConcurrencyLimits, QueueSelector, TenantCaps
+from jobqueue.limits.fairness import ConcurrencyLimits, QueueSelector, TenantCaps
 from jobqueue.models import Job
 from jobqueue.states import JobState
 from jobqueue.store.postgres import PostgresStore

@@ -10,10 +10,10 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from jobqueue import conf
-from jobqueue.conf import Backoff, JobQueueSettings, build_settings, get_settings
 from jobqueue.errors import JobQueueConfigurationError, UnknownJobType
 from jobqueue.jobs import JobType, job, registry, resolve
+from jobqueue.settings import conf
+from jobqueue.settings.conf import Backoff, JobQueueSettings, build_settings, get_settings
 
 
 @job

@@ -13,9 +13,7 @@ from django.db import connections
 
 import jobqueue
 from jobqueue import checks, cron
-from jobqueue.conf import CronSpec, build_settings
 from jobqueue.cron.scheduler import Scheduler
-from jobqueue.crontab import Schedule
 from jobqueue.errors import (
     CronConfigurationError,
     InvalidCronExpression,
@@ -25,6 +23,8 @@ from jobqueue.errors import (
 )
 from jobqueue.jobs import job
 from jobqueue.models import CronEntry, CronFire, Job
+from jobqueue.settings.conf import CronSpec, build_settings
+from jobqueue.settings.crontab import Schedule
 
 NOOP = "tests.testapp.jobs.noop"
 ADD = "tests.testapp.jobs.add"  # add(a, b): no fire_time parameter

@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobqueue.cron import MAX_COUNTED_MISSES, plan
-from jobqueue.crontab import InvalidTimezone, Schedule, parse_cron_expression
 from jobqueue.errors import InvalidCronExpression
+from jobqueue.settings.crontab import InvalidTimezone, Schedule, parse_cron_expression
 
 
 def utc(*args: int) -> datetime:

@@ -18,16 +18,16 @@ from django.test import override_settings
 from django.utils import timezone
 
 from jobqueue import checks
-from jobqueue.breakers import BreakerGate, close_breaker, open_breaker, verdict
-from jobqueue.budgets import RetryBudgetKeeper, debt_delays
-from jobqueue.conf import Breaker, RetryBudgetSettings, build_settings
 from jobqueue.errors import JobQueueConfigurationError, PermanentError, RetryAfter
-from jobqueue.executor import Outcome, failure_outcome
-from jobqueue.guard import DependencyGuard
 from jobqueue.jobs import job
+from jobqueue.limits.breakers import BreakerGate, close_breaker, open_breaker, verdict
+from jobqueue.limits.budgets import RetryBudgetKeeper, debt_delays
 from jobqueue.models import DependencyBreaker, Job
+from jobqueue.settings.conf import Breaker, RetryBudgetSettings, build_settings
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import ClaimedJob, get_store
+from jobqueue.worker.executor import Outcome, failure_outcome
+from jobqueue.worker.guard import DependencyGuard
 
 from .conftest import requires_postgres
 from .factories import make_job

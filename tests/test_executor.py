@@ -15,10 +15,10 @@ from django.test import override_settings
 
 from jobqueue.backoff import full
 from jobqueue.errors import RetryAfter
-from jobqueue.executor import Outcome, execute, failure_outcome
 from jobqueue.jobs import JobContext, job
 from jobqueue.states import DeadReason
 from jobqueue.store import ClaimedJob
+from jobqueue.worker.executor import Outcome, execute, failure_outcome
 
 ADD = "tests.testapp.jobs.add"
 FAIL = "tests.testapp.jobs.fail"
@@ -291,9 +291,9 @@ def test_a_handler_module_that_fails_to_import_records_the_import_error():
     import uuid as _uuid
     from datetime import UTC, datetime
 
-    from jobqueue.executor import execute
     from jobqueue.jobs import JobContext
     from jobqueue.store import ClaimedJob
+    from jobqueue.worker.executor import execute
 
     claimed = ClaimedJob(
         id=1,

@@ -1,7 +1,8 @@
 """Fairness in the claim: queue weights, strict order, priority, tenant caps, ordering keys.
 
 Selection tests run small and deterministic: the claim's plan (weights, start tags, caps) is
-built by :class:`jobqueue.fairness.QueueSelector` exactly as a worker builds it, and each test
+built by :class:`jobqueue.limits.fairness.QueueSelector` exactly as a worker builds it, and each
+test
 writes down the exact jobs a claim must return. ``FairnessContract`` runs against both stores
 (PostgreSQL's SQL claim and the ORM store's Python ranking must agree).
 """
@@ -17,7 +18,7 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from jobqueue.fairness import ClaimPlan, QueueSelector, TenantCaps, parse_queue_spec
+from jobqueue.limits.fairness import ClaimPlan, QueueSelector, TenantCaps, parse_queue_spec
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store.postgres import sql

@@ -14,8 +14,8 @@ from django.test.utils import CaptureQueriesContext
 
 import jobqueue
 from jobqueue.models import Batch, Job
+from jobqueue.models.rollups import Rollup
 from jobqueue.retries import Outcome
-from jobqueue.rollup_model import Rollup
 from jobqueue.states import JobState
 from jobqueue.store import bounded, get_store
 from jobqueue.store import postgres_pipeline as pipeline

@@ -18,7 +18,7 @@ from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.store.base import ClaimRequest
 from jobqueue.store.bounded import pipelines
-from jobqueue.worker import Worker
+from jobqueue.worker.loop import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from jobqueue.handler_threads import THREADS_PER_SLOT, HandlerThreads, ThreadCapReached
+from jobqueue.worker.threads import THREADS_PER_SLOT, HandlerThreads, ThreadCapReached
 from tests.conftest import wait_for
 
 

@@ -1,6 +1,6 @@
 """Hardening item 8: every duration, size and count setting and flag has one documented range.
 
-The table is ``jobqueue.limits.RANGES``; ``conf.build_settings`` (so ``manage.py check``,
+The table is ``jobqueue.settings.ranges.RANGES``; ``conf.build_settings`` (so ``manage.py check``,
 jobqueue.E001), the ``runworkers`` and ``prunejobs`` flags and the README's settings table all
 follow it. Out-of-range values, NaN, infinity, negatives and huge numbers are refused at start,
 naming the key or flag.
@@ -16,11 +16,11 @@ from django.core.management import CommandError, call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from jobqueue import limits
 from jobqueue.checks import check_settings
-from jobqueue.conf import build_settings
 from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.models import Job, Worker
+from jobqueue.settings import ranges as limits
+from jobqueue.settings.conf import build_settings
 from tests.conftest import FAST_WORKER_SETTINGS, ROOT
 
 

@@ -19,8 +19,9 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobqueue import metrics, pausing
-from jobqueue.breakers import open_breaker
+from jobqueue import metrics
+from jobqueue.limits import pauses as pausing
+from jobqueue.limits.breakers import open_breaker
 from jobqueue.models import CronEntry, GaugeSnapshot, Worker
 from jobqueue.states import JobState
 

@@ -255,7 +255,7 @@ def test_notifications_never_carry_a_payload_however_large(listener):
 
 @pytest.mark.django_db(databases=["default", "sqlite"])
 def test_a_worker_on_another_database_never_listens():
-    from jobqueue.worker import Worker
+    from jobqueue.worker.loop import Worker
 
     assert Worker(queues=["q"], using="sqlite").listen_notify is False
     assert Worker(queues=["q"], using="sqlite", listen_notify=True).listen_notify is False

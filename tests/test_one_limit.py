@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from jobqueue.fairness import QueueSelector
+from jobqueue.limits.fairness import QueueSelector
 from jobqueue.models import Job, JobParent
 from jobqueue.states import DeadReason
 from jobqueue.store.base import NewJob

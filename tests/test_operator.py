@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 import jobqueue
 from jobqueue.errors import JobNotFound
 from jobqueue.models import Job
-from jobqueue.repairs import BulkRetry
+from jobqueue.ops.repairs import BulkRetry
 from jobqueue.states import JobState
 from jobqueue.store import postgres
 

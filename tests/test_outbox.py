@@ -19,11 +19,11 @@ from django.test import override_settings
 import jobqueue
 from jobqueue import metrics
 from jobqueue.checks import check_outbox_databases
-from jobqueue.conf import build_settings
 from jobqueue.errors import InvalidJobOption, JobQueueConfigurationError
+from jobqueue.maintenance.relay import RELAY_BATCH, OutboxRelay, relay_batch
 from jobqueue.models import Job, OutboxEntry
 from jobqueue.ops.outbox import lag_check
-from jobqueue.relay import RELAY_BATCH, OutboxRelay, relay_batch
+from jobqueue.settings.conf import build_settings
 from jobqueue.store import bounded, get_store
 from tests.conftest import (
     FAST_WORKER_SETTINGS,
@@ -225,7 +225,7 @@ RELAY_SCRIPT = """
 import os, signal, sys
 import django
 django.setup()
-from jobqueue.relay import relay_batch
+from jobqueue.maintenance.relay import relay_batch
 from jobqueue.store import bounded
 point, nth = sys.argv[1], int(sys.argv[2])
 seen = []

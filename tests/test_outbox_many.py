@@ -14,8 +14,8 @@ from django.test.utils import CaptureQueriesContext
 
 import jobqueue
 from jobqueue.errors import InvalidJobOption
+from jobqueue.maintenance.relay import relay_batch
 from jobqueue.models import Job, OutboxEntry
-from jobqueue.relay import relay_batch
 from tests.conftest import requires_postgres
 
 pytestmark = [

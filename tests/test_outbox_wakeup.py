@@ -14,11 +14,11 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 import jobqueue
+from jobqueue.maintenance.relay import OutboxRelay
+from jobqueue.maintenance.services import ServiceRunner
 from jobqueue.models import Job, OutboxEntry
-from jobqueue.relay import OutboxRelay
 from jobqueue.store.base import OUTBOX_CHANNEL
 from jobqueue.store.notify import listen_connection_params
-from jobqueue.worker.services import ServiceRunner
 from tests.conftest import requires_postgres, wait_for
 
 pytestmark = [

@@ -15,12 +15,13 @@ from django.db import connection, connections
 from django.test import override_settings
 
 import jobqueue
-from jobqueue import checks, results
-from jobqueue.conf import build_settings
+from jobqueue import checks
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.flows import results
 from jobqueue.models import Job
+from jobqueue.settings.conf import build_settings
 from jobqueue.store.pooler import listen_alias, refuse_unmarked_pooler, shared_backend_pid
-from jobqueue.worker import Worker
+from jobqueue.worker.loop import Worker
 from tests.conftest import requires_postgres, wait_for
 from tests.factories import run_one
 

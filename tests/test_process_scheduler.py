@@ -22,8 +22,8 @@ from django.db import DatabaseError, connection, connections
 
 import jobqueue
 from jobqueue.models import CronEntry, CronFire, Job, LeaderLease, Worker
+from jobqueue.settings.transactions import TransactionLimits
 from jobqueue.store.bounded import own_transaction
-from jobqueue.txlimits import TransactionLimits
 from tests.conftest import FAST_WORKER_SETTINGS, ROOT, requires_postgres, subprocess_env, wait_for
 
 pytestmark = [pytest.mark.slow, requires_postgres(), pytest.mark.django_db(transaction=True)]

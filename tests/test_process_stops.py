@@ -15,7 +15,7 @@ import pytest
 
 import jobqueue
 from jobqueue.models import Job, Worker
-from jobqueue.stopping import record_cause, stop_cause
+from jobqueue.worker.stopping import record_cause, stop_cause
 from tests.conftest import FAST_WORKER_SETTINGS, record_lines, requires_postgres, wait_for
 from tests.testapp import jobs
 

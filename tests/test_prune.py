@@ -16,8 +16,8 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
+from jobqueue.maintenance.pruning import Pruner, count_prunable, prune_jobs
 from jobqueue.models import Job
-from jobqueue.pruning import Pruner, count_prunable, prune_jobs
 from jobqueue.states import JobState
 
 from .conftest import ROOT, requires_postgres, subprocess_env

@@ -11,11 +11,11 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from jobqueue.gauge_model import LAST_PRUNE
+from jobqueue.maintenance.pruning import Pruner, record_prune
 from jobqueue.metrics import compute
 from jobqueue.models import GaugeSnapshot
+from jobqueue.models.gauges import LAST_PRUNE
 from jobqueue.ops.clock import db_now
-from jobqueue.pruning import Pruner, record_prune
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from jobqueue.maintenance.pruning import prune_jobs
 from jobqueue.models import Batch, Job, JobParent
-from jobqueue.pruning import prune_jobs
 from jobqueue.states import JobState
 from jobqueue.store import bounded
 

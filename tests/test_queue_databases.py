@@ -20,13 +20,13 @@ from django.test import override_settings
 
 import jobqueue
 from jobqueue import checks
-from jobqueue.conf import build_settings
 from jobqueue.cron.entries import reconcile_settings
 from jobqueue.errors import InvalidJobOption, JobQueueConfigurationError
 from jobqueue.models import CronEntry, Job, Pause
-from jobqueue.queuedbspec import shard_index
 from jobqueue.routers import QueueDatabaseRouter
 from jobqueue.routing import all_queue_aliases, queue_alias, queue_aliases
+from jobqueue.settings.conf import build_settings
+from jobqueue.settings.databases import shard_index
 from jobqueue.worker.aliases import AliasShare, alias_shares
 from tests.conftest import ROOT, subprocess_env
 
@@ -62,7 +62,9 @@ def test_jobs_with_no_key_and_no_tenant_are_dealt_evenly():
 
 
 def test_a_hash_is_the_same_in_another_process():
-    code = "from jobqueue.queuedbspec import shard_index as s; print(s(7, tenant_id='acme-42'))"
+    code = (
+        "from jobqueue.settings.databases import shard_index as s; print(s(7, tenant_id='acme-42'))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )

@@ -23,12 +23,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobqueue import checks, jobtypes
-from jobqueue.conf import build_settings
 from jobqueue.errors import JobQueueConfigurationError
-from jobqueue.fairness import rate_limits
 from jobqueue.jobs import job
+from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import Job, RateBucket
-from jobqueue.ratelimits import Limiter, RateLimits, parse_rate_limits
+from jobqueue.settings.conf import build_settings
+from jobqueue.settings.rates import Limiter, RateLimits, parse_rate_limits
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.store.plan import ClaimPlan

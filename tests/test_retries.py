@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 import pytest
 
 from jobqueue.errors import JobTimeout, PermanentError, RetryAfter, UnknownJobType
-from jobqueue.policies import Backoff
 from jobqueue.retries import Outcome, backoff_delay, dead_reason, decide
+from jobqueue.settings.policies import Backoff
 from jobqueue.states import DeadReason, JobState
 
 TOKEN = uuid.uuid4()

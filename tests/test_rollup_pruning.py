@@ -12,11 +12,11 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from jobqueue.conf import get_settings
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.maintenance.pruning import Pruner
 from jobqueue.models import Rollup
 from jobqueue.ops.clock import db_now
-from jobqueue.pruning import Pruner
+from jobqueue.settings.conf import get_settings
 from jobqueue.store import get_store
 
 pytestmark = pytest.mark.django_db

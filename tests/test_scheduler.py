@@ -25,8 +25,8 @@ from django.db import connections
 
 import jobqueue
 from jobqueue.cron.scheduler import Scheduler
-from jobqueue.crontab import Schedule
 from jobqueue.models import CronEntry, CronFire, Job, LeaderLease
+from jobqueue.settings.crontab import Schedule
 from jobqueue.states import JobState
 from tests.conftest import ROOT, requires_postgres, subprocess_env
 

@@ -16,8 +16,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobqueue import health, metrics
-from jobqueue.pruning import Pruner, count_prunable
+from jobqueue import metrics
+from jobqueue.maintenance.pruning import Pruner, count_prunable
+from jobqueue.ops import health
 from jobqueue.store import get_store
 
 from .conftest import requires_postgres

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from jobqueue.worker.services import RELEASE_IDLE_S, ServiceRunner, start_services
+from jobqueue.maintenance.services import RELEASE_IDLE_S, ServiceRunner, start_services
 
 
 class Counting:

@@ -18,11 +18,11 @@ from django.db import transaction
 
 import jobqueue
 from jobqueue import signals
-from jobqueue.executor import Outcome, execute, send_outcome_signal
 from jobqueue.jobs import JobContext
 from jobqueue.models import Job
 from jobqueue.states import JobState
 from jobqueue.store import ClaimedJob, get_store
+from jobqueue.worker.executor import Outcome, execute, send_outcome_signal
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
 from tests.testapp import jobs
 

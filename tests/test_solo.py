@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from jobqueue.solo import SoloGate
 from jobqueue.store import ClaimedJob
+from jobqueue.worker.solo import SoloGate
 
 
 def job(job_id: int, *, suspect: bool = False) -> ClaimedJob:

@@ -17,7 +17,7 @@ from django.test import override_settings
 
 import jobqueue
 from jobqueue.logging import JOB_FIELDS, JSONFormatter, job_extra
-from jobqueue.worker import Worker
+from jobqueue.worker.loop import Worker
 from jobqueue.worker.runs import Run
 
 pytestmark = pytest.mark.django_db(databases=["default", "sqlite"], transaction=True)

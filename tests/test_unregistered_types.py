@@ -16,11 +16,11 @@ from django.test import override_settings
 
 import jobqueue
 from jobqueue import checks, cron
-from jobqueue.conf import build_settings
 from jobqueue.errors import InvalidJobOption, UnknownJobType, UnregisteredJobType
 from jobqueue.jobs import JobFunction
 from jobqueue.jobtypes import JobType
 from jobqueue.models import Job
+from jobqueue.settings.conf import build_settings
 
 db = pytest.mark.django_db(databases=["default", "sqlite"])
 both_stores = pytest.mark.parametrize("using", ["default", "sqlite"])

@@ -20,13 +20,13 @@ from django.utils import timezone
 import jobqueue
 from jobqueue import job
 from jobqueue.jobtypes import JobContext
+from jobqueue.maintenance.reaper import Reaper
 from jobqueue.models import Job
-from jobqueue.recovery import ReapHold
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
-from jobqueue.worker import Worker
 from jobqueue.worker.heartbeat import Heartbeat
-from jobqueue.worker.reaper import Reaper
+from jobqueue.worker.loop import Worker
+from jobqueue.worker.recovery import ReapHold
 from jobqueue.worker.runs import Run, Runs
 
 from .factories import make_job

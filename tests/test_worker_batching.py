@@ -12,7 +12,7 @@ from django.test import override_settings
 import jobqueue
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
-from jobqueue.worker import Worker
+from jobqueue.worker.loop import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

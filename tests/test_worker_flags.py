@@ -23,7 +23,7 @@ from jobqueue.models import Job, Worker
 from jobqueue.ops.queues import queue_status
 from jobqueue.states import JobState
 from jobqueue.store.postgres import sql
-from jobqueue.worker import Worker as QueueWorker
+from jobqueue.worker.loop import Worker as QueueWorker
 
 from .conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
 from .factories import make_jobs

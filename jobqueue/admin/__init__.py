@@ -5,4 +5,4 @@ entries and dependency breakers (with retry budgets) get their own modules besid
 """
 
 # Each registers its ModelAdmin.
-from . import batches, breakers, cron, dead_letters, jobs, pauses, workers  # noqa: F401
+from jobqueue.admin import batches, breakers, cron, dead_letters, jobs, pauses, workers  # noqa: F401

@@ -19,11 +19,11 @@ from django.db.models import Count, QuerySet
 from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
-from .. import repairs as client
-from ..errors import JobNotFound
-from ..models import Job
-from ..states import CANCELLABLE, RETRYABLE, JobState
-from .guards import bad_ids
+from jobqueue.admin.guards import bad_ids
+from jobqueue.errors import JobNotFound
+from jobqueue.models import Job
+from jobqueue.ops import repairs as client
+from jobqueue.states import CANCELLABLE, RETRYABLE, JobState
 
 #: Rows handled per transaction by the per-row actions: one commit per chunk, not per row, and
 #: no lock held for long.
@@ -59,7 +59,7 @@ class BulkAction:
     verb: str  # "cancel", "retry", "run now"
     past: str  # "Cancelled", "Retried", "Made ready"
     eligible: frozenset[str]
-    #: ``(ids, using, by)``: ``by`` is the signed-in user, recorded (jobqueue.audit).
+    #: ``(ids, using, by)``: ``by`` is the signed-in user, recorded (jobqueue.ops.audit).
     apply: Callable[[Sequence[int], str, Any], Outcome]
     confirm: bool
     explain: str

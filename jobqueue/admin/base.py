@@ -14,13 +14,10 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from ..models import Job
-from ..ops.jobs import progress_text
-from ..states import JobState
-from . import actions as bulk
-from .batches import batch_url
-from .databases import DatabaseChangeList, QueueDatabaseMixin, with_db
-from .display import (
+from jobqueue.admin import actions as bulk
+from jobqueue.admin.batches import batch_url
+from jobqueue.admin.databases import DatabaseChangeList, QueueDatabaseMixin, with_db
+from jobqueue.admin.display import (
     compact_time,
     error_history_table,
     json_block,
@@ -30,9 +27,12 @@ from .display import (
     short_error,
     state_badge,
 )
-from .family import FamilyMixin
-from .guards import InputGuardMixin
-from .paginator import EstimatedCountPaginator
+from jobqueue.admin.family import FamilyMixin
+from jobqueue.admin.guards import InputGuardMixin
+from jobqueue.admin.paginator import EstimatedCountPaginator
+from jobqueue.models import Job
+from jobqueue.ops.jobs import progress_text
+from jobqueue.states import JobState
 
 if TYPE_CHECKING:
     from django_stubs_ext import FieldsetSpec  # type-checking only: no runtime dependency

@@ -15,8 +15,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from ..models import Batch
-from .databases import QueueDatabaseMixin, with_db
+from jobqueue.admin.databases import QueueDatabaseMixin, with_db
+from jobqueue.models import Batch
 
 __all__ = ["BatchAdmin", "batch_url"]
 

@@ -2,7 +2,7 @@
 
 Breakers and budgets are per queue database (a worker keeps them where it claims): each page
 lists the selected database's (``?db=``) and its actions act there. Rows are read-only: a breaker
-moves only through ``jobqueue.breakers.open_breaker`` and
+moves only through ``jobqueue.limits.breakers.open_breaker`` and
 ``close_breaker`` (one fenced statement each), never through a form save, which could undo a
 transition a worker made a moment before.
 """
@@ -16,11 +16,11 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
-from .. import breakers, budgets
-from ..conf import get_settings
-from ..models import DependencyBreaker, RetryBudget
-from .databases import QueueDatabaseMixin
-from .guards import InputGuardMixin
+from jobqueue.admin.databases import QueueDatabaseMixin
+from jobqueue.admin.guards import InputGuardMixin
+from jobqueue.limits import breakers, budgets
+from jobqueue.models import DependencyBreaker, RetryBudget
+from jobqueue.settings.conf import get_settings
 
 
 @admin.register(DependencyBreaker)

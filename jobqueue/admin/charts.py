@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from ..ops.rollup import ChartData, Series, chart_data
+from jobqueue.ops.rollup import ChartData, Series, chart_data
 
 #: ``?span=`` value -> (label, seconds shown, seconds per point, seconds between x ticks).
 SPANS: dict[str, tuple[str, int, int, int]] = {

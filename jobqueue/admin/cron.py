@@ -21,15 +21,15 @@ from django.utils import timezone as django_timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
-from ..cron import entries as cron
-from ..cron.firing import run_now
-from ..crontab import Schedule, has_seconds, zone
-from ..errors import InvalidCronExpression, InvalidJobOption, InvalidPayload
-from ..models import CronEntry, CronFire, CronSource, Job
-from ..routing import queue_alias
-from .databases import QueueDatabaseMixin, with_db
-from .display import json_block, mask, unmask
-from .guards import InputGuardMixin
+from jobqueue.admin.databases import QueueDatabaseMixin, with_db
+from jobqueue.admin.display import json_block, mask, unmask
+from jobqueue.admin.guards import InputGuardMixin
+from jobqueue.cron import entries as cron
+from jobqueue.cron.firing import run_now
+from jobqueue.errors import InvalidCronExpression, InvalidJobOption, InvalidPayload
+from jobqueue.models import CronEntry, CronFire, CronSource, Job
+from jobqueue.routing import queue_alias
+from jobqueue.settings.crontab import Schedule, has_seconds, zone
 
 #: Fire records shown on an entry's change page.
 RECENT_FIRES = 20
@@ -46,7 +46,7 @@ def local(value: datetime | None, timezone: str, *, seconds: bool = False) -> st
         value: an aware instant, or None (shown as ``-``).
         timezone: an IANA zone name (an unknown one leaves the instant as it is).
         seconds: always show the seconds (an entry whose schedule has a seconds field,
-            :func:`jobqueue.crontab.has_seconds`); otherwise only when they are not zero.
+            :func:`jobqueue.settings.crontab.has_seconds`); otherwise only when they are not zero.
     """
     if value is None:
         return "-"

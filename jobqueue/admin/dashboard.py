@@ -33,23 +33,23 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from .. import pausing
-from ..conf import get_settings
-from ..crontab import has_seconds
-from ..errors import InvalidJobOption
-from ..fairness import rate_limits
-from ..models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
-from ..ops.clock import humanize_seconds
-from ..ops.queues import served_queues
-from ..routing import all_queue_aliases
-from ..states import CLAIMABLE, JobState
-from ..store import get_store
-from ..store.plan import ConcurrencyLimits
-from .charts import DEFAULT_SPAN, charts
-from .cron import local
-from .databases import DB_PARAM, selected_alias, with_db
-from .filters import known_queues
-from .paginator import EXACT_COUNT_BELOW, planner_rows
+from jobqueue.admin.charts import DEFAULT_SPAN, charts
+from jobqueue.admin.cron import local
+from jobqueue.admin.databases import DB_PARAM, selected_alias, with_db
+from jobqueue.admin.filters import known_queues
+from jobqueue.admin.paginator import EXACT_COUNT_BELOW, planner_rows
+from jobqueue.errors import InvalidJobOption
+from jobqueue.limits import pauses as pausing
+from jobqueue.limits.fairness import rate_limits
+from jobqueue.models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
+from jobqueue.ops.clock import humanize_seconds
+from jobqueue.ops.queues import served_queues
+from jobqueue.routing import all_queue_aliases
+from jobqueue.settings.conf import get_settings
+from jobqueue.settings.crontab import has_seconds
+from jobqueue.states import CLAIMABLE, JobState
+from jobqueue.store import get_store
+from jobqueue.store.plan import ConcurrencyLimits
 
 #: Seconds between the page's automatic reloads (``?refresh=0`` turns it off).
 REFRESH_SECONDS = 5
@@ -399,7 +399,7 @@ def pause_or_resume(modeladmin: Any, request: HttpRequest) -> HttpResponse:
     ``queue`` names it and ``op`` is ``pause`` (needs ``jobqueue.add_pause``) or ``resume``
     (``jobqueue.delete_pause``), the permissions of the Pauses page. Goes through
     ``jobqueue.pause``/``resume`` with the signed-in user as ``by``: the pause records who,
-    and Django's ``LogEntry`` the action (``jobqueue.audit``). Back to the dashboard with a
+    and Django's ``LogEntry`` the action (``jobqueue.ops.audit``). Back to the dashboard with a
     message; a bad queue name is an error message, nothing written.
     """
     if request.method != "POST":

@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, QueryDict
 from django.utils.http import urlencode
 
-from ..routing import all_queue_aliases
+from jobqueue.routing import all_queue_aliases
 
 __all__ = [
     "DB_PARAM",

@@ -5,10 +5,15 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from ..models import DeadLetter, Job
-from .base import JobAdminBase
-from .display import compact_time
-from .filters import DeadLetterQueueFilter, DeadLetterTypeFilter, DeadReasonFilter, TenantFilter
+from jobqueue.admin.base import JobAdminBase
+from jobqueue.admin.display import compact_time
+from jobqueue.admin.filters import (
+    DeadLetterQueueFilter,
+    DeadLetterTypeFilter,
+    DeadReasonFilter,
+    TenantFilter,
+)
+from jobqueue.models import DeadLetter, Job
 
 
 class DeadAtFilter(admin.DateFieldListFilter):

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from ..conf import get_settings
+from jobqueue.settings.conf import get_settings
 
 #: What a masked value is shown as, whatever its type.
 MASK = "********"

@@ -11,8 +11,8 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from ..models import Job, JobParent
-from .display import state_badge
+from jobqueue.admin.display import state_badge
+from jobqueue.models import Job, JobParent
 
 #: Most parents or children listed on one job's page.
 SHOWN = 50

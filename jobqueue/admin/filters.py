@@ -14,11 +14,11 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from ..conf import get_settings
-from ..jobtypes import registry
-from ..models import Job, Worker
-from ..states import CLAIMABLE, DeadReason, JobState
-from .databases import selected_alias
+from jobqueue.admin.databases import selected_alias
+from jobqueue.jobtypes import registry
+from jobqueue.models import Job, Worker
+from jobqueue.settings.conf import get_settings
+from jobqueue.states import CLAIMABLE, DeadReason, JobState
 
 RETRYING = "retrying"
 

@@ -7,10 +7,16 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import path, reverse
 
-from ..models import Job, QueueDashboard
-from . import dashboard
-from .base import JobAdminBase
-from .filters import ConcurrencyKeyFilter, JobTypeFilter, QueueFilter, StateFilter, TenantFilter
+from jobqueue.admin import dashboard
+from jobqueue.admin.base import JobAdminBase
+from jobqueue.admin.filters import (
+    ConcurrencyKeyFilter,
+    JobTypeFilter,
+    QueueFilter,
+    StateFilter,
+    TenantFilter,
+)
+from jobqueue.models import Job, QueueDashboard
 
 
 @admin.register(Job)

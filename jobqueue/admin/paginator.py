@@ -8,7 +8,7 @@ from typing import Any
 from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
 from django.db.models import QuerySet
 
-from ..ops.estimate import planner_rows
+from jobqueue.ops.estimate import planner_rows
 
 #: Below this many rows (by the planner's estimate) the changelist counts exactly.
 EXACT_COUNT_BELOW = 10_000

@@ -18,11 +18,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import ngettext
 
-from .. import pausing, validation
-from ..models import Pause, PauseKind
-from ..routing import all_queue_aliases, queue_aliases
-from .databases import QueueDatabaseMixin
-from .guards import InputGuardMixin
+from jobqueue import validation
+from jobqueue.admin.databases import QueueDatabaseMixin
+from jobqueue.admin.guards import InputGuardMixin
+from jobqueue.limits import pauses as pausing
+from jobqueue.models import Pause, PauseKind
+from jobqueue.routing import all_queue_aliases, queue_aliases
 
 
 class PauseForm(forms.ModelForm):

@@ -9,9 +9,9 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from ..models import Worker
-from .databases import QueueDatabaseMixin
-from .guards import InputGuardMixin
+from jobqueue.admin.databases import QueueDatabaseMixin
+from jobqueue.admin.guards import InputGuardMixin
+from jobqueue.models import Worker
 
 
 @admin.register(Worker)

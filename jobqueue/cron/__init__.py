@@ -81,7 +81,7 @@ _LAZY = {
     "Scheduler": "jobqueue.cron.scheduler",
     **dict.fromkeys(
         ("DEFAULT_CRON_MISSED_CAP", "FIRE_TIME_KEY", "MISSED_POLICIES", "accepts_fire_time"),
-        "jobqueue.cron.spec",
+        "jobqueue.settings.cron",
     ),
 }
 

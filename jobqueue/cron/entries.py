@@ -11,16 +11,16 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
-from .. import arguments
-from ..conf import get_settings
-from ..errors import InvalidJobOption
-from ..jobtypes import JobType, registered
-from ..models import CronEntry, CronSource
-from ..routing import holds_cron_entry
-from ..store import Store, get_store
-from ..store.cron_entries import ENTRY_FIELDS
-from .spec import DEFAULT_CRON_MISSED_CAP, FIRE_TIME_KEY, accepts_fire_time
-from .spec import validate_entry as validate_fields
+from jobqueue import arguments
+from jobqueue.errors import InvalidJobOption
+from jobqueue.jobtypes import JobType, registered
+from jobqueue.models import CronEntry, CronSource
+from jobqueue.routing import holds_cron_entry
+from jobqueue.settings.conf import get_settings
+from jobqueue.settings.cron import DEFAULT_CRON_MISSED_CAP, FIRE_TIME_KEY, accepts_fire_time
+from jobqueue.settings.cron import validate_entry as validate_fields
+from jobqueue.store import Store, get_store
+from jobqueue.store.cron_entries import ENTRY_FIELDS
 
 logger = logging.getLogger("jobqueue.cron")
 

@@ -13,16 +13,16 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import IntegrityError, transaction
 
-from ..conf import get_settings
-from ..logging import job_extra
-from ..models import CronEntry
-from ..options import EnqueueOptions, enqueue_type
-from ..payloads import to_json
-from ..store import NewJob, Store
-from ..store.bounded import own_transaction
-from ..store.cron import Advance, DueEntry, Fire, Fired, Leadership
-from .entries import cron_store
-from .spec import FIRE_TIME_KEY
+from jobqueue.cron.entries import cron_store
+from jobqueue.logging import job_extra
+from jobqueue.models import CronEntry
+from jobqueue.options import EnqueueOptions, enqueue_type
+from jobqueue.payloads import to_json
+from jobqueue.settings.conf import get_settings
+from jobqueue.settings.cron import FIRE_TIME_KEY
+from jobqueue.store import NewJob, Store
+from jobqueue.store.bounded import own_transaction
+from jobqueue.store.cron import Advance, DueEntry, Fire, Fired, Leadership
 
 logger = logging.getLogger("jobqueue.cron")
 

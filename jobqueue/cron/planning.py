@@ -1,6 +1,7 @@
 """Internal: which fire times one scheduler pass fires (a pure function of the clock and entry).
 
-Time zones and DST are the :class:`~jobqueue.crontab.Schedule`'s; this module decides what is
+Time zones and DST are the :class:`~jobqueue.settings.crontab.Schedule`'s; this module decides what
+is
 on time, what was missed and what the entry's missed-run policy keeps of it.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..crontab import Schedule
+from jobqueue.settings.crontab import Schedule
 
 #: Missed fire times counted one by one before the count is extrapolated (a per-second entry
 #: down for days would otherwise take seconds to count).

@@ -20,13 +20,13 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ..conf import get_settings
-from ..crontab import Schedule
-from ..logging import job_extra
-from ..store.cron import SCHEDULER_LEASE, DueEntry, Leadership
-from .entries import cron_store, reconcile_settings
-from .firing import fire
-from .planning import plan
+from jobqueue.cron.entries import cron_store, reconcile_settings
+from jobqueue.cron.firing import fire
+from jobqueue.cron.planning import plan
+from jobqueue.logging import job_extra
+from jobqueue.settings.conf import get_settings
+from jobqueue.settings.crontab import Schedule
+from jobqueue.store.cron import SCHEDULER_LEASE, DueEntry, Leadership
 
 logger = logging.getLogger("jobqueue.scheduler")
 

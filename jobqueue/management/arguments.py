@@ -9,15 +9,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from jobqueue import limits
-from jobqueue.queuespec import parse_queue_spec
+from jobqueue.settings import ranges as limits
+from jobqueue.settings.queues import parse_queue_spec
 
 
 def in_range(flag: str) -> Callable[[str], float]:
     """Return an argparse type for ``flag``, checked against the range of the setting it overrides.
 
     Args:
-        flag: the flag, a key of :data:`jobqueue.limits.FLAGS` (``"--lease"``).
+        flag: the flag, a key of :data:`jobqueue.settings.ranges.FLAGS` (``"--lease"``).
 
     Returns:
         A function of the flag's text that returns the number (``int`` for counts) or raises

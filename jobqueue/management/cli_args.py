@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from django.core.management.base import CommandError
 
-from jobqueue.health import THRESHOLD_RANGE_SECONDS
+from jobqueue.ops.health import THRESHOLD_RANGE_SECONDS
 from jobqueue.ops.jobs import STATES
 
 #: Largest job id (bigint).

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, time
 from typing import Any
 
-from ..ops.clock import humanize_seconds
+from jobqueue.ops.clock import humanize_seconds
 
 #: The columns of ``manage.py jobqueue status`` (WAITING: jobs waiting for parent jobs).
 STATUS = ["QUEUE", "READY", "SCHEDULED", "LEASED", "DEAD", "WAITING", "LAG", "OK/MIN", "WORKERS"]

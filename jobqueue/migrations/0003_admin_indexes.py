@@ -3,7 +3,7 @@
 
 from django.db import migrations, models
 
-from ._concurrently import AddIndexWithoutBlockingWrites
+from jobqueue.migrations._concurrently import AddIndexWithoutBlockingWrites
 
 
 class Migration(migrations.Migration):

@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import jobqueue.crontab
+import jobqueue.settings.crontab
 import jobqueue.models
 from django.db import migrations, models
 
@@ -34,8 +34,8 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('name', models.CharField(max_length=200, unique=True)),
-                ('cron_expr', models.CharField(help_text="5 fields (minute hour day month weekday), or 6 with leading seconds; read in the entry's time zone.", max_length=200, validators=[jobqueue.crontab.validate_cron_expression], verbose_name='cron expression')),
-                ('timezone', models.CharField(default='UTC', help_text='Zone database name, e.g. Europe/Berlin.', max_length=64, validators=[jobqueue.crontab.validate_timezone], verbose_name='time zone')),
+                ('cron_expr', models.CharField(help_text="5 fields (minute hour day month weekday), or 6 with leading seconds; read in the entry's time zone.", max_length=200, validators=[jobqueue.settings.crontab.validate_cron_expression], verbose_name='cron expression')),
+                ('timezone', models.CharField(default='UTC', help_text='Zone database name, e.g. Europe/Berlin.', max_length=64, validators=[jobqueue.settings.crontab.validate_timezone], verbose_name='time zone')),
                 ('queue', models.CharField(default='default', max_length=100, validators=[jobqueue.models.validate_queue_field])),
                 ('job_type', models.CharField(max_length=200)),
                 ('payload', models.JSONField(blank=True, default=dict, help_text='Handler keyword arguments; fire_time is added.')),

@@ -5,7 +5,7 @@
 
 from django.db import migrations, models
 
-from ._concurrently import (
+from jobqueue.migrations._concurrently import (
     AddFieldIfMissing,
     AddIndexWithoutBlockingWrites,
     ReplaceIndexWithoutBlockingWrites,

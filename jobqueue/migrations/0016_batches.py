@@ -20,7 +20,7 @@
 from django.db import migrations, models
 import django.utils.timezone
 
-from ._concurrently import AddIndexWithoutBlockingWrites
+from jobqueue.migrations._concurrently import AddIndexWithoutBlockingWrites
 
 FINISHED = "('succeeded', 'dead', 'cancelled')"
 

@@ -3,7 +3,7 @@
 
 from django.db import migrations, models
 
-from ._concurrently import AddFieldIfMissing, AddIndexWithoutBlockingWrites
+from jobqueue.migrations._concurrently import AddFieldIfMissing, AddIndexWithoutBlockingWrites
 
 
 class Migration(migrations.Migration):

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import repairs as client
-from ..errors import JobNotFound
+from jobqueue.errors import JobNotFound
+from jobqueue.ops import repairs as client
 
 #: Ids per call to the client in a bulk action (and per progress report).
 CHUNK = 1000
@@ -52,7 +52,7 @@ def retry(
     Args:
         ids: job ids.
         using: database alias of the queue.
-        by: who acts (a Django user or a name; ``jobqueue.audit``).
+        by: who acts (a Django user or a name; ``jobqueue.ops.audit``).
         progress: called with the number of ids handled so far, after each chunk.
 
     Returns:
@@ -85,7 +85,7 @@ def cancel(
     Args:
         ids: job ids.
         using: database alias of the queue.
-        by: who acts (a Django user or a name; ``jobqueue.audit``).
+        by: who acts (a Django user or a name; ``jobqueue.ops.audit``).
         progress: called with the number of ids handled so far, after each chunk.
 
     Returns:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..store.clock import statement_now
+from jobqueue.store.clock import statement_now
 
 
 def db_now(using: str = "default") -> datetime:

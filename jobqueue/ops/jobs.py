@@ -13,9 +13,9 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from ..jobstatus import Progress
-from ..models import Job, JobParent
-from ..states import CLAIMABLE, JobState
+from jobqueue.flows.status import Progress
+from jobqueue.models import Job, JobParent
+from jobqueue.states import CLAIMABLE, JobState
 
 #: The states an operator can name, in lifecycle order.
 STATES = [state.value for state in JobState]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from ..store import get_store
+from jobqueue.store import get_store
 
 #: Rows counted exactly per state in one scrape; past this, the planner's estimate.
 EXACT_UP_TO = 10_000

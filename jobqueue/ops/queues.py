@@ -21,9 +21,9 @@ from typing import Any
 
 from django.db.models import Count, Min, Q
 
-from ..models import DependencyBreaker, Job, Pause, Worker
-from ..queuespec import EVERY_QUEUE, serves
-from ..states import CLAIMABLE, JobState
+from jobqueue.models import DependencyBreaker, Job, Pause, Worker
+from jobqueue.settings.queues import EVERY_QUEUE, serves
+from jobqueue.states import CLAIMABLE, JobState
 
 #: The window of the succeeded rate, seconds.
 RATE_WINDOW_SECONDS = 300

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ..rollup_model import BUCKETS, bucket_columns
-from .rollup import COUNTS, minute_of, window_totals
+from jobqueue.models.rollups import BUCKETS, bucket_columns
+from jobqueue.ops.rollup import COUNTS, minute_of, window_totals
 
 #: Complete minutes each reading covers.
 WINDOW_MINUTES = 5

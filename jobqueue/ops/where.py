@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from django.db import connections
 
-from ..models import Job
-from ..routing import all_queue_aliases
+from jobqueue.models import Job
+from jobqueue.routing import all_queue_aliases
 
 __all__ = ["Located", "UnknownDatabase", "locate", "report_aliases"]
 

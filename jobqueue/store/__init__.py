@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from django.db import connections
 
-from .base import ClaimedJob, ExpiredLease, NewJob, ReapDecision
+from jobqueue.store.base import ClaimedJob, ExpiredLease, NewJob, ReapDecision
 
 # Both stores implement the whole seam (``protocol.Store``).
-from .generic import GenericStore
-from .postgres import PostgresStore
-from .protocol import Store
+from jobqueue.store.generic import GenericStore
+from jobqueue.store.postgres import PostgresStore
+from jobqueue.store.protocol import Store
 
 __all__ = ["ClaimedJob", "ExpiredLease", "NewJob", "ReapDecision", "Store", "get_store"]
 

@@ -20,12 +20,12 @@ from typing import Any, Protocol
 from django.db import DatabaseError
 from django.utils import timezone
 
-from ..claimed import ClaimedJob
-from ..models import Worker
-from ..retries import Outcome
-from .bounded import own_transaction
-from .deaths import HandBack
-from .plan import ClaimPlan
+from jobqueue.models import Worker
+from jobqueue.retries import Outcome
+from jobqueue.store.bounded import own_transaction
+from jobqueue.store.claimed import ClaimedJob
+from jobqueue.store.deaths import HandBack
+from jobqueue.store.plan import ClaimPlan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

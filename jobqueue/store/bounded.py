@@ -37,10 +37,10 @@ from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 
-from ..conf import get_settings
-from ..txlimits import TransactionLimits
-from .pooler import is_pooled
-from .sqltext import sql
+from jobqueue.settings.conf import get_settings
+from jobqueue.settings.transactions import TransactionLimits
+from jobqueue.store.pooler import is_pooled
+from jobqueue.store.sqltext import sql
 
 __all__ = [
     "HOOKS",

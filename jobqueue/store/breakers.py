@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from ..policies import Breaker, RetryBudgetSettings
+from jobqueue.settings.policies import Breaker, RetryBudgetSettings
 
 #: ``BreakerOutcomes.probe_result`` values.
 PROBE_OK, PROBE_FAILED, PROBE_NEUTRAL = "ok", "failed", "neutral"

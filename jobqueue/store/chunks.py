@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import InvalidPayload
-from .base import ENQUEUE_MANY_CHUNK, MAX_STATEMENT_BYTES, NewJob
+from jobqueue.errors import InvalidPayload
+from jobqueue.store.base import ENQUEUE_MANY_CHUNK, MAX_STATEMENT_BYTES, NewJob
 
 #: Bytes of JSON one job adds to a statement besides its payload (field names, options).
 JOB_OVERHEAD_BYTES = 256

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from ..models import CronEntry
-from .base import NewJob
+from jobqueue.models import CronEntry
+from jobqueue.store.base import NewJob
 
 #: The leader lease the cron scheduler holds.
 SCHEDULER_LEASE = "scheduler"

@@ -15,8 +15,8 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from ..crontab import Schedule
-from ..models import CronEntry
+from jobqueue.models import CronEntry
+from jobqueue.settings.crontab import Schedule
 
 #: A change to one of these restarts the schedule from the next fire time after now.
 SCHEDULE_FIELDS = ("cron_expr", "timezone")

@@ -15,13 +15,13 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..backoff import policy_for
-from ..errors import LeaseLost
-from ..policies import Backoff
-from ..retries import Outcome, decide
-from ..rollup_model import EXPIRED_KIND
-from ..states import DeadReason, JobState
-from .base import ExpiredLease, ReapDecision
+from jobqueue.backoff import policy_for
+from jobqueue.errors import LeaseLost
+from jobqueue.models.rollups import EXPIRED_KIND
+from jobqueue.retries import Outcome, decide
+from jobqueue.settings.policies import Backoff
+from jobqueue.states import DeadReason, JobState
+from jobqueue.store.base import ExpiredLease, ReapDecision
 
 __all__ = [
     "ack_outcome",

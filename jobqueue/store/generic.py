@@ -20,12 +20,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from ..errors import DuplicateJob, LeaseLost
-from ..models import Job
-from ..retries import Outcome
-from ..rollup_model import EXPIRED_KIND
-from ..states import CLAIMABLE, LIVE, JobState
-from .base import (
+from jobqueue.errors import DuplicateJob, LeaseLost
+from jobqueue.models import Job
+from jobqueue.models.rollups import EXPIRED_KIND
+from jobqueue.retries import Outcome
+from jobqueue.states import CLAIMABLE, LIVE, JobState
+from jobqueue.store.base import (
     ENQUEUE_MANY_CHUNK_BYTES,
     RELEASED_MESSAGE,
     ClaimedJob,
@@ -38,7 +38,7 @@ from .base import (
     WorkerRegistry,
     finish_then_claim_in_turn,
 )
-from .finishing import (
+from jobqueue.store.finishing import (
     LEASE_COLUMNS,
     charge_expired,
     charged_outcome,
@@ -46,22 +46,22 @@ from .finishing import (
     lease_of,
     target_fields,
 )
-from .generic_batches import GenericBatchStore
-from .generic_breakers import GenericDependencyStore
-from .generic_candidates import GenericCandidates
-from .generic_cron import GenericCronStore
-from .generic_deaths import GenericDeathStore
-from .generic_gauges import GenericGaugeStore
-from .generic_operator import GenericOperatorStore
-from .generic_outbox import GenericOutboxStore
-from .generic_parents import GenericParentStore
-from .generic_pauses import GenericPauseStore
-from .generic_progress import GenericProgressStore
-from .generic_ratelimits import GenericRateLimitStore
-from .generic_rollups import GenericRollupStore
-from .plan import ClaimPlan
-from .ranking import serve_order
-from .ratelimits import claim_again
+from jobqueue.store.generic_batches import GenericBatchStore
+from jobqueue.store.generic_breakers import GenericDependencyStore
+from jobqueue.store.generic_candidates import GenericCandidates
+from jobqueue.store.generic_cron import GenericCronStore
+from jobqueue.store.generic_deaths import GenericDeathStore
+from jobqueue.store.generic_gauges import GenericGaugeStore
+from jobqueue.store.generic_operator import GenericOperatorStore
+from jobqueue.store.generic_outbox import GenericOutboxStore
+from jobqueue.store.generic_parents import GenericParentStore
+from jobqueue.store.generic_pauses import GenericPauseStore
+from jobqueue.store.generic_progress import GenericProgressStore
+from jobqueue.store.generic_ratelimits import GenericRateLimitStore
+from jobqueue.store.generic_rollups import GenericRollupStore
+from jobqueue.store.plan import ClaimPlan
+from jobqueue.store.ranking import serve_order
+from jobqueue.store.ratelimits import claim_again
 
 
 def _now(now: datetime | None) -> datetime:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from django.db.models import F
 from django.utils import timezone
 
-from ..models import Batch, Job
+from jobqueue.models import Batch, Job
 
 #: Ids per UPDATE: SQLite's bound-parameter limit is 999 on old builds.
 MEMBER_CHUNK = 900

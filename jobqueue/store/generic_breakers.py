@@ -15,10 +15,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from ..models import DependencyBreaker, Job, RetryBudget
-from ..policies import Breaker, RetryBudgetSettings
-from ..states import JobState
-from .breakers import PROBE_FAILED, PROBE_OK, BreakerOutcomes, BreakerView, Deferral
+from jobqueue.models import DependencyBreaker, Job, RetryBudget
+from jobqueue.settings.policies import Breaker, RetryBudgetSettings
+from jobqueue.states import JobState
+from jobqueue.store.breakers import PROBE_FAILED, PROBE_OK, BreakerOutcomes, BreakerView, Deferral
 
 
 class GenericDependencyStore:

@@ -13,9 +13,9 @@ from typing import Any
 from django.db import connections
 from django.db.models import Count
 
-from ..states import LIVE, JobState
-from .plan import ClaimPlan, Limit, ordering_limit
-from .ranking import Candidate
+from jobqueue.states import LIVE, JobState
+from jobqueue.store.plan import ClaimPlan, Limit, ordering_limit
+from jobqueue.store.ranking import Candidate
 
 
 class GenericCandidates:

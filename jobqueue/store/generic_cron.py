@@ -13,9 +13,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from ..models import CronEntry, CronFire, LeaderLease
-from .cron import Advance, DueEntry, Fire, Fired, Leadership
-from .cron_entries import CronEntryWrites
+from jobqueue.models import CronEntry, CronFire, LeaderLease
+from jobqueue.store.cron import Advance, DueEntry, Fire, Fired, Leadership
+from jobqueue.store.cron_entries import CronEntryWrites
 
 
 class GenericCronStore(CronEntryWrites):

@@ -11,10 +11,16 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from ..states import JobState
-from .base import ExpiredLease, ReapDecision
-from .deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
-from .finishing import LEASE_COLUMNS, charge_expired, charged_outcome, died_entry, lease_of
+from jobqueue.states import JobState
+from jobqueue.store.base import ExpiredLease, ReapDecision
+from jobqueue.store.deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
+from jobqueue.store.finishing import (
+    LEASE_COLUMNS,
+    charge_expired,
+    charged_outcome,
+    died_entry,
+    lease_of,
+)
 
 
 class GenericDeathStore:

@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
-from ..models import Job
-from ..states import CLAIMABLE, JobState
-from .gauges import COUNT_CAP, MAX_TENANTS, QueueGauge, RunningGauge
+from jobqueue.models import Job
+from jobqueue.states import CLAIMABLE, JobState
+from jobqueue.store.gauges import COUNT_CAP, MAX_TENANTS, QueueGauge, RunningGauge
 
 
 class GenericGaugeStore:

@@ -16,9 +16,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from ..errors import DuplicateJob, JobNotFound
-from ..models import Batch, JobParent
-from ..states import CANCELLABLE, FINISHED, LIVE, RETRYABLE, JobState
+from jobqueue.errors import DuplicateJob, JobNotFound
+from jobqueue.models import Batch, JobParent
+from jobqueue.states import CANCELLABLE, FINISHED, LIVE, RETRYABLE, JobState
 
 
 def _now(now: datetime | None) -> datetime:

@@ -15,10 +15,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from ..models import Job, OutboxEntry
-from ..states import LIVE, JobState
-from .base import NewJob
-from .outbox import OUTBOX_COUNT_CAP, OutboxGauge, OutboxRow, job_json
+from jobqueue.models import Job, OutboxEntry
+from jobqueue.states import LIVE, JobState
+from jobqueue.store.base import NewJob
+from jobqueue.store.outbox import OUTBOX_COUNT_CAP, OutboxGauge, OutboxRow, job_json
 
 
 class GenericOutboxStore:

@@ -20,10 +20,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from ..models import Job, JobParent
-from ..states import FINISHED, LIVE, JobState
-from .base import NewJob
-from .parents import FAILED, PARENT_RESULTS_KEY, failed_entry, retried_entry, start
+from jobqueue.models import Job, JobParent
+from jobqueue.states import FINISHED, LIVE, JobState
+from jobqueue.store.base import NewJob
+from jobqueue.store.parents import FAILED, PARENT_RESULTS_KEY, failed_entry, retried_entry, start
 
 #: The states of an ordering key's jobs a new job of that key waits behind.
 ORDERED = LIVE | {JobState.WAITING}

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from ..models import Pause
-from .pauses import Paused
+from jobqueue.models import Pause
+from jobqueue.store.pauses import Paused
 
 
 class GenericPauseStore:

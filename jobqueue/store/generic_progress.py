@@ -14,9 +14,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from ..errors import JobNotFound, LeaseLost
-from ..models import Job
-from ..states import JobState
+from jobqueue.errors import JobNotFound, LeaseLost
+from jobqueue.models import Job
+from jobqueue.states import JobState
 
 
 class GenericProgressStore:

@@ -17,10 +17,10 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from ..models import Job, RateBucket
-from ..ratelimits import TENANT, RateLimits
-from ..states import CLAIMABLE
-from .ratelimits import RateLimitRow
+from jobqueue.models import Job, RateBucket
+from jobqueue.settings.rates import TENANT, RateLimits
+from jobqueue.states import CLAIMABLE
+from jobqueue.store.ratelimits import RateLimitRow
 
 
 @dataclass

@@ -16,9 +16,9 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from ..models import Job, Rollup
-from ..rollup_model import ROLLUP_SHARDS
-from .rollups import PRUNE_ROLLUPS_LIMIT, Observation, depth_samples, tally
+from jobqueue.models import Job, Rollup
+from jobqueue.models.rollups import ROLLUP_SHARDS
+from jobqueue.store.rollups import PRUNE_ROLLUPS_LIMIT, Observation, depth_samples, tally
 
 
 def _minute(at: datetime) -> datetime:

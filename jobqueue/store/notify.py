@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import connections
 
-from .base import NOTIFY_CHANNEL
+from jobqueue.store.base import NOTIFY_CHANNEL
 
 logger = logging.getLogger("jobqueue.worker")
 

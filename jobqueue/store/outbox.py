@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from .base import NewJob
+from jobqueue.store.base import NewJob
 
 #: Default cap of the outbox depth gauge: exact up to this, this value past it.
 OUTBOX_COUNT_CAP = 10_000

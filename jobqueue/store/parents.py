@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from ..errors import InvalidJobOption
-from ..states import JobState
-from .base import NewJob
+from jobqueue.errors import InvalidJobOption
+from jobqueue.states import JobState
+from jobqueue.store.base import NewJob
 
 __all__ = ["PARENT_RESULTS_KEY", "ParentStore", "Start", "failed_entry", "retried_entry", "start"]
 

@@ -1,6 +1,6 @@
 """The claim's plan: how one claim shares free slots between queues and tenants.
 
-Value types of the store contract: a worker's :class:`jobqueue.fairness.QueueSelector` builds
+Value types of the store contract: a worker's :class:`jobqueue.limits.fairness.QueueSelector` builds
 them claim after claim, a one-off claim (:func:`jobqueue.claim`) takes :meth:`ClaimPlan.even`,
 and both stores read them (``store/sql/claim.sql``, ``store/ranking.py``).
 """
@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from ..ratelimits import RateLimits
+from jobqueue.settings.rates import RateLimits
 
 __all__ = ["ClaimPlan", "ConcurrencyLimits", "Limit", "TenantCaps", "ordering_limit"]
 
@@ -99,7 +99,8 @@ class TenantCaps:
 class ConcurrencyLimits:
     """What a claim knows of concurrency limits besides the limit stored on each job.
 
-    Each limited job carries its key and limit (fixed at enqueue, :mod:`jobqueue.concurrency`);
+    Each limited job carries its key and limit (fixed at enqueue,
+    :mod:`jobqueue.limits.concurrency`);
     the claim never leases a job whose key has ``limit`` leased jobs already (all workers).
 
     Attributes:
@@ -130,7 +131,7 @@ class ConcurrencyLimits:
 class ClaimPlan:
     """How one claim shares the free slots between its queues and their tenants.
 
-    A worker's :class:`jobqueue.fairness.QueueSelector` builds one per claim; a one-off claim
+    A worker's :class:`jobqueue.limits.fairness.QueueSelector` builds one per claim; a one-off claim
     takes :meth:`even`.
 
     Attributes:

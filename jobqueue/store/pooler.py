@@ -20,8 +20,8 @@ from django.db import connections
 from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 
-from ..conf import get_settings
-from ..errors import JobQueueConfigurationError
+from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.settings.conf import get_settings
 
 __all__ = [
     "forbid_prepared_statements",

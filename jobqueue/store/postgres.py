@@ -16,11 +16,11 @@ from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 
-from ..errors import DuplicateJob, LeaseLost
-from ..retries import Outcome
-from ..rollup_model import EXPIRED_KIND, ROLLUP_SHARDS
-from . import bounded
-from .base import (
+from jobqueue.errors import DuplicateJob, LeaseLost
+from jobqueue.models.rollups import EXPIRED_KIND, ROLLUP_SHARDS
+from jobqueue.retries import Outcome
+from jobqueue.store import bounded
+from jobqueue.store.base import (
     ENQUEUE_MANY_CHUNK_BYTES,
     RELEASED_MESSAGE,
     ClaimedJob,
@@ -30,32 +30,32 @@ from .base import (
     ReapDecision,
     WorkerRegistry,
 )
-from .chunks import plan_chunks
-from .finishing import (
+from jobqueue.store.chunks import plan_chunks
+from jobqueue.store.finishing import (
     charge_expired,
     charged_outcome,
     expired_entry,
     lease_of,
 )
-from .plan import ClaimPlan
-from .postgres_batches import PostgresBatchStore
-from .postgres_breakers import PostgresDependencyStore
-from .postgres_concurrency import _KEYED_SEEN, PostgresConcurrencyCheck
-from .postgres_copy import COPY_MIN_JOBS, copy_jobs, copyable
-from .postgres_cron import PostgresCronStore
-from .postgres_deaths import PostgresDeathStore
-from .postgres_gauges import PostgresGaugeStore
-from .postgres_operator import PostgresOperatorStore
-from .postgres_outbox import PostgresOutboxStore
-from .postgres_parents import PostgresParentStore
-from .postgres_pauses import PostgresPauseStore
-from .postgres_pipeline import PostgresFinishThenClaim, finish_statement, note_claimed
-from .postgres_progress import PostgresProgressStore
-from .postgres_ratelimits import PostgresRateLimitStore
-from .postgres_rollups import PostgresRollupStore
-from .ratelimits import claim_again, claim_params
-from .rows import fetchall, fetchone
-from .sqltext import sql
+from jobqueue.store.plan import ClaimPlan
+from jobqueue.store.postgres_batches import PostgresBatchStore
+from jobqueue.store.postgres_breakers import PostgresDependencyStore
+from jobqueue.store.postgres_concurrency import _KEYED_SEEN, PostgresConcurrencyCheck
+from jobqueue.store.postgres_copy import COPY_MIN_JOBS, copy_jobs, copyable
+from jobqueue.store.postgres_cron import PostgresCronStore
+from jobqueue.store.postgres_deaths import PostgresDeathStore
+from jobqueue.store.postgres_gauges import PostgresGaugeStore
+from jobqueue.store.postgres_operator import PostgresOperatorStore
+from jobqueue.store.postgres_outbox import PostgresOutboxStore
+from jobqueue.store.postgres_parents import PostgresParentStore
+from jobqueue.store.postgres_pauses import PostgresPauseStore
+from jobqueue.store.postgres_pipeline import PostgresFinishThenClaim, finish_statement, note_claimed
+from jobqueue.store.postgres_progress import PostgresProgressStore
+from jobqueue.store.postgres_ratelimits import PostgresRateLimitStore
+from jobqueue.store.postgres_rollups import PostgresRollupStore
+from jobqueue.store.ratelimits import claim_again, claim_params
+from jobqueue.store.rows import fetchall, fetchone
+from jobqueue.store.sqltext import sql
 
 
 def _json(value: Any) -> Any:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .generic_batches import GenericBatchStore
-from .rows import fetchone
+from jobqueue.store.generic_batches import GenericBatchStore
+from jobqueue.store.rows import fetchone
 
 
 class PostgresBatchStore(GenericBatchStore):

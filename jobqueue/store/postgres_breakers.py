@@ -10,9 +10,9 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..policies import Breaker, RetryBudgetSettings
-from .breakers import BreakerOutcomes, BreakerView, Deferral
-from .rows import fetchall, fetchone
+from jobqueue.settings.policies import Breaker, RetryBudgetSettings
+from jobqueue.store.breakers import BreakerOutcomes, BreakerView, Deferral
+from jobqueue.store.rows import fetchall, fetchone
 
 
 class PostgresDependencyStore:

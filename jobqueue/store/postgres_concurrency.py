@@ -14,9 +14,9 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from . import bounded
-from .plan import ConcurrencyLimits
-from .rows import fetchall
+from jobqueue.store import bounded
+from jobqueue.store.plan import ConcurrencyLimits
+from jobqueue.store.rows import fetchall
 
 #: Databases on which this process claimed a job with a concurrency key: its claims there take
 #: turns from then on even when its settings and job types declare no limit (the job was

@@ -18,11 +18,11 @@ from datetime import UTC, timedelta
 from django.db import connections, transaction
 from psycopg.types.json import Jsonb
 
-from ..errors import InvalidPayload
-from .base import MAX_STATEMENT_BYTES, NewJob
-from .chunks import job_bytes
-from .rows import fetchone
-from .sqltext import sql
+from jobqueue.errors import InvalidPayload
+from jobqueue.store.base import MAX_STATEMENT_BYTES, NewJob
+from jobqueue.store.chunks import job_bytes
+from jobqueue.store.rows import fetchone
+from jobqueue.store.sqltext import sql
 
 #: Fewest jobs written by COPY: below it the statement's one round trip wins over COPY's two
 #: (ids, stream; four in autocommit, with BEGIN and COMMIT). Measured in autocommit (load 14,

@@ -9,9 +9,9 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .cron import Advance, DueEntry, Fire, Fired, Leadership
-from .cron_entries import CronEntryWrites
-from .rows import fetchall, fetchone
+from jobqueue.store.cron import Advance, DueEntry, Fire, Fired, Leadership
+from jobqueue.store.cron_entries import CronEntryWrites
+from jobqueue.store.rows import fetchall, fetchone
 
 
 def _json(value: Any) -> Any:

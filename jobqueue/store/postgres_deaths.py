@@ -10,10 +10,10 @@ from typing import Any
 
 from django.db import transaction
 
-from .base import ExpiredLease, ReapDecision
-from .deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
-from .finishing import charge_expired, charged_outcome, died_entry, lease_of
-from .rows import fetchall
+from jobqueue.store.base import ExpiredLease, ReapDecision
+from jobqueue.store.deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
+from jobqueue.store.finishing import charge_expired, charged_outcome, died_entry, lease_of
+from jobqueue.store.rows import fetchall
 
 
 class PostgresDeathStore:

@@ -12,9 +12,9 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from . import bounded
-from .gauges import COUNT_CAP, MAX_TENANTS, QueueGauge, RunningGauge
-from .rows import fetchall
+from jobqueue.store import bounded
+from jobqueue.store.gauges import COUNT_CAP, MAX_TENANTS, QueueGauge, RunningGauge
+from jobqueue.store.rows import fetchall
 
 
 class PostgresGaugeStore:

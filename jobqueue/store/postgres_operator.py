@@ -14,11 +14,11 @@ from typing import Any
 
 from django.db import IntegrityError
 
-from ..errors import DuplicateJob, JobNotFound
-from ..models import Job
-from ..states import LIVE
-from . import bounded
-from .rows import fetchall, fetchone
+from jobqueue.errors import DuplicateJob, JobNotFound
+from jobqueue.models import Job
+from jobqueue.states import LIVE
+from jobqueue.store import bounded
+from jobqueue.store.rows import fetchall, fetchone
 
 
 class PostgresOperatorStore:

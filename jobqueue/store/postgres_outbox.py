@@ -3,7 +3,7 @@
 ``outbox_put.sql`` and ``outbox_put_many.sql`` run in the caller's transaction (``callers``: never
 bounded by jobqueue's limits); each wakes the relays listening on this database at its commit
 (``pg_notify('jobqueue_outbox', <target>)``). The relay's statements run in its own bounded
-transactions (``jobqueue.relay``).
+transactions (``jobqueue.maintenance.relay``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .base import NewJob
-from .outbox import OUTBOX_COUNT_CAP, OutboxGauge, OutboxRow, job_json
-from .rows import fetchall, fetchone
+from jobqueue.store.base import NewJob
+from jobqueue.store.outbox import OUTBOX_COUNT_CAP, OutboxGauge, OutboxRow, job_json
+from jobqueue.store.rows import fetchall, fetchone
 
 
 class PostgresOutboxStore:

@@ -20,9 +20,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from .base import NewJob
-from .parents import start
-from .rows import fetchall, fetchone
+from jobqueue.store.base import NewJob
+from jobqueue.store.parents import start
+from jobqueue.store.rows import fetchall, fetchone
 
 
 def _json(value: Any) -> Any:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import Pause
-from .pauses import Paused
-from .rows import fetchone
+from jobqueue.models import Pause
+from jobqueue.store.pauses import Paused
+from jobqueue.store.rows import fetchone
 
 
 class PostgresPauseStore:

@@ -18,13 +18,18 @@ from typing import Any, cast
 
 from django.db import DatabaseError
 
-from ..retries import Outcome
-from . import bounded
-from .base import ClaimRequest, FinishedThenClaimed, JobStore, finish_then_claim_in_turn
-from .plan import ClaimPlan
-from .postgres_concurrency import _KEYED_SEEN
-from .rows import fetchall
-from .sqltext import sql
+from jobqueue.retries import Outcome
+from jobqueue.store import bounded
+from jobqueue.store.base import (
+    ClaimRequest,
+    FinishedThenClaimed,
+    JobStore,
+    finish_then_claim_in_turn,
+)
+from jobqueue.store.plan import ClaimPlan
+from jobqueue.store.postgres_concurrency import _KEYED_SEEN
+from jobqueue.store.rows import fetchall
+from jobqueue.store.sqltext import sql
 
 #: Per database alias, ids of jobs this process claimed that have no batch (claim.sql returns
 #: batch_id). A job's batch_id is written in the transaction that inserts it (the batch block's

@@ -11,9 +11,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..errors import JobNotFound, LeaseLost
-from ..models import Job
-from .rows import fetchone
+from jobqueue.errors import JobNotFound, LeaseLost
+from jobqueue.models import Job
+from jobqueue.store.rows import fetchone
 
 
 class PostgresProgressStore:

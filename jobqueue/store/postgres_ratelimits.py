@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..ratelimits import RateLimits
-from .plan import ClaimPlan
-from .ratelimits import RateLimitRow, claim_params
-from .rows import fetchall, fetchone
+from jobqueue.settings.rates import RateLimits
+from jobqueue.store.plan import ClaimPlan
+from jobqueue.store.ratelimits import RateLimitRow, claim_params
+from jobqueue.store.rows import fetchall, fetchone
 
 
 class PostgresRateLimitStore:

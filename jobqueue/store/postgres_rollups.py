@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from . import bounded
-from .rollups import PRUNE_ROLLUPS_LIMIT, depth_samples
+from jobqueue.store import bounded
+from jobqueue.store.rollups import PRUNE_ROLLUPS_LIMIT, depth_samples
 
 
 class PostgresRollupStore:

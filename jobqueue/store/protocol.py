@@ -19,19 +19,19 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .base import JobStore
-from .batches import BatchStore
-from .breakers import DependencyStore
-from .cron import CronStore
-from .gauges import GaugeStore
-from .operator import OperatorStore
-from .outbox import OutboxStore
-from .parents import ParentStore
-from .pauses import PauseStore
-from .progress import ProgressStore
-from .ratelimits import RateLimitStore
-from .rollups import RollupStore
-from .workers import WorkerStore
+from jobqueue.store.base import JobStore
+from jobqueue.store.batches import BatchStore
+from jobqueue.store.breakers import DependencyStore
+from jobqueue.store.cron import CronStore
+from jobqueue.store.gauges import GaugeStore
+from jobqueue.store.operator import OperatorStore
+from jobqueue.store.outbox import OutboxStore
+from jobqueue.store.parents import ParentStore
+from jobqueue.store.pauses import PauseStore
+from jobqueue.store.progress import ProgressStore
+from jobqueue.store.ratelimits import RateLimitStore
+from jobqueue.store.rollups import RollupStore
+from jobqueue.store.workers import WorkerStore
 
 
 class Store(

@@ -3,7 +3,7 @@
 The generic (SQLite) store reads the due claimable rows and ranks them here; the PostgreSQL store
 ranks in SQL. Both take the same :class:`~jobqueue.store.plan.ClaimPlan` (weights, start tags,
 strictness, tenant caps), a value type of the store seam, so the store needs nothing of the
-worker's queue selection (:mod:`jobqueue.fairness`).
+worker's queue selection (:mod:`jobqueue.limits.fairness`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .plan import ClaimPlan
+from jobqueue.store.plan import ClaimPlan
 
 __all__ = ["Candidate", "serve_order"]
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from ..ratelimits import TENANT, RateLimits
-from .base import ClaimedJob
-from .plan import ClaimPlan
+from jobqueue.settings.rates import TENANT, RateLimits
+from jobqueue.store.base import ClaimedJob
+from jobqueue.store.plan import ClaimPlan
 
 __all__ = ["RateLimitRow", "RateLimitStore", "claim_params"]
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Protocol
 
-from ..rollup_model import BUCKETS, OUTCOMES, bucket_columns
-from .gauges import QueueGauge
+from jobqueue.models.rollups import BUCKETS, OUTCOMES, bucket_columns
+from jobqueue.store.gauges import QueueGauge
 
 #: Rows deleted per statement by ``prune_rollups``.
 PRUNE_ROLLUPS_LIMIT = 10_000

@@ -18,8 +18,8 @@ try:
 except ImportError:  # SQLite only: wait() polls, and never builds a listener
     psycopg = None  # type: ignore[assignment]
 
-from .notify import listen_connection_params
-from .progress import FINISHED_CHANNEL
+from jobqueue.store.notify import listen_connection_params
+from jobqueue.store.progress import FINISHED_CHANNEL
 
 
 class FinishListener:

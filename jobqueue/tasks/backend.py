@@ -18,13 +18,12 @@ from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 from django.tasks.signals import task_enqueued
 from django.utils.module_loading import import_string
 
-from ..errors import UnknownJobType
-from ..jobtypes import JobContext, JobType, register
-from ..payloads import normalize
-from ..policies import Backoff
-from ..ratelimits import Limiter, parse_rate
-from ..validation import validate_queue_name
-from .options import (
+from jobqueue.errors import UnknownJobType
+from jobqueue.jobtypes import JobContext, JobType, register
+from jobqueue.payloads import normalize
+from jobqueue.settings.policies import Backoff
+from jobqueue.settings.rates import Limiter, parse_rate
+from jobqueue.tasks.options import (
     BackendOptions,
     JobQueueTask,
     call_option,
@@ -33,6 +32,7 @@ from .options import (
     task_option,
     validate_extras,
 )
+from jobqueue.validation import validate_queue_name
 
 __all__ = ["JobQueueBackend", "task_job_type"]
 
@@ -41,7 +41,7 @@ def _queueing() -> Any:
     """Return ``jobqueue.tasks.queueing`` (the client, results and runner), imported now."""
     # Function-level on purpose: this module must import without jobqueue's models, so that a
     # project listing the backend but not the app gets jobqueue.E006, not an import error.
-    from . import queueing
+    from jobqueue.tasks import queueing
 
     return queueing
 

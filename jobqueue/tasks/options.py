@@ -19,12 +19,12 @@ from django.tasks import DEFAULT_TASK_QUEUE_NAME, Task
 from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 from django.utils.module_loading import import_string
 
-from ..arguments import validate_options
-from ..concurrencyspec import MAX_CONCURRENCY_LIMIT
-from ..errors import JobQueueConfigurationError
-from ..policies import Backoff, parse_backoff
-from ..ratelimits import parse_rate
-from ..validation import is_count, validate_queue_name
+from jobqueue.arguments import validate_options
+from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.settings.concurrency import MAX_CONCURRENCY_LIMIT
+from jobqueue.settings.policies import Backoff, parse_backoff
+from jobqueue.settings.rates import parse_rate
+from jobqueue.validation import is_count, validate_queue_name
 
 __all__ = [
     "BackendOptions",

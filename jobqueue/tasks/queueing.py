@@ -9,8 +9,8 @@ module only inside the calls that need it.
 
 from __future__ import annotations
 
-from ..client import enqueue_or_get
-from .results import read_result
-from .runner import run_task
+from jobqueue.client import enqueue_or_get
+from jobqueue.tasks.results import read_result
+from jobqueue.tasks.runner import run_task
 
 __all__ = ["enqueue_or_get", "read_result", "run_task"]

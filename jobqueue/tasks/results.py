@@ -22,8 +22,8 @@ from django.tasks.base import TaskError, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
 from django.utils.module_loading import import_string
 
-from ..states import JobState
-from .options import JobQueueTask, extras_from_payload
+from jobqueue.states import JobState
+from jobqueue.tasks.options import JobQueueTask, extras_from_payload
 
 __all__ = [
     "read_job",

@@ -19,11 +19,11 @@ from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
 
-from ..errors import InvalidPayload, ResultNotJSON
-from ..jobtypes import JobContext
-from ..payloads import to_json
-from ..retries import dead_reason
-from .results import read_job, to_task_result, worker_ids
+from jobqueue.errors import InvalidPayload, ResultNotJSON
+from jobqueue.jobtypes import JobContext
+from jobqueue.payloads import to_json
+from jobqueue.retries import dead_reason
+from jobqueue.tasks.results import read_job, to_task_result, worker_ids
 
 __all__ = ["run_task"]
 

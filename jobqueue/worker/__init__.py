@@ -10,25 +10,7 @@
 * ``runs.py``: the runs a worker holds; ``stops.py``: stop flags and signals;
   ``shutdown.py``: leases given back at exit; ``outage.py``: backing off a database that is down.
 
-``from jobqueue.worker import Worker, default_worker_id`` is the import the command, tests and
+``from jobqueue.worker.ids import default_worker_id
+from jobqueue.worker.loop import Worker`` is the import the command, tests and
 benchmarks use.
 """
-
-from .completer import OUTCOME_BATCH_WINDOW_S
-from .ids import default_worker_id
-from .loop import Worker
-from .outage import MAX_RECONNECT_DELAY_S
-from .rows import WORKER_PRUNE_INTERVAL_S, WORKER_ROW_RETENTION_S
-from .services import Service
-from .wakeups import MAX_WAKE_TIMERS
-
-__all__ = [
-    "MAX_RECONNECT_DELAY_S",
-    "MAX_WAKE_TIMERS",
-    "OUTCOME_BATCH_WINDOW_S",
-    "WORKER_PRUNE_INTERVAL_S",
-    "WORKER_ROW_RETENTION_S",
-    "Service",
-    "Worker",
-    "default_worker_id",
-]

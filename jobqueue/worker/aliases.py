@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..queuespec import EVERY_QUEUE
-from ..routing import all_queue_aliases, queue_aliases
+from jobqueue.routing import all_queue_aliases, queue_aliases
+from jobqueue.settings.queues import EVERY_QUEUE
 
 __all__ = ["AliasShare", "alias_shares"]
 

@@ -14,15 +14,15 @@ from collections.abc import Collection
 
 from django.db import DatabaseError
 
-from ..fairness import QueueSelector
-from ..guard import DependencyGuard
-from ..solo import SoloGate, give_back
-from ..store import ClaimedJob
-from ..store.base import ClaimRequest, FinishedThenClaimed
-from ..store.bounded import timed_out
-from .outage import DatabaseBackoff
-from .starting import Starter, resolve_type
-from .wakeups import WakeUps
+from jobqueue.limits.fairness import QueueSelector
+from jobqueue.store import ClaimedJob
+from jobqueue.store.base import ClaimRequest, FinishedThenClaimed
+from jobqueue.store.bounded import timed_out
+from jobqueue.worker.guard import DependencyGuard
+from jobqueue.worker.outage import DatabaseBackoff
+from jobqueue.worker.solo import SoloGate, give_back
+from jobqueue.worker.starting import Starter, resolve_type
+from jobqueue.worker.wakeups import WakeUps
 
 logger = logging.getLogger("jobqueue.worker")
 

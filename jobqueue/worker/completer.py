@@ -31,12 +31,12 @@ from collections.abc import Callable, Sequence
 
 from django.db import DatabaseError
 
-from ..executor import Outcome, send_outcome_signal
-from ..guard import DependencyGuard
-from ..logging import job_extra
-from ..store.base import ClaimRequest, FinishedThenClaimed
-from .runs import Run, Runs
-from .wakeups import WakeUps
+from jobqueue.logging import job_extra
+from jobqueue.store.base import ClaimRequest, FinishedThenClaimed
+from jobqueue.worker.executor import Outcome, send_outcome_signal
+from jobqueue.worker.guard import DependencyGuard
+from jobqueue.worker.runs import Run, Runs
+from jobqueue.worker.wakeups import WakeUps
 
 logger = logging.getLogger("jobqueue.worker")
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import threading
 
-from .runs import Runs
+from jobqueue.worker.runs import Runs
 
 logger = logging.getLogger("jobqueue.worker")
 
 
 class Heartbeat:
-    """Renew the worker's leases: a :class:`~jobqueue.worker.services.Service`.
+    """Renew the worker's leases: a :class:`~jobqueue.maintenance.services.Service`.
 
     Args:
         store: the queue's store.

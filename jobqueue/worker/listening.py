@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ..store.notify import FAST_POLL_S, ReadyListener
+from jobqueue.store.notify import FAST_POLL_S, ReadyListener
 
 logger = logging.getLogger("jobqueue.worker")
 

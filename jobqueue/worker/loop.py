@@ -33,33 +33,33 @@ from collections.abc import Sequence
 
 from django.db import DatabaseError, connections
 
-from ..conf import get_settings
-from ..fairness import QueueSelector, rate_limits
-from ..guard import DependencyGuard
-from ..recovery import ReapHold
-from ..solo import SoloGate
-from ..stopping import STANDALONE, StopSignals
-from ..store import get_store
-from ..store.base import ClaimRequest
-from ..store.policy import claim_policy
-from ..store.pooler import listen_alias
-from ..supervisor import EXIT_RECYCLE
-from .claiming import Claimer
-from .completer import Completer
-from .heartbeat import Heartbeat
-from .ids import default_worker_id
-from .listening import ListenerHealth
-from .outage import DatabaseBackoff
-from .quota import TaskQuota
-from .ratewake import rate_wake
-from .reaper import Reaper
-from .rows import WorkerRowPruner
-from .runs import Runs
-from .services import Service, ServiceRunner, start_services
-from .shutdown import release_runs
-from .starting import Starter
-from .stops import Stops
-from .wakeups import WakeUps
+from jobqueue.limits.fairness import QueueSelector, rate_limits
+from jobqueue.limits.policy import claim_policy
+from jobqueue.maintenance.reaper import Reaper
+from jobqueue.maintenance.services import Service, ServiceRunner, start_services
+from jobqueue.maintenance.workers import WorkerRowPruner
+from jobqueue.settings.conf import get_settings
+from jobqueue.store import get_store
+from jobqueue.store.base import ClaimRequest
+from jobqueue.store.pooler import listen_alias
+from jobqueue.worker.claiming import Claimer
+from jobqueue.worker.completer import Completer
+from jobqueue.worker.guard import DependencyGuard
+from jobqueue.worker.heartbeat import Heartbeat
+from jobqueue.worker.ids import default_worker_id
+from jobqueue.worker.listening import ListenerHealth
+from jobqueue.worker.outage import DatabaseBackoff
+from jobqueue.worker.quota import TaskQuota
+from jobqueue.worker.ratewake import rate_wake
+from jobqueue.worker.recovery import ReapHold
+from jobqueue.worker.runs import Runs
+from jobqueue.worker.shutdown import release_runs
+from jobqueue.worker.solo import SoloGate
+from jobqueue.worker.starting import Starter
+from jobqueue.worker.stopping import STANDALONE, StopSignals
+from jobqueue.worker.stops import Stops
+from jobqueue.worker.supervisor import EXIT_RECYCLE
+from jobqueue.worker.wakeups import WakeUps
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -93,7 +93,7 @@ class Worker:
         recycle_on_overrun: recycle at the first handler that runs past its timeout, not
             only when such runaways outnumber ``concurrency`` (``jobqueue/handler_threads.py``).
             Either way the worker stops claiming, drains, and :meth:`run` returns
-            :data:`~jobqueue.supervisor.EXIT_RECYCLE`: the process must end (the supervisor
+            :data:`~jobqueue.worker.supervisor.EXIT_RECYCLE`: the process must end (the supervisor
             replaces it) for the runaway threads to end. Set under ``--processes``.
     """
 
@@ -256,7 +256,7 @@ class Worker:
         """Run until stopped (or, with ``burst``, until the queues are drained).
 
         Returns:
-            The process exit status: 0, or :data:`~jobqueue.supervisor.EXIT_RECYCLE` when the
+            The process exit status: 0, or :data:`~jobqueue.worker.supervisor.EXIT_RECYCLE` when the
             worker stopped itself to be recycled (and no stop signal came meanwhile). Handler
             threads still running at the end are abandoned (their leases released): the caller
             should end the process.

@@ -12,9 +12,9 @@ import contextlib
 
 from django.db import DatabaseError
 
-from ..ratelimits import RateLimits
-from ..store import Store
-from .wakeups import WakeUps
+from jobqueue.settings.rates import RateLimits
+from jobqueue.store import Store
+from jobqueue.worker.wakeups import WakeUps
 
 
 def rate_wake(

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..executor import Outcome
-from ..jobtypes import JobContext, JobType
-from ..logging import job_extra
-from ..store import ClaimedJob
+from jobqueue.jobtypes import JobContext, JobType
+from jobqueue.logging import job_extra
+from jobqueue.store import ClaimedJob
+from jobqueue.worker.executor import Outcome
 
 
 @dataclass(slots=True)

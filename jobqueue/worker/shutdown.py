@@ -6,8 +6,8 @@ import logging
 
 from django.db import DatabaseError
 
-from ..errors import LeaseLost
-from .runs import Runs
+from jobqueue.errors import LeaseLost
+from jobqueue.worker.runs import Runs
 
 logger = logging.getLogger("jobqueue.worker")
 

@@ -14,14 +14,14 @@ from collections.abc import Callable
 
 from django.db import close_old_connections
 
-from ..errors import JobTimeout
-from ..executor import Outcome, execute, failure_outcome, resolve_handler
-from ..handler_threads import HandlerThreads
-from ..jobtypes import JobContext, JobType
-from ..logging import job_extra
-from ..store import ClaimedJob
-from .completer import Completer
-from .runs import Run, Runs
+from jobqueue.errors import JobTimeout
+from jobqueue.jobtypes import JobContext, JobType
+from jobqueue.logging import job_extra
+from jobqueue.store import ClaimedJob
+from jobqueue.worker.completer import Completer
+from jobqueue.worker.executor import Outcome, execute, failure_outcome, resolve_handler
+from jobqueue.worker.runs import Run, Runs
+from jobqueue.worker.threads import HandlerThreads
 
 logger = logging.getLogger("jobqueue.worker")
 

@@ -11,8 +11,8 @@ import signal
 import threading
 from collections.abc import Callable
 
-from ..stopping import SUPERVISED, StopSignals, stop_cause
-from .wakeups import WakeUps
+from jobqueue.worker.stopping import SUPERVISED, StopSignals, stop_cause
+from jobqueue.worker.wakeups import WakeUps
 
 logger = logging.getLogger("jobqueue.worker")
 

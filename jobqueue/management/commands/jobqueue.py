@@ -20,9 +20,10 @@ from django.core.management import call_command, load_command_class
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections
 
-from jobqueue import arguments, audit, health, pausing
-from jobqueue.batches import batch_status
+from jobqueue import arguments
 from jobqueue.errors import BatchNotFound
+from jobqueue.flows.batches import batch_status
+from jobqueue.limits import pauses as pausing
 from jobqueue.management import render
 from jobqueue.management.cli_args import (
     add_actor,
@@ -35,7 +36,7 @@ from jobqueue.management.cli_args import (
 )
 from jobqueue.management.status import status
 from jobqueue.models import Job
-from jobqueue.ops import actions
+from jobqueue.ops import actions, audit, health
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.jobs import JobFilter, detail, matching, summary
 from jobqueue.ops.where import UnknownDatabase, locate, report_aliases

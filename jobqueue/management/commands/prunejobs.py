@@ -9,17 +9,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobqueue import limits
-from jobqueue.conf import RETENTION_STATES, get_settings
-from jobqueue.management.arguments import in_range
-from jobqueue.ops.where import UnknownDatabase, report_aliases
-from jobqueue.pruning import (
+from jobqueue.maintenance.pruning import (
     DEFAULT_PRUNE_BATCH_SIZE,
     count_prunable,
     prune_jobs,
     prune_rollups,
     record_prune,
 )
+from jobqueue.management.arguments import in_range
+from jobqueue.ops.where import UnknownDatabase, report_aliases
+from jobqueue.settings import ranges as limits
+from jobqueue.settings.conf import RETENTION_STATES, get_settings
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhdw])+")

@@ -18,11 +18,12 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
 
-from jobqueue.conf import get_settings
+from jobqueue.checks_databases import CHECK_TAG
 from jobqueue.cron.scheduler import Scheduler
-from jobqueue.database_checks import CHECK_TAG
-from jobqueue.deaths import hand_back_leases
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.maintenance.pruning import Pruner
+from jobqueue.maintenance.relay import OutboxRelay
+from jobqueue.maintenance.sampling import DepthSampler
 from jobqueue.management.arguments import (
     MAX_WORKER_ID_LENGTH,
     in_range,
@@ -30,15 +31,15 @@ from jobqueue.management.arguments import (
     queue_spec,
     worker_id_text,
 )
-from jobqueue.pruning import Pruner
-from jobqueue.queuespec import EVERY_QUEUE
-from jobqueue.relay import OutboxRelay
-from jobqueue.sampling import DepthSampler
-from jobqueue.stopping import STANDALONE, SUPERVISED
+from jobqueue.settings.conf import get_settings
+from jobqueue.settings.queues import EVERY_QUEUE
 from jobqueue.store.pooler import refuse_unmarked_pooler
-from jobqueue.supervisor import EXIT_RECYCLE, Supervisor, reexec
-from jobqueue.worker import Worker, default_worker_id
 from jobqueue.worker.aliases import AliasShare, alias_shares
+from jobqueue.worker.deaths import hand_back_leases
+from jobqueue.worker.ids import default_worker_id
+from jobqueue.worker.loop import Worker
+from jobqueue.worker.stopping import STANDALONE, SUPERVISED
+from jobqueue.worker.supervisor import EXIT_RECYCLE, Supervisor, reexec
 
 
 def _spec(queues: tuple[str, ...], weights: tuple[int, ...]) -> str:

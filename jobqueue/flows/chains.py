@@ -1,0 +1,122 @@
+"""``jobqueue.chain(a, b, c)``: jobs that run one after the other; ``jobqueue.step`` builds a step.
+
+A step is a job not yet enqueued: its type, payload and ``enqueue`` options
+(``jobqueue.step(send_report, {"day": day}, queue="reports")``, or the ``@job`` function's
+``send_report.step(day=day)``). ``chain`` enqueues every step in one transaction, each
+``after`` the one before, so step 2 runs once step 1 has succeeded, and a dead or cancelled step
+cancels the steps after it (cancelling the first cancels what has not run; retrying a dead step
+runs the rest). A step with ``takes_parent_results=True`` gets the previous step's result as
+``parent_results[0]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from jobqueue import arguments, routing
+from jobqueue.client import enqueue
+from jobqueue.errors import InvalidJobOption
+from jobqueue.jobtypes import JobType, registered
+
+__all__ = ["Step", "chain", "step"]
+
+#: The ``enqueue`` options a step may carry (``after`` is the chain's to set).
+STEP_OPTIONS = frozenset(
+    {
+        "queue",
+        "run_at",
+        "delay",
+        "priority",
+        "max_attempts",
+        "timeout_s",
+        "tenant_id",
+        "ordering_key",
+        "run_on_parent_failure",
+        "takes_parent_results",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One job of a chain, not yet enqueued: its type, payload and enqueue options."""
+
+    job_type: str | JobType
+    payload: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def step(job_type: str | JobType, payload: dict[str, Any] | None = None, **options: Any) -> Step:
+    """Return a step of a chain: ``job_type`` with ``payload`` and ``enqueue`` options.
+
+    Args:
+        job_type: a registered type name, or the object ``@job`` returned.
+        payload: the handler's keyword arguments (default ``{}``).
+        **options: :data:`STEP_OPTIONS` (``queue``, ``priority``, ``takes_parent_results``...),
+            as :func:`jobqueue.enqueue` takes them.
+
+    Raises:
+        InvalidJobOption: an option that is not one of :data:`STEP_OPTIONS`.
+    """
+    unknown = sorted(set(options) - STEP_OPTIONS)
+    if unknown:
+        raise InvalidJobOption(
+            unknown[0], f"is not a step option (known: {', '.join(sorted(STEP_OPTIONS))})"
+        )
+    return Step(job_type=job_type, payload=dict(payload or {}), options=dict(options))
+
+
+def chain(*steps: Step, after: list[int] | None = None, using: str | None = None) -> list[int]:
+    """Enqueue ``steps`` to run one after the other; return their ids, in order.
+
+    All or nothing, in the caller's transaction (a savepoint) or in one of its own. The first
+    step waits for ``after`` (None: runs at once); each next one for the step before it.
+
+    Raises:
+        InvalidJobOption: no steps, a step that is not a :class:`Step`, a step's bad option, or
+            a step of a type not registered here without a ``queue``
+            (``steps[<index>].job_type``); ``option`` names it as ``steps[<index>]...``.
+            InvalidPayload as :func:`jobqueue.enqueue`. Nothing written.
+    """
+    if not steps:
+        raise InvalidJobOption("steps", "a chain needs at least one step")
+    queues: list[str] = []
+    for index, one in enumerate(steps):
+        where = f"steps[{index}]"
+        if not isinstance(one, Step):
+            raise InvalidJobOption(where, f"must be a jobqueue.step(...), got {one!r:.100}")
+        queues.append(one.options.get("queue") or _default_queue(one.job_type, where))
+    # One database for every step: each finds the step before it there (routing.group_alias).
+    explicit = None if using is None else arguments.alias(using)
+    using = routing.group_alias(queues[0], explicit)
+    for index, queue in enumerate(queues):
+        routing.require_lives_on(queue, using, f"steps[{index}].queue")
+    ids: list[int] = []
+    with transaction.atomic(using=using):
+        for index, one in enumerate(steps):
+            where = f"steps[{index}]"
+            options = dict(one.options)
+            options.pop("queue", None)
+            queue = queues[index]
+            parents = [ids[-1]] if ids else after
+            try:
+                ids.append(
+                    enqueue(queue, one.job_type, one.payload, after=parents, using=using, **options)
+                )
+            except InvalidJobOption as exc:
+                raise InvalidJobOption(f"{where}.{exc.option}", exc.problem) from None
+    return ids
+
+
+def _default_queue(job_type: str | JobType, where: str) -> str:
+    found = job_type if isinstance(job_type, JobType) else registered(job_type)
+    if found is None:
+        # Name the type: the queue is missing only because this type is unknown here.
+        raise InvalidJobOption(
+            f"{where}.job_type",
+            f"{job_type!r} is not registered here, so its queue is unknown: give the step queue=",
+        )
+    return found.queue

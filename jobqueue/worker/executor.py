@@ -1,0 +1,277 @@
+"""Internal: run one claimed job and turn what happened into an :class:`Outcome`.
+
+``Outcome`` lives in :mod:`jobqueue.retries` (with the retry-or-dead rule); it is re-exported
+here, where the worker and tests import it.
+
+No SQL and no threads here: the worker claims, calls :func:`execute`, and records the outcome.
+That seam lets the exception-to-outcome rules be tested without a database.
+
+A handler's exception becomes text (an error-history entry) inside the ``except`` block that
+caught it, and its traceback's frames are cleared there: nothing outlives that block that could
+keep the handler's local variables alive (FIELD-CASES 32), even with the cycle collector off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import random
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from jobqueue import signals
+from jobqueue.backoff import policy_for
+from jobqueue.errors import InvalidPayload, UnknownJobType
+from jobqueue.history import error_entry
+from jobqueue.jobtypes import JobContext, JobType, resolve
+from jobqueue.logging import job_extra
+from jobqueue.models import Job
+from jobqueue.payloads import to_json
+from jobqueue.retries import Outcome, decide
+from jobqueue.states import JobState
+from jobqueue.store.claimed import ClaimedJob
+
+__all__ = ["Outcome", "execute", "failure_outcome", "send_outcome_signal"]
+
+logger = logging.getLogger("jobqueue.executor")
+
+
+def failure_outcome(
+    claimed: ClaimedJob,
+    exc: BaseException,
+    worker_id: str,
+    duration_s: float = 0.0,
+    rng: random.Random | None = None,
+) -> Outcome:
+    """Return the outcome of an attempt of ``claimed`` that raised ``exc``: retry or dead.
+
+    The rule is :func:`jobqueue.retries.decide`'s, with the job type's backoff policy.
+
+    The outcome keeps ``exc`` only as text; the frames of its traceback (and of the exceptions
+    chained to it) are cleared here, so the handler's locals go as soon as ``exc`` does.
+    """
+    entry = error_entry(exc, attempt=claimed.attempt, worker_id=worker_id)
+    _clear_frames(exc)
+    return decide(
+        claimed.id,
+        claimed.lease_token,
+        attempt=claimed.attempt,
+        max_attempts=claimed.max_attempts,
+        error=exc,
+        backoff=policy_for(claimed.job_type),
+        entry=entry,
+        duration_s=duration_s,
+        rng=rng,
+    )
+
+
+def _clear_frames(exc: BaseException) -> None:
+    """Drop the local variables of the finished frames ``exc`` and its chain passed through.
+
+    A frame that holds the exception it raised (``except E as e: error = e``) is a reference
+    cycle only the cycle collector frees; a cleared frame holds nothing. Frames still running
+    (the caller's) are left alone.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        todo += [current.__cause__, current.__context__]
+        if isinstance(current, BaseExceptionGroup):
+            todo += current.exceptions
+
+
+def resolve_handler(type_name: str) -> JobType:
+    """Internal: return the handler of ``type_name``: a registered type, else a django.tasks task.
+
+    Raises:
+        UnknownJobType: neither.
+    """
+    try:
+        return resolve(type_name)
+    except UnknownJobType as unknown:
+        try:
+            # Here, not at module level: django.tasks exists only from Django 6.0, and a type
+            # no process registered may still be a task whose module loads on demand.
+            from jobqueue.tasks.backend import task_job_type
+        except ImportError:  # no django.tasks (Django 5.2): it cannot be a task
+            raise unknown from None
+        return task_job_type(type_name)
+
+
+def _send_started(claimed: ClaimedJob, context: JobContext) -> None:
+    if not signals.job_started.has_listeners(Job):
+        # Most projects connect none: building the arguments was most of a send's cost.
+        return
+    responses = signals.job_started.send_robust(
+        sender=Job,
+        job_id=claimed.id,
+        job_type=claimed.job_type,
+        queue=claimed.queue,
+        attempt=claimed.attempt,
+        max_attempts=claimed.max_attempts,
+        worker_id=context.worker_id,
+        context=context,
+    )
+    for receiver, response in responses:
+        if isinstance(response, Exception):
+            logger.error(
+                "job %s: job_started receiver %r failed",
+                claimed.id,
+                receiver,
+                exc_info=response,
+                extra=job_extra(claimed, worker_id=context.worker_id),
+            )
+            # send_robust's frame holds the list that holds the exception: a cycle.
+            _clear_frames(response)
+
+
+def execute(
+    claimed: ClaimedJob,
+    context: JobContext,
+    rng: random.Random | None = None,
+    *,
+    job_type: JobType | None = None,
+) -> Outcome:
+    """Run the handler of ``claimed`` with its payload and return the outcome.
+
+    Args:
+        claimed: the job, as the claim returned it.
+        context: passed to handlers registered with ``takes_context=True``.
+        rng: random source for backoff jitter (seed it in tests).
+        job_type: the handler, if the caller resolved it already (the worker does, once per
+            run); None resolves it here (:func:`resolve_handler`).
+
+    Returns:
+        The :class:`Outcome`. Never raises for a handler's exception; ``KeyboardInterrupt`` and
+        ``SystemExit`` from a handler are recorded as failures too, so a handler cannot stop
+        the worker by raising them.
+    """
+    started = time.monotonic()
+    try:
+        if job_type is None:
+            job_type = resolve_handler(claimed.job_type)
+        _send_started(claimed, context)
+        args = (context,) if job_type.takes_context else ()
+        if inspect.iscoroutinefunction(job_type.func):
+            # The outcome is made inside the coroutine: an exception escaping it would be kept
+            # by its task, in a reference cycle through the event loop's frames.
+            return asyncio.run(_execute_async(job_type.func, args, claimed, context, started, rng))
+        result = job_type.func(*args, **claimed.payload)
+    except BaseException as exc:  # noqa: BLE001 - every handler failure becomes an outcome
+        return failure_outcome(claimed, exc, context.worker_id, time.monotonic() - started, rng=rng)
+    return _success(claimed, result, started)
+
+
+async def _execute_async(
+    func: Callable[..., Any],
+    args: tuple,
+    claimed: ClaimedJob,
+    context: JobContext,
+    started: float,
+    rng: random.Random | None,
+) -> Outcome:
+    """Await an ``async def`` handler on :func:`execute`'s event loop; return its outcome."""
+    try:
+        result = await func(*args, **claimed.payload)
+    except BaseException as exc:  # noqa: BLE001 - as in execute()
+        return failure_outcome(claimed, exc, context.worker_id, time.monotonic() - started, rng=rng)
+    return _success(claimed, result, started)
+
+
+def _success(claimed: ClaimedJob, result: object, started: float) -> Outcome:
+    """Return the outcome of a run that returned ``result``, storing it as JSON if it can."""
+    duration = time.monotonic() - started
+    try:
+        # Most handlers return None: its JSON needs no check and no encoding.
+        result_json = "null" if result is None else to_json(result, root="result")
+    except InvalidPayload as exc:
+        # The work is done (its side effects happened), so the job succeeded; re-running it to
+        # get a storable result would repeat them. Keep no result and say why.
+        logger.warning(
+            "job %s %s: result not stored: %s",
+            claimed.id,
+            claimed.job_type,
+            exc,
+            extra=job_extra(claimed, duration_s=duration),
+        )
+        result_json = "null"
+    return Outcome(
+        job_id=claimed.id,
+        lease_token=claimed.lease_token,
+        state=JobState.SUCCEEDED,
+        result_json=result_json,
+        duration_s=duration,
+    )
+
+
+#: The signal of each state an outcome leaves a job in ("lost": discarded); any other: job_dead.
+_OUTCOME_SIGNALS = {
+    "lost": signals.job_lease_lost,
+    "cancelled": signals.job_cancelled,
+    "succeeded": signals.job_succeeded,
+    "scheduled": signals.job_retrying,
+}
+
+
+def send_outcome_signal(
+    claimed: ClaimedJob, outcome: Outcome, state: str, worker_id: str, using: str
+) -> None:
+    """Internal: send the signal for an outcome the worker just recorded (or lost).
+
+    ``state`` is the job's state after the recording: ``succeeded`` (``job_succeeded``),
+    ``scheduled`` (``job_retrying``), ``dead`` (``job_dead``), ``cancelled`` (``job_cancelled``:
+    its cancel was requested while it ran), or ``"lost"`` (``job_lease_lost``: the outcome was
+    discarded). Receivers' exceptions are logged, never raised: the outcome is already recorded.
+    """
+    signal = _OUTCOME_SIGNALS.get(state, signals.job_dead)
+    if not signal.has_listeners(Job):
+        # Nobody listens (most projects): skip building the arguments, which for a success
+        # means decoding its result JSON, per job.
+        return
+    common = {
+        "sender": Job,
+        "job_id": claimed.id,
+        "job_type": claimed.job_type,
+        "queue": claimed.queue,
+        "attempt": claimed.attempt,
+        "max_attempts": claimed.max_attempts,
+        "worker_id": worker_id,
+    }
+    extra: dict[str, Any]
+    if state == "lost":
+        extra = {"status": outcome.status}
+    elif state == "cancelled":
+        extra = {"using": using, "status": outcome.status}
+    elif state == "succeeded":
+        extra = {"result": json.loads(outcome.result_json), "duration_s": outcome.duration_s}
+    elif state == "scheduled":
+        extra = {
+            "error": outcome.error,
+            "delay_s": outcome.delay_s,
+            "duration_s": outcome.duration_s,
+        }
+    else:
+        extra = {
+            "error": outcome.error,
+            "reason": outcome.dead_reason,
+            "duration_s": outcome.duration_s,
+        }
+    for receiver, response in signal.send_robust(**common, **extra):
+        if isinstance(response, Exception):
+            logger.error(
+                "job %s: signal receiver %r failed",
+                claimed.id,
+                receiver,
+                exc_info=response,
+                extra=job_extra(claimed, worker_id=worker_id, duration_s=outcome.duration_s),
+            )
+            _clear_frames(response)
