@@ -1,6 +1,6 @@
 """Contention helper: one process whose threads claim from a queue until it is empty.
 
-Run by tests/test_process_worker.py as::
+Run by tests/process/test_worker.py as::
 
     python tests/claimers.py QUEUE --threads 4 --name p0 --sync-dir DIR
 

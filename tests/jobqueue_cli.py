@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connections
 
-from .conftest import ROOT, subprocess_env
+from tests.conftest import ROOT, subprocess_env
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""URLs for tests/test_metrics.py: the metrics view mounted as a site would mount it."""
+"""URLs for tests/ops/test_metrics.py: the metrics view mounted as a site would mount it."""
 
 from django.urls import path
 

@@ -26,7 +26,8 @@ DATABASES = {
         "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30},
     },
 }
-# A second queue database for the outbox tests (tests/test_outbox.py): the same server, its own
+# A second queue database for the outbox tests (tests/client/test_outbox.py): the same server, its
+# own
 # database (test_<name>_outbox_queue under pytest); subprocesses: JOBQUEUE_OUTBOX_QUEUE_URL.
 if env("JOBQUEUE_OUTBOX_QUEUE_URL", default=""):
     DATABASES["outbox_queue"] = env.db("JOBQUEUE_OUTBOX_QUEUE_URL")
@@ -44,7 +45,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"transaction_mode": "IMMEDIATE", "timeout": 30}
     )
 
-# Queue-database tests (tests/test_queue_databases.py): a second queue database, "queues2",
+# Queue-database tests (tests/client/test_queue_databases.py): a second queue database, "queues2",
 # beside the default (a second database on the same PostgreSQL server, or a second SQLite file).
 # A worker subprocess is told the test database's name by JOBQUEUE_QUEUES2_URL.
 if env("JOBQUEUE_QUEUES2_URL", default=""):
@@ -57,13 +58,14 @@ else:
         "NAME": f"{DATABASES['default']['NAME']}_queues2",
     }
 
-# The migration router test (tests/test_queue_databases.py) adds SQLite files "alias=path,...".
+# The migration router test (tests/client/test_queue_databases.py) adds SQLite files
+# "alias=path,...".
 for extra in filter(None, env("JOBQUEUE_TEST_EXTRA_SQLITE", default="").split(",")):
     extra_alias, _, extra_path = extra.partition("=")
     DATABASES[extra_alias] = {"ENGINE": "django.db.backends.sqlite3", "NAME": extra_path}
 DATABASE_ROUTERS = env.list("JOBQUEUE_TEST_ROUTERS", default=[])
 
-# Pooler-mode tests (tests/test_process_pooler.py): DATABASE_URL goes through PgBouncer,
+# Pooler-mode tests (tests/process/test_pooler.py): DATABASE_URL goes through PgBouncer,
 # JOBQUEUE_DIRECT_URL reaches the same database directly (the "direct" alias, for LISTEN).
 if env("JOBQUEUE_DIRECT_URL", default=""):
     DATABASES["direct"] = env.db("JOBQUEUE_DIRECT_URL")

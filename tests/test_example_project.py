@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from django.conf import settings
 
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -132,7 +132,7 @@ class JobStore(Protocol):
     """The job lifecycle a store provides: enqueue, claim, heartbeat, outcomes, recovery.
 
     One part of the composite :class:`~jobqueue.store.protocol.Store` (which callers type
-    against); tests/test_store_contract.py checks both stores against the whole.
+    against); tests/store/test_contract.py checks both stores against the whole.
     """
 
     alias: str

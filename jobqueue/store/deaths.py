@@ -1,7 +1,7 @@
 """Internal: the store's part in a worker process's death under the supervisor (hand_back).
 
 The contract, kept by :class:`~jobqueue.store.postgres_deaths.PostgresDeathStore` and
-:class:`~jobqueue.store.generic_deaths.GenericDeathStore` alike (tests/test_store_contract.py):
+:class:`~jobqueue.store.generic_deaths.GenericDeathStore` alike (tests/store/test_contract.py):
 
 ``hand_back(worker_id, decide) -> HandBack`` locks every job leased under ``worker_id`` (a process
 that is known to be dead, so no one else holds these leases) and, in one transaction:

@@ -2,7 +2,7 @@
 
 Callers (client, consumer, worker, cron, breakers, budgets, pruning, deaths) type against
 :class:`Store`; :func:`~jobqueue.store.get_store` returns one, so mypy checks that both
-``PostgresStore`` and ``GenericStore`` implement all of it, and tests/test_store_contract.py
+``PostgresStore`` and ``GenericStore`` implement all of it, and tests/store/test_contract.py
 checks that both take the same parameters for every member. The parts live beside their value
 objects: jobs (``base.py``), operator (``operator.py``), cron and leader lease (``cron.py``),
 breakers and budgets (``breakers.py``), worker rows (``workers.py``), pauses (``pauses.py``),

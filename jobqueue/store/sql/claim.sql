@@ -45,7 +45,7 @@
 --   claim without them stays within psycopg's query cache.
 --
 -- Text budget: the compacted statement plus the transaction-limits prefix must fit psycopg's
--- 4,096-character query cache (tests/test_sqltext.py); after issue 18's limits and weights and
+-- 4,096-character query cache (tests/store/test_sqltext.py); after issue 18's limits and weights and
 -- the batch_id returned for finish_many's text (store/postgres_pipeline.py) it has 15 to spare.
 -- Comments are free (stripped before sending).
 --
