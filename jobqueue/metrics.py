@@ -42,11 +42,18 @@ from django.http import HttpRequest, HttpResponse
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import CronEntry, GaugeSnapshot, Pause, RetryBudget
 from jobqueue.models.gauges import LAST_PRUNE
+from jobqueue.ops import queues as _queues
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.exposition import DATABASE_LABEL, merge
 from jobqueue.ops.outbox import families as outbox_families
 from jobqueue.ops.prunable import EXACT_UP_TO, awaiting_prune
-from jobqueue.ops.queues import live_workers, open_breakers, served_queues
+from jobqueue.ops.queues import (
+    OTHER_QUEUES_LABEL,
+    live_workers,
+    open_breakers,
+    served_queues,
+    top_queues,
+)
 from jobqueue.ops.rates import families as rollup_families
 from jobqueue.routing import all_queue_aliases
 from jobqueue.settings.conf import get_settings
@@ -199,50 +206,84 @@ def compute(using: str = "default") -> str:
     served = served_queues(workers, sorted(names))
     names |= set(served)
     queues = sorted(names)
-    out: list[str] = []
-    by_state = []
-    for name in queues:
+    now_age = {
+        name: max((now - g.oldest_due).total_seconds(), 0.0)
+        for name, g in gauges.items()
+        if g.oldest_due is not None
+    }
+
+    def counts(name: str) -> dict[str, int]:
         g = gauges.get(name)
-        counts = {
+        return {
             "ready": g.ready if g else 0,
             "scheduled": g.scheduled if g else 0,
             "leased": running.by_queue.get(name, 0),
             "dead": dead.get(name, 0),
             "waiting": waiting.get(name, 0),
         }
-        by_state += [({"queue": name, "state": k}, float(v)) for k, v in counts.items()]
-    out += family(
-        "jobqueue_jobs",
-        "Jobs by queue and lifecycle state (ready = claimable now; waiting = for parent jobs; "
-        "succeeded and cancelled are not counted). "
-        f"Exact up to {COUNT_CAP}; {COUNT_CAP} means that many or more.",
-        by_state,
-    )
-    ages = []
-    for name in queues:
-        oldest = gauges[name].oldest_due if name in gauges else None
-        ages.append(({"queue": name}, max((now - oldest).total_seconds(), 0.0) if oldest else 0.0))
-    out += family(
-        "jobqueue_oldest_claimable_age_seconds",
-        "Age of the oldest job claimable now, by its run_at (future run_at ignored; 0 when "
-        "none), seconds.",
-        ages,
-    )
 
     def unserved(name: str) -> bool:
         ready = gauges[name].ready if name in gauges else 0
         return ready > 0 and not served.get(name) and name not in paused
 
+    # Past TOP_QUEUES queues the rest are one series, queue="_other" (issue 33: 10,000 queues
+    # were 90,019 samples): sums of their jobs, running jobs, unserved and paused queues, and
+    # their oldest job's age.
+    depth = {name: sum(counts(name).values()) for name in queues}
+    queues, rest = top_queues(queues, depth, now_age)
+    per_queue: list[tuple[str, dict[str, int], float, float, float]] = [
+        (name, counts(name), now_age.get(name, 0.0), float(unserved(name)), float(name in paused))
+        for name in queues
+    ]
+    if rest:
+        summed = dict.fromkeys(("ready", "scheduled", "leased", "dead", "waiting"), 0)
+        for name in rest:
+            for state, n in counts(name).items():
+                summed[state] += n
+        per_queue.append(
+            (
+                OTHER_QUEUES_LABEL,
+                summed,
+                max((now_age.get(name, 0.0) for name in rest), default=0.0),
+                float(sum(unserved(name) for name in rest)),
+                float(sum(name in paused for name in rest)),
+            )
+        )
+    other_note = (
+        f" Past {_queues.TOP_QUEUES} queues, the deepest and the oldest are listed and the rest"
+        f' summed as queue="{OTHER_QUEUES_LABEL}".'
+    )
+    out: list[str] = []
+    by_state = [
+        ({"queue": name, "state": k}, float(v))
+        for name, state_counts, *_ in per_queue
+        for k, v in state_counts.items()
+    ]
+    out += family(
+        "jobqueue_jobs",
+        "Jobs by queue and lifecycle state (ready = claimable now; waiting = for parent jobs; "
+        "succeeded and cancelled are not counted). "
+        f"Exact up to {COUNT_CAP}; {COUNT_CAP} means that many or more." + other_note,
+        by_state,
+    )
+    out += family(
+        "jobqueue_oldest_claimable_age_seconds",
+        "Age of the oldest job claimable now, by its run_at (future run_at ignored; 0 when "
+        "none), seconds." + other_note,
+        [({"queue": name}, age) for name, _, age, _, _ in per_queue],
+    )
     out += family(
         "jobqueue_queue_unserved",
-        "1 if the queue has ready jobs and no live worker serves it.",
-        [({"queue": name}, float(unserved(name))) for name in queues],
+        "1 if the queue has ready jobs and no live worker serves it (for "
+        f'queue="{OTHER_QUEUES_LABEL}": how many of those queues are).',
+        [({"queue": name}, flag) for name, _, _, flag, _ in per_queue],
     )
     out += family(
         "jobqueue_queue_paused",
         "1 if the queue is paused (jobqueue.pause): its lag then grows by intent; alert rules on "
-        "jobqueue_oldest_claimable_age_seconds can be silenced with `unless` on this.",
-        [({"queue": name}, float(name in paused)) for name in queues],
+        "jobqueue_oldest_claimable_age_seconds can be silenced with `unless` on this (for "
+        f'queue="{OTHER_QUEUES_LABEL}": how many of those queues are).',
+        [({"queue": name}, flag) for name, _, _, _, flag in per_queue],
     )
     out += family(
         "jobqueue_job_type_paused",
@@ -251,8 +292,8 @@ def compute(using: str = "default") -> str:
     )
     out += family(
         "jobqueue_running_jobs",
-        "Leased (running) jobs by queue.",
-        [({"queue": name}, float(running.by_queue.get(name, 0))) for name in queues],
+        "Leased (running) jobs by queue." + other_note,
+        [({"queue": name}, float(c["leased"])) for name, c, *_ in per_queue],
     )
     out += family(
         "jobqueue_running_jobs_by_tenant",

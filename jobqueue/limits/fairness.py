@@ -15,11 +15,15 @@ A worker serves its queues in one of two ways:
   claimable job.
 
 A last ``*`` in the list (``runworkers --queues 'critical:6,*'``) stands for every other queue,
-now and later, minus ``exclude``: at each claim the store finds the queues that have claimable
-jobs (``ClaimPlan.every``), each weighing what ``*`` weighs (1 unless ``*:N``). A queue first served
-that way joins the list here, with its own virtual start from then on; one never served yet
-enters at the current tag, like a queue back from idle. In strict order the other queues come
-after the listed ones, by name.
+now and later, minus ``exclude``: at each claim the store reads a window of the other queues that
+have claimable jobs (``ClaimPlan.every``), each weighing what ``*`` weighs (1 unless ``*:N``). The
+window holds as many queues as the claim may take jobs, the next ones by name after the previous
+window's last (:class:`~jobqueue.store.plan.Rotation`), so a claim's work does not grow with the
+number of queues (issue 33: 10,000 queues) and over successive claims each queue gets its turn.
+A queue served that way keeps its own virtual start here (``_others``) for as long as it is ahead
+of the current tag; one never served, or not lately, enters at the current tag, like a queue back
+from idle. With fewer other queues than a claim takes jobs, the window holds them all, as if they
+were listed. In strict order the other queues come after the listed ones, by name.
 
 Tenant fairness and caps are computed by the store inside the claim (see ``store/sql/claim.sql``);
 the plan a claim takes and the caps it carries are the store's value types
@@ -39,13 +43,17 @@ from jobqueue.settings.queues import EVERY_QUEUE, advertised_queues
 from jobqueue.settings.queues import MAX_WEIGHT as MAX_WEIGHT
 from jobqueue.settings.queues import parse_queue_spec as parse_queue_spec
 from jobqueue.settings.rates import RateLimits
-from jobqueue.store.plan import ClaimPlan, ConcurrencyLimits, TenantCaps
+from jobqueue.store.plan import ClaimPlan, ConcurrencyLimits, Rotation, TenantCaps
 
 # The ORM store's claim order lives with the store; its old path still works.
 from jobqueue.store.ranking import Candidate as Candidate
 from jobqueue.store.ranking import serve_order as serve_order
 
 __all__ = ["ClaimPlan", "ConcurrencyLimits", "QueueSelector", "TenantCaps", "parse_queue_spec"]
+
+
+#: Virtual tags are shifted back towards 0 once every one passes this (float precision; rare).
+_RENORMALIZE_ABOVE = 1e6
 
 
 class Claimed(Protocol):
@@ -97,7 +105,7 @@ class QueueSelector:
         if exclude and not self.every:
             raise ValueError(f"exclude needs '*' among the queues, got {names!r}")
         self.exclude = tuple(exclude)
-        #: The listed queues (without ``*``), then the ones ``*`` served so far.
+        #: The listed queues (without ``*``); the others ``*`` serves are read by the store.
         self.queues = names[:-1] if self.every else names
         self.weights = given[:-1] if self.every else given
         self.others_weight = given[-1] if self.every else 1.0
@@ -107,6 +115,10 @@ class QueueSelector:
         self.rates = rates or RateLimits()
         self._start = dict.fromkeys(self.queues, 0.0)
         self._others_start = 0.0
+        # The starts of other queues "*" served lately, by name: only those above
+        # _others_start (the rest start there), so it holds at most the queues of one rotation.
+        self._others: dict[str, float] = {}
+        self.rotation = Rotation()
 
     def describe(self) -> str:
         """Return the queues as the log shows them: ``critical:6,default:3`` or ``a,b (strict)``."""
@@ -139,6 +151,8 @@ class QueueSelector:
             others_start=self._others_start,
             exclude=self.exclude,
             rates=self.rates,
+            others_starts=self._others,
+            rotation=self.rotation if self.every else None,
         )
 
     def claimed(self, jobs: Sequence[Claimed]) -> None:
@@ -152,11 +166,6 @@ class QueueSelector:
             tags[job.queue] = max(tags.get(job.queue, job.tag), job.tag)
         if self.strict or not tags:
             return
-        for queue in sorted(tags.keys() - self._start.keys()):
-            # Found by "*": listed from now on, so it keeps its own place in the rotation.
-            self.queues += (queue,)
-            self.weights += (self.others_weight,)
-            self._start[queue] = 0.0
         now = min(tags.values())
         for queue, weight in zip(self.queues, self.weights, strict=True):
             if queue in tags:
@@ -165,13 +174,22 @@ class QueueSelector:
                 # An idle (or out-served) queue may not fall further behind than "its next job
                 # gets the current tag": credit from an idle spell would let it starve the rest.
                 self._start[queue] = max(self._start[queue], now - 1.0 / weight)
-        # A queue "*" has not served yet would enter at the current tag, like one back from idle.
-        self._others_start = max(self._others_start, now - 1.0 / self.others_weight)
-        # Only differences matter; keep the numbers small over a long run.
-        floor = min(self._start.values())
-        for queue in self._start:
-            self._start[queue] -= floor
-        self._others_start -= floor
+        for queue in tags.keys() - self._start.keys():
+            self._others[queue] = tags[queue]  # served by "*": its own place in the rotation
+        # Every other queue, served or not, enters no lower than the current tag (the store
+        # reads max(its start, _others_start)), like one back from idle.
+        floor = max(self._others_start, now - 1.0 / self.others_weight)
+        if floor > self._others_start:
+            self._others_start = floor
+            self._others = {q: t for q, t in self._others.items() if t > floor}
+        # Only differences matter; keep the numbers small over a long run (rarely: shifting
+        # every start read costs one pass over the others of a rotation).
+        least = min((*self._start.values(), self._others_start))
+        if least > _RENORMALIZE_ABOVE:
+            for queue in self._start:
+                self._start[queue] -= least
+            self._others = {q: t - least for q, t in self._others.items()}
+            self._others_start -= least
 
 
 def rate_limits() -> RateLimits:

@@ -27,6 +27,43 @@ from jobqueue.states import CLAIMABLE, JobState
 
 #: The window of the succeeded rate, seconds.
 RATE_WINDOW_SECONDS = 300
+#: Queues shown one by one by the dashboard, the metrics and ``jobqueue status`` (without
+#: ``--all``): the TOP_QUEUES deepest and the TOP_QUEUES with the oldest claimable job (so at most
+#: twice as many); the rest are summed into one row ("N other queues", ``queue="_other"``).
+#: Queue names come from enqueue, so a site deriving them from its data reaches thousands (issue
+#: 33: 10,000 queues made the dashboard 17 MB and the metrics 90,019 samples). Tests lower it.
+TOP_QUEUES = 50
+#: The ``queue`` label of the metrics' row summing the queues not shown one by one.
+OTHER_QUEUES_LABEL = "_other"
+
+
+def top_queues(
+    names: Iterable[str],
+    depth: Mapping[str, float],
+    age: Mapping[str, float],
+    top: int | None = None,
+) -> tuple[list[str], list[str]]:
+    """Split queues into those shown one by one and the rest (issue 33).
+
+    Args:
+        names: every queue.
+        depth: jobs per queue (missing: 0); the ``top`` deepest are shown.
+        age: age of each queue's oldest claimable job, seconds (missing: none); the ``top``
+            oldest are shown too.
+        top: how many of each (default :data:`TOP_QUEUES`, read at call time).
+
+    Returns:
+        ``(shown, rest)``, each sorted by name; ``rest`` is empty when there are at most
+        ``top`` queues.
+    """
+    top = TOP_QUEUES if top is None else top
+    every = sorted(set(names))
+    if len(every) <= top:
+        return every, []
+    deepest = sorted(every, key=lambda q: (-depth.get(q, 0), q))[:top]
+    oldest = sorted((q for q in every if q in age), key=lambda q: (-age[q], q))[:top]
+    shown = set(deepest) | set(oldest)
+    return sorted(shown), [q for q in every if q not in shown]
 
 
 @dataclass(kw_only=True)

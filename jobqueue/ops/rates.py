@@ -13,8 +13,10 @@ One aggregate over a range of the rollup's key (``jobqueue/ops/rollup.py``).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from jobqueue.models.rollups import BUCKETS, bucket_columns
+from jobqueue.ops.queues import OTHER_QUEUES_LABEL, top_queues
 from jobqueue.ops.rollup import COUNTS, minute_of, window_totals
 
 #: Complete minutes each reading covers.
@@ -41,6 +43,35 @@ def _le(bound: float) -> str:
     return f"{bound:g}"
 
 
+def summarised(totals: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return ``totals`` with the queues past the busiest TOP_QUEUES summed per type (issue 33).
+
+    Each (queue, type) row is some forty series (outcomes, histogram buckets): at 10,000 queues
+    that would be 400,000 samples. The queues with the most runs keep their rows; the rest are
+    added up per type under ``queue="_other"`` (counts, bucket counts and sums all add).
+
+    Args:
+        totals: :func:`~jobqueue.ops.rollup.window_totals` rows.
+    """
+    runs: dict[str, float] = {}
+    for row in totals:
+        runs[row["queue"]] = runs.get(row["queue"], 0) + sum(row[c] or 0 for c in COUNTS)
+    shown, rest = top_queues(runs, runs, {})
+    if not rest:
+        return totals
+    keep = set(shown)
+    out = [row for row in totals if row["queue"] in keep]
+    other: dict[str, dict[str, Any]] = {}
+    for row in totals:
+        if row["queue"] in keep:
+            continue
+        into = other.setdefault(row["type"], {"queue": OTHER_QUEUES_LABEL, "type": row["type"]})
+        for column, value in row.items():
+            if column not in ("queue", "type"):
+                into[column] = into.get(column, 0) + (value or 0)
+    return out + [other[t] for t in sorted(other)]
+
+
 def families(now: datetime, using: str = "default") -> list[Family]:
     """Return ``(name, help, samples)`` for each rollup family, for ``metrics.family``.
 
@@ -51,7 +82,7 @@ def families(now: datetime, using: str = "default") -> list[Family]:
     end = minute_of(now)
     start = end - timedelta(minutes=WINDOW_MINUTES)
     seconds = WINDOW_MINUTES * 60.0
-    totals = window_totals(start, end, using)
+    totals = summarised(window_totals(start, end, using))
     rates: list[Sample] = []
     failures: list[Sample] = []
     for row in totals:

@@ -59,7 +59,7 @@ from jobqueue.store.generic_pauses import GenericPauseStore
 from jobqueue.store.generic_progress import GenericProgressStore
 from jobqueue.store.generic_ratelimits import GenericRateLimitStore
 from jobqueue.store.generic_rollups import GenericRollupStore
-from jobqueue.store.plan import ClaimPlan
+from jobqueue.store.plan import ClaimPlan, window
 from jobqueue.store.ranking import serve_order
 from jobqueue.store.ratelimits import claim_again
 
@@ -176,8 +176,12 @@ class GenericStore(
         with transaction.atomic(using=self.alias):
             paused_queues, paused_types = self._paused_names()
             if plan.every:
+                # The same window of other queues as on PostgreSQL (claimable_queues.sql), read
+                # from every claimable queue's name: the ORM store serves small sites.
                 found = self._jobs.filter(state__in=CLAIMABLE).order_by().values_list("queue")
-                queues, plan = plan.with_others(queues, (q for (q,) in found.distinct()))
+                after, skip = plan.cursor, {*plan.skipped(queues), *paused_queues}
+                laps = [(int(q <= after), q) for (q,) in found.distinct() if q not in skip]
+                queues, plan = plan.with_others(queues, window(laps, max_jobs))
             claimable = self._jobs.filter(queue__in=queues, state__in=CLAIMABLE).exclude(
                 Q(queue__in=paused_queues) | Q(type__in=paused_types)
             )

@@ -13,7 +13,52 @@ from types import MappingProxyType
 
 from jobqueue.settings.rates import RateLimits
 
-__all__ = ["ClaimPlan", "ConcurrencyLimits", "Limit", "TenantCaps", "ordering_limit"]
+__all__ = [
+    "ClaimPlan",
+    "ConcurrencyLimits",
+    "Limit",
+    "Rotation",
+    "TenantCaps",
+    "ordering_limit",
+    "window",
+]
+
+
+@dataclass(slots=True)
+class Rotation:
+    """Where the next claim of ``*`` starts reading the other queues (issue 33).
+
+    A claim of ``*`` considers at most as many other queues as it may take jobs (its window),
+    the next ones by name after :attr:`after`, wrapping round to the first; the store moves
+    :attr:`after` to the last queue of each window it claims from, so over successive claims
+    every queue with claimable jobs gets its turn however many there are. Mutable: one per
+    worker (its :class:`~jobqueue.limits.fairness.QueueSelector`), advanced by the store's claim.
+
+    Attributes:
+        after: the last queue of the previous window ("": start at the first name).
+    """
+
+    after: str = ""
+
+
+def window(found: Iterable[tuple[int, str]], size: int) -> list[str]:
+    """Return the first ``size`` of ``found`` in rotation order (both stores' window).
+
+    Args:
+        found: ``(lap, name)`` pairs: lap 0 for names after the rotation's cursor, 1 for names
+            from the first up to it (wrapped round), unordered, without duplicates by name.
+        size: the most queues the window holds (the claim's ``max_jobs``).
+
+    Returns:
+        The names, in rotation order: those after the cursor by name, then the wrapped ones.
+    """
+    taken: list[str] = []
+    seen: set[str] = set()
+    for _, name in sorted(found):
+        if name not in seen and len(taken) < size:
+            seen.add(name)
+            taken.append(name)
+    return taken
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +192,10 @@ class ClaimPlan:
         others_start: the virtual start tag of each such other queue.
         exclude: queues ``every`` never serves (``--exclude-queues``).
         rates: the rate limits the claim spends tokens of (``jobqueue/ratelimits.py``).
+        others_starts: the virtual start tags of the other queues served lately (by name); one
+            not here, or below ``others_start``, starts at ``others_start``.
+        rotation: where ``every`` reads the next window of other queues (:class:`Rotation`);
+            None reads from the first name each claim.
     """
 
     weights: tuple[float, ...]
@@ -159,29 +208,48 @@ class ClaimPlan:
     others_start: float = 0.0
     exclude: tuple[str, ...] = ()
     rates: RateLimits = field(default_factory=RateLimits)
+    others_starts: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    rotation: Rotation | None = None
+
+    @property
+    def cursor(self) -> str:
+        """Return where this claim's window of other queues starts (after this name)."""
+        return "" if self.rotation is None or self.strict else self.rotation.after
+
+    def skipped(self, queues: Sequence[str]) -> list[str]:
+        """Return the names a window of other queues leaves out: ``queues`` and ``exclude``."""
+        return [*queues, *self.exclude]
 
     def with_others(
-        self, queues: Sequence[str], found: Iterable[str]
+        self, queues: Sequence[str], others: Sequence[str]
     ) -> tuple[list[str], ClaimPlan]:
-        """Return the claim's queues and plan with the other queues ``every`` serves added.
+        """Return the claim's queues and plan with a window of other queues added.
 
-        Both stores call this with the queues they found, so they serve them alike.
+        Both stores call this with the window they read (:func:`window`), so they serve it
+        alike, and the window's last queue becomes the rotation's cursor (strict order always
+        reads from the first name: the other queues are served by name).
 
         Args:
             queues: the claim's listed queues, in the plan's order.
-            found: the queues that have claimable jobs now.
+            others: the window: other queues with claimable jobs, in rotation order, none of
+                ``queues`` or ``exclude``.
 
         Returns:
-            ``(queues, plan)``: the listed queues, then the others (by name, ``exclude`` left
-            out), each with ``others_weight`` and ``others_start``; unchanged without ``every``.
+            ``(queues, plan)``: the listed queues, then ``others``, each with
+            ``others_weight`` and its start (``others_starts``, at least ``others_start``);
+            unchanged without ``every``.
         """
         if not self.every:
             return list(queues), self
-        others = sorted(set(found) - set(queues) - set(self.exclude))
+        if others and self.rotation is not None and not self.strict:
+            self.rotation.after = others[-1]
+        if self.strict:
+            others = sorted(others)
+        floor = self.others_start
         plan = replace(
             self,
             weights=(*self.weights, *[self.others_weight] * len(others)),
-            start=(*self.start, *[self.others_start] * len(others)),
+            start=(*self.start, *[max(self.others_starts.get(q, floor), floor) for q in others]),
             every=False,
         )
         return [*queues, *others], plan

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -37,7 +38,7 @@ from jobqueue.store.finishing import (
     expired_entry,
     lease_of,
 )
-from jobqueue.store.plan import ClaimPlan
+from jobqueue.store.plan import ClaimPlan, window
 from jobqueue.store.postgres_batches import PostgresBatchStore
 from jobqueue.store.postgres_breakers import PostgresDependencyStore
 from jobqueue.store.postgres_concurrency import _KEYED_SEEN, PostgresConcurrencyCheck
@@ -241,10 +242,42 @@ class PostgresStore(
     ) -> list[ClaimedJob]:
         queues = list(queues)
         plan = plan or ClaimPlan.even(len(queues))
-        if plan.every:
-            with self._execute("claimable_queues", {}) as cursor:
-                found = [name for (name,) in cursor.fetchall()]
-            queues, plan = plan.with_others(queues, found)
+        if not plan.every:
+            return self._claim_queues(queues, worker_id, max_jobs, lease_s, now, plan)
+        # "*": the listed queues and a window of as many other queues as the claim may take jobs
+        # (issue 33). A window whose queues gave less than asked (their tenants capped, their
+        # keys at their limits) is followed by the next, the listed queues left out (they were
+        # served), until the claim is full or the rotation has come round.
+        claimed: list[ClaimedJob] = []
+        listed, after = queues, plan.cursor
+        while True:
+            want = max_jobs - len(claimed)
+            found = self._window(after, plan.skipped(queues), want)
+            others = window(found, want)
+            names, window_plan = plan.with_others(listed, others)
+            if names:
+                claimed += self._claim_queues(names, worker_id, want, lease_s, now, window_plan)
+            if len(claimed) >= max_jobs or sum(1 for lap, _ in found if lap == 0) < want:
+                return claimed  # full, or this window reached the last name (or wrapped)
+            listed, after = [], others[-1]
+            plan = replace(plan, weights=(), start=())
+
+    def _window(self, after: str, skip: list[str], limit: int) -> list[tuple[int, str]]:
+        """Return ``(lap, name)`` of the next ``limit`` other queues (claimable_queues.sql)."""
+        params = {"after": after, "skip": skip, "limit": limit}
+        with self._execute("claimable_queues", params) as cursor:
+            return [(lap, name) for (lap, name) in cursor.fetchall()]
+
+    def _claim_queues(
+        self,
+        queues: list[str],
+        worker_id: str,
+        max_jobs: int,
+        lease_s: float,
+        now: datetime | None,
+        plan: ClaimPlan,
+    ) -> list[ClaimedJob]:
+        """Claim up to ``max_jobs`` of ``queues`` (no ``"*"`` left) in one claim statement."""
         caps, limits = plan.caps, plan.limits
         statement, params = self._claim_statement(queues, worker_id, max_jobs, lease_s, now, plan)
         turned = caps.enabled or limits.enabled or self.alias in _KEYED_SEEN

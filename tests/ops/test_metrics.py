@@ -321,3 +321,25 @@ def test_paused_queues_and_types_are_gauges(scraped):
     assert s['jobqueue_job_type_paused{type="tests.testapp.jobs.noop"}'] == 1
     pausing.resume("emails")
     assert scraped()['jobqueue_queue_paused{queue="emails"}'] == 0
+
+
+def test_past_top_queues_the_rest_are_one_other_series(monkeypatch):
+    """Issue 33: 10,000 queues were 90,019 samples. Past TOP_QUEUES (lowered to 3 here) the
+    deepest and the oldest queues keep their series and the rest are summed as _other."""
+    from jobqueue.ops import queues
+
+    monkeypatch.setattr(queues, "TOP_QUEUES", 3, raising=False)
+    for n in range(300):
+        make_jobs(1, queue=f"q{n:03}", run_at=ago(seconds=10))
+    make_jobs(4, queue="q000", run_at=ago(seconds=10))
+    make_jobs(1, queue="q299", run_at=ago(hours=2))
+    s = parse(metrics.compute())
+    per_queue = {k for k in s if k.startswith("jobqueue_jobs{")}
+    # 3 deepest (q000, then two with 2 jobs: q299 and, by name, q001) and 3 oldest, + _other.
+    assert len(per_queue) <= 5 * (2 * 3 + 1), len(per_queue)
+    assert s['jobqueue_jobs{queue="q000",state="ready"}'] == 5
+    assert s['jobqueue_oldest_claimable_age_seconds{queue="q299"}'] >= 3600
+    shown = {k.split('"')[1] for k in per_queue} - {"_other"}
+    assert s['jobqueue_jobs{queue="_other",state="ready"}'] == 300 - len(shown)
+    assert s['jobqueue_queue_unserved{queue="_other"}'] == 300 - len(shown)
+    assert len(s) < 200, len(s)  # every family, not only the per-queue ones

@@ -16,16 +16,19 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import jobqueue
+from jobqueue.limits.fairness import QueueSelector
 from jobqueue.models import Job, Worker
 from jobqueue.ops.queues import queue_status
 from jobqueue.states import JobState
+from jobqueue.store import get_store
 from jobqueue.store.postgres import sql
 from jobqueue.worker.loop import Worker as QueueWorker
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
-from tests.factories import make_jobs
+from tests.factories import job_kwargs, make_jobs
 from tests.testapp import jobs
 
 pytestmark = pytest.mark.django_db(databases=["default", "sqlite"], transaction=True)
@@ -171,15 +174,50 @@ def test_finding_every_queue_reads_the_claim_index_once_per_queue():
     make_jobs(3000, JobState.SUCCEEDED, queue="q1")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobqueue_job")
-        cursor.execute("EXPLAIN ANALYZE " + sql("claimable_queues"), {})
+        params = {"after": "", "skip": [], "limit": 100}
+        cursor.execute("EXPLAIN ANALYZE " + sql("claimable_queues"), params)
         plan = "\n".join(r[0] for r in cursor.fetchall())
-        cursor.execute(sql("claimable_queues"), {})
-        found = [name for (name,) in cursor.fetchall()]
+        cursor.execute(sql("claimable_queues"), params)
+        found = [name for (_, name) in cursor.fetchall()]
     assert found == sorted(f"q{n}" for n in range(20))
     assert "Index Only Scan using jobqueue_job_claim" in plan, plan
     assert "Seq Scan" not in plan, plan
     # One probe per queue found (and one that finds no more), not one per row.
     assert "rows=1 loops=20" in plan, plan
+
+
+def _job_index_scans() -> int:
+    """Return how many index scans of the jobs table this transaction has started so far."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_xact_user_tables"
+            " WHERE relname = 'jobqueue_job'"
+        )
+        return int(cursor.fetchone()[0])
+
+
+@requires_postgres()
+def test_a_star_claim_reads_a_window_of_queues_not_every_queue():
+    """Issue 33: with 300 queues of one job each, a claim of 5 for ``*`` takes 5 jobs of 5
+    queues in one claim statement (after reading the window), and its index reads stay those of
+    5 queues, not of 300 (before: every queue with claimable jobs was listed and probed at each
+    claim, 1.2 s a claim at 10,000 queues). The next claim takes the next 5 queues by name."""
+    Job.objects.bulk_create(
+        [Job(**job_kwargs(JobState.READY, queue=f"q{n:03}", type=NOOP)) for n in range(300)]
+    )
+    selector = QueueSelector(["*"])
+    store = get_store("default")
+    with transaction.atomic():
+        before = _job_index_scans()
+        with CaptureQueriesContext(connection) as queries:
+            claimed = store.claim(selector.queues, "w1", 5, 30.0, plan=selector.plan())
+        scans = _job_index_scans() - before
+    selector.claimed(claimed)
+    assert sorted(j.queue for j in claimed) == ["q000", "q001", "q002", "q003", "q004"]
+    assert len(queries) == 2, [q["sql"][:60] for q in queries]  # the window, the claim
+    assert scans < 60, scans  # a few per queue of the window (before: 1,200 and more)
+    following = store.claim(selector.queues, "w1", 5, 30.0, plan=selector.plan())
+    assert sorted(j.queue for j in following) == ["q005", "q006", "q007", "q008", "q009"]
 
 
 # -- real processes --------------------------------------------------------------------------
