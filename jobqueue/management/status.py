@@ -14,18 +14,42 @@ from typing import Any
 
 from jobqueue.management import render
 from jobqueue.ops.clock import db_now
-from jobqueue.ops.queues import live_workers, open_breakers, paused_types, queue_status
+from jobqueue.ops.queues import (
+    OTHER_QUEUES_LABEL,
+    QueueStatus,
+    live_workers,
+    open_breakers,
+    paused_types,
+    queue_status,
+    top_queues,
+)
 
 __all__ = ["status"]
 
 
-def status(aliases: Sequence[str], as_json: bool, write: Callable[[str], Any]) -> bool:
+#: How many unserved queues the closing "Unserved:" line names before it counts the rest.
+UNSERVED_NAMED = 20
+
+
+def status(
+    aliases: Sequence[str],
+    as_json: bool,
+    write: Callable[[str], Any],
+    *,
+    every_queue: bool = False,
+) -> bool:
     """Print the status of the queues on ``aliases``; return False if a queue is unserved.
+
+    Past :data:`~jobqueue.ops.queues.TOP_QUEUES` queues on a database, the table lists the
+    deepest, the oldest and every unserved queue one by one and sums the rest in one row
+    (``_other (N queues)``), as the dashboard and the metrics do (issue 33: a site with a queue
+    per customer has thousands); ``every_queue`` lists them all. JSON always lists every queue.
 
     Args:
         aliases: the queue databases to report, in order.
         as_json: print one JSON document instead of tables.
         write: prints one block of text (the command's ``stdout.write``).
+        every_queue: a row for every queue, however many (``--all``).
 
     Returns:
         True when no queue with ready jobs lacks a live worker (on its database).
@@ -99,7 +123,7 @@ def status(aliases: Sequence[str], as_json: bool, write: Callable[[str], Any]) -
             q.workers,
             render.queue_note(q),
         ]
-        for alias, q in queues
+        for alias, q in (queues if every_queue else _summarised(aliases, queues))
     ]
     headers = [*render.STATUS, ""]  # the last column: paused or unserved
     if several:
@@ -122,11 +146,52 @@ def status(aliases: Sequence[str], as_json: bool, write: Callable[[str], Any]) -
             f"{render.by_since(p.paused_by, p.paused_at)}"
         )
     if unserved:
+        named = ", ".join(_on(q.name, a, several) for a, q in unserved[:UNSERVED_NAMED])
+        if len(unserved) > UNSERVED_NAMED:
+            named += f" and {len(unserved) - UNSERVED_NAMED} more"
         write(
-            f"Unserved: {', '.join(_on(q.name, a, several) for a, q in unserved)}: ready jobs "
+            f"Unserved: {named}: ready jobs "
             "that no live worker serves (start runworkers with --queues naming them)."
         )
     return not unserved
+
+
+def _summarised(
+    aliases: Sequence[str], queues: list[tuple[str, QueueStatus]]
+) -> list[tuple[str, QueueStatus]]:
+    """Return the rows to print: per database, the top queues and unserved ones, the rest summed.
+
+    The summed row adds the counts and the rate; its lag is the oldest of the queues it sums;
+    its workers column is the most any of them has (a count of workers cannot be added).
+    """
+    out: list[tuple[str, QueueStatus]] = []
+    for alias in aliases:
+        mine = [q for a, q in queues if a == alias]
+        depth = {q.name: q.ready + q.scheduled + q.leased for q in mine}
+        age = {q.name: q.lag_s for q in mine if q.lag_s is not None}
+        shown, _ = top_queues(depth, depth, age)
+        keep = set(shown) | {q.name for q in mine if q.unserved}
+        out += [(alias, q) for q in mine if q.name in keep]
+        summed = [q for q in mine if q.name not in keep]
+        if summed:
+            lags = [q.lag_s for q in summed if q.lag_s is not None]
+            out.append(
+                (
+                    alias,
+                    QueueStatus(
+                        name=f"{OTHER_QUEUES_LABEL} ({len(summed)} queues)",
+                        ready=sum(q.ready for q in summed),
+                        scheduled=sum(q.scheduled for q in summed),
+                        leased=sum(q.leased for q in summed),
+                        dead=sum(q.dead for q in summed),
+                        waiting=sum(q.waiting for q in summed),
+                        lag_s=max(lags) if lags else None,
+                        succeeded_recent=sum(q.succeeded_recent for q in summed),
+                        workers=max(q.workers for q in summed),
+                    ),
+                )
+            )
+    return out
 
 
 def _on(text: str, alias: str, several: bool) -> str:

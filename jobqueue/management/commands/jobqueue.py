@@ -39,6 +39,7 @@ from jobqueue.models import Job
 from jobqueue.ops import actions, audit, health
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.jobs import JobFilter, detail, matching, summary
+from jobqueue.ops.queues import TOP_QUEUES
 from jobqueue.ops.where import UnknownDatabase, locate, report_aliases
 from jobqueue.ops.who import operator_name
 from jobqueue.routing import all_queue_aliases, queue_aliases
@@ -63,11 +64,18 @@ class Command(BaseCommand):
         reads.add_argument("--json", action="store_true", help="print JSON for scripts")
         verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-        verbs.add_parser(
+        status_verb = verbs.add_parser(
             "status",
             parents=[reads],
             help="per queue: ready, scheduled, leased, dead, lag, rate; workers; breakers "
             "(exit 1 if a queue with ready jobs has no live worker)",
+        )
+        status_verb.add_argument(
+            "--all",
+            action="store_true",
+            dest="all_queues",
+            help=f"a row for every queue (default: past {TOP_QUEUES} queues, the deepest, the "
+            "oldest and the unserved, the rest summed in one row; --json always lists every queue)",
         )
 
         jobs = verbs.add_parser("jobs", parents=[reads], help="list jobs, newest first")
@@ -187,7 +195,9 @@ class Command(BaseCommand):
     # -- reads ------------------------------------------------------------------------------
 
     def _status(self, aliases: tuple[str, ...], options: dict[str, Any]) -> bool:
-        return status(aliases, options["json"], self.stdout.write)
+        return status(
+            aliases, options["json"], self.stdout.write, every_queue=options["all_queues"]
+        )
 
     def _jobs(self, aliases: tuple[str, ...], options: dict[str, Any]) -> bool:
         rows = []
