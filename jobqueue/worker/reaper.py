@@ -47,6 +47,13 @@ class Reaper:
         """
         # The store's default decision is the one rule (``retries.decide`` with no exception).
         retried, dead = self.store.reap()
+        # Ordering-key followers whose parent ended before their enqueue committed (issue 33:
+        # enqueues take no lock, so the parent's release could not see them).
+        released = self.store.release_stranded()
+        if released:
+            logger.warning(
+                "reaper: %d ordering-key job(s) released after their key's job ended", released
+            )
         if retried or dead:
             logger.warning(
                 "reaper: %d expired lease(s) back to the queue, %d dead-lettered", retried, dead
