@@ -55,7 +55,7 @@ def _in_thread(target: Callable[[], object]) -> Callable[[], object]:
     def run() -> None:
         try:
             box["value"] = target()
-        except BaseException as exc:  # handed to the joining test
+        except BaseException as exc:  # noqa: BLE001 - handed to the joining test
             box["error"] = exc
         finally:
             connections.close_all()
