@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from jobqueue import limits
 from jobqueue.conf import RETENTION_STATES, get_settings
 from jobqueue.management.arguments import in_range
+from jobqueue.management.cli_args import text_arg
 from jobqueue.ops.where import UnknownDatabase, report_aliases
 from jobqueue.pruning import (
     DEFAULT_PRUNE_BATCH_SIZE,
@@ -98,6 +99,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--database",
+            type=text_arg,
             default=None,
             metavar="ALIAS",
             help="one database alias (default: every queue database, one after the other)",

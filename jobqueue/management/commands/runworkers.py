@@ -30,6 +30,7 @@ from jobqueue.management.arguments import (
     queue_spec,
     worker_id_text,
 )
+from jobqueue.management.cli_args import text_arg
 from jobqueue.pruning import Pruner
 from jobqueue.queuespec import EVERY_QUEUE
 from jobqueue.relay import OutboxRelay
@@ -197,6 +198,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--database",
+            type=text_arg,
             default=None,
             help="serve every queue on this database alias only (default: each queue on the "
             "aliases JOBQUEUE['QUEUE_DATABASES'] places it on, one process per alias; "
