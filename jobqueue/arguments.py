@@ -4,7 +4,7 @@ One rule per kind of argument, used by every public function, so ``ack("1; drop"
 ``heartbeat(10**30, ...)`` and ``retry_many(["abc"])`` are refused alike, with the documented
 error, and leave the caller's transaction usable (nothing was sent). The rules themselves are
 ``validation``'s; this module names the argument and raises the public API's exceptions. Imports
-only ``validation``, ``errors``, ``conf`` and Django.
+only ``validation``, ``limits``, ``errors``, ``conf`` and Django.
 
 A job id that no row can have (not an integer, below 1, above PostgreSQL's bigint) and a lease
 token that is not a UUID name no job and no lease: the function answers as it does for any
@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from jobqueue import validation
 from jobqueue.errors import InvalidJobOption, JobNotFound, LeaseLost
+from jobqueue.settings import ranges as limits
 from jobqueue.settings.conf import get_settings
 from jobqueue.validation import MAX_DELAY_SECONDS, PRIORITY_MAX, PRIORITY_MIN
 
@@ -56,8 +57,15 @@ def validate_options(
         raise InvalidJobOption(
             "max_attempts", f"must be an integer in 1..{MAX_ATTEMPTS_LIMIT}, got {max_attempts!r}"
         )
-    if timeout_s is not None and not validation.is_number(timeout_s, 0, low_open=True):
-        raise InvalidJobOption("timeout_s", f"must be a number of seconds > 0, got {timeout_s!r}")
+    # The range of JOBQUEUE["TIMEOUT_SECONDS"], which a job's own timeout overrides: one range
+    # (limits.py) for both, so 1e308 is refused here as it is in the setting (issue 33).
+    timeout_range = limits.RANGES["TIMEOUT_SECONDS"]
+    if timeout_s is not None and not validation.is_number(
+        timeout_s, timeout_range.low, timeout_range.high
+    ):
+        raise InvalidJobOption(
+            "timeout_s", f"must be a number in {timeout_range.describe()}, got {timeout_s!r}"
+        )
 
 
 def queue_name(queue: Any, option: str = "queue") -> str:

@@ -11,11 +11,22 @@ from typing import Any
 
 from jobqueue.payloads import sanitize_text
 
-__all__ = ["ERROR_MESSAGE_CHARS", "ERROR_TYPE_CHARS", "TRACEBACK_TAIL_CHARS", "error_entry"]
+__all__ = [
+    "ERROR_MESSAGE_CHARS",
+    "ERROR_TYPE_CHARS",
+    "RESULT_NOT_STORED_KIND",
+    "TRACEBACK_TAIL_CHARS",
+    "error_entry",
+]
 
 TRACEBACK_TAIL_CHARS = 4000
 ERROR_MESSAGE_CHARS = 2000
 ERROR_TYPE_CHARS = 200
+
+
+#: The history entry of a job that succeeded but whose handler's return value could not be
+#: stored (not JSON, a lone surrogate, an int past Python's digit limit...): its result is null.
+RESULT_NOT_STORED_KIND = "result_not_stored"
 
 
 def _safe_str(value: object) -> str:

@@ -110,6 +110,10 @@ def _check_container(value: list | tuple | dict, path: str, containing: set[int]
             )
         if isinstance(key, str):
             _check_string(key, f"{path}[{key!r}]", "key")
+        else:
+            # An int key past Python's int-to-text limit cannot be written, nor shown in the
+            # path by its repr: the path names it by its size (issue 33).
+            _check(key, f"{path}[<an integer key of {key.bit_length()} bits>]", containing)
         json_key = key if isinstance(key, str) else int.__repr__(key)
         if json_key in json_keys:
             raise InvalidPayload(

@@ -125,7 +125,8 @@ class Outcome:
         state: the target state: ``succeeded``, ``scheduled`` (a retry) or ``dead``
             (:class:`~jobqueue.states.JobState` values).
         result_json: the handler's return value as JSON (succeeded only; kept if cancelled).
-        error: the error-history entry (scheduled and dead); the store adds ``at``.
+        error: the error-history entry (scheduled and dead; succeeded when the result could not
+            be stored, kind ``result_not_stored``); the store adds ``at``.
         delay_s: seconds from now (database clock) to the retry (scheduled only).
         retry_at: aware datetime of the retry, exact; wins over ``delay_s`` (scheduled only).
         dead_reason: a :class:`~jobqueue.states.DeadReason` value (dead only), else None.

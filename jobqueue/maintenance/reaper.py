@@ -8,11 +8,18 @@ the worker stops claiming.
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 
 from jobqueue.worker.recovery import ReapHold
 
 logger = logging.getLogger("jobqueue.worker")
+
+#: Least seconds between two repairs of stranded ordering-key followers by one reaper. The repair
+#: probes each ordering key that has waiting jobs; a stranding needs a key's job to end between
+#: an enqueue statement and its commit, so a rare delay of up to this long is the trade.
+STRANDED_INTERVAL_SECONDS = 10.0
 
 
 class Reaper:
@@ -34,6 +41,7 @@ class Reaper:
         self.interval_s = interval_s
         self.hold = hold
         self._stopping = stopping
+        self._stranded_at = -math.inf  # monotonic time of the last repair: the first round runs it
 
     def ready(self) -> bool:
         """Return whether the reaper may run now (not stopping, not held after an outage)."""
@@ -47,6 +55,18 @@ class Reaper:
         """
         # The store's default decision is the one rule (``retries.decide`` with no exception).
         retried, dead = self.store.reap()
+        # Ordering-key followers whose parent ended before their enqueue committed (issue 33:
+        # enqueues take no lock, so the parent's release could not see them).
+        now = time.monotonic()
+        if now - self._stranded_at >= STRANDED_INTERVAL_SECONDS:
+            self._stranded_at = now
+            released = self.store.release_stranded()
+        else:
+            released = 0
+        if released:
+            logger.warning(
+                "reaper: %d ordering-key job(s) released after their key's job ended", released
+            )
         if retried or dead:
             logger.warning(
                 "reaper: %d expired lease(s) back to the queue, %d dead-lettered", retried, dead

@@ -21,6 +21,28 @@ MAX_JOB_ID = 2**63 - 1
 MAX_LIMIT = 10_000
 
 
+def text_arg(text: str) -> str:
+    """Parse a name or other text argument (a queue, type, tenant, alias, user, reason, host).
+
+    The shell hands Python the bytes of an argument that are not valid UTF-8 as lone
+    surrogates (byte 0xff arrives as U+DCFF), which no database, log or terminal can take: a
+    ``UnicodeEncodeError`` traceback later, not a usage error now (issue 33). NUL is refused
+    too, as PostgreSQL text cannot hold it.
+
+    Raises:
+        argparse.ArgumentTypeError: the text is not valid UTF-8 or holds NUL, naming it.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(
+            f"expected text in UTF-8, got {text!a} (bytes that are not UTF-8)"
+        ) from None
+    if "\x00" in text:
+        raise argparse.ArgumentTypeError(f"expected text without NUL, got {text!a}")
+    return text
+
+
 def job_id_arg(text: str) -> int:
     """Parse a job id: a whole number in 1..2**63-1."""
     try:
@@ -80,12 +102,12 @@ def state_arg(allowed: Sequence[str]) -> Callable[[str], str]:
 
 def add_filters(parser: argparse.ArgumentParser, states: Sequence[str] = STATES) -> None:
     """Add --queue, --state, --type and --tenant to ``parser`` (``states``: what --state takes)."""
-    parser.add_argument("--queue", help="only this queue")
+    parser.add_argument("--queue", type=text_arg, help="only this queue")
     parser.add_argument(
         "--state", type=state_arg(list(states)), help=f"only this state: {', '.join(states)}"
     )
-    parser.add_argument("--type", help="only this job type (its full name)")
-    parser.add_argument("--tenant", help="only this tenant id ('' for none)")
+    parser.add_argument("--type", type=text_arg, help="only this job type (its full name)")
+    parser.add_argument("--tenant", type=text_arg, help="only this tenant id ('' for none)")
 
 
 def add_actor(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +116,7 @@ def add_actor(parser: argparse.ArgumentParser) -> None:
         "--as",
         "--by",
         dest="actor",
+        type=text_arg,
         default=None,
         metavar="USER",
         help="who acts, for the job history and, when a Django user has this user name, the "

@@ -19,7 +19,16 @@ from jobqueue.states import LIVE, RETRYABLE, JobState
 from jobqueue.store import Store, get_store
 from jobqueue.store.outage import writing as _writing
 
-__all__ = ["RETRY_MANY_BATCH", "BulkRetry", "cancel", "retry", "retry_many", "run_now"]
+__all__ = [
+    "RETRY_MANY_BATCH",
+    "BulkCancel",
+    "BulkRetry",
+    "cancel",
+    "cancel_many",
+    "retry",
+    "retry_many",
+    "run_now",
+]
 
 
 def cancel(job_id: int, *, by: Any = None, using: str | None = None) -> bool:
@@ -56,6 +65,63 @@ def cancel(job_id: int, *, by: Any = None, using: str | None = None) -> bool:
         # job ends cancelled.
         signals.job_cancelled.send(sender=Job, job_id=job_id, using=using or "default")
     return state is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BulkCancel:
+    """What :func:`cancel_many` did with each id.
+
+    Attributes:
+        cancelled: ids cancelled now.
+        requested: ids of running jobs asked to stop (they end cancelled).
+        skipped: ids of jobs that had finished or were already asked to stop.
+        missing: ids of no job, and values no job can have as its id.
+    """
+
+    cancelled: tuple[int, ...] = ()
+    requested: tuple[int, ...] = ()
+    skipped: tuple[int, ...] = ()
+    missing: tuple[Any, ...] = ()
+
+
+def cancel_many(job_ids: Iterable[int], *, by: Any = None, using: str | None = None) -> BulkCancel:
+    """Cancel many jobs: for each, exactly what :func:`cancel` does.
+
+    The ids go to the store a thousand per statement (:data:`RETRY_MANY_BATCH`), not one
+    statement each: 20,000 cancels took 21 s one by one (issue 33), as :func:`retry_many`.
+
+    Returns:
+        A :class:`BulkCancel` saying what happened to every id.
+
+    Raises:
+        InvalidJobOption: ``job_ids`` is not an iterable (a string is refused), or ``using`` is
+            not an alias; nothing was cancelled.
+        QueueUnavailable: the database cannot be reached.
+    """
+    using = arguments.alias(using)
+    valid, impossible = arguments.job_ids(job_ids)
+    ids = sorted(set(valid))
+    who = audit.actor_name(by)
+    store = get_store(using)
+    done: dict[int, str] = {}
+    with _writing(using):
+        for start in range(0, len(ids), RETRY_MANY_BATCH):
+            done.update(store.cancel_many(ids[start : start + RETRY_MANY_BATCH], who))
+        rest = [job_id for job_id in ids if job_id not in done]
+        found = set(Job.objects.using(store.alias).filter(id__in=rest).values_list("id", flat=True))
+    cancelled = tuple(i for i, state in sorted(done.items()) if state == JobState.CANCELLED)
+    requested = tuple(i for i, state in sorted(done.items()) if state != JobState.CANCELLED)
+    _log(by, cancelled, "Cancelled by operator.")
+    _log(by, requested, "Cancel requested by operator.")
+    if signals.job_cancelled.has_listeners(Job):
+        for job_id in cancelled:
+            signals.job_cancelled.send(sender=Job, job_id=job_id, using=using or "default")
+    return BulkCancel(
+        cancelled=cancelled,
+        requested=requested,
+        skipped=tuple(i for i in rest if i in found),
+        missing=(*[i for i in rest if i not in found], *impossible),
+    )
 
 
 def retry(job_id: int, *, by: Any = None, using: str | None = None) -> bool:

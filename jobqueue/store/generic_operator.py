@@ -129,6 +129,19 @@ class GenericOperatorStore:
             )
             raise DuplicateJob(row["queue"], row["dedupe_key"] or "", holder) from None
 
+    def cancel_many(self, job_ids: Sequence[int], by: str = "") -> dict[int, str]:
+        done: dict[int, str] = {}
+        # One transaction (SQLite: one commit), as retry_many.
+        with transaction.atomic(using=self.alias):
+            for job_id in sorted(set(job_ids)):
+                try:
+                    state = self.cancel_or_request(job_id, by)
+                except JobNotFound:
+                    continue
+                if state is not None:
+                    done[job_id] = state
+        return done
+
     def retry_many(self, job_ids: Sequence[int], by: str = "") -> set[int]:
         retried: set[int] = set()
         # One transaction (SQLite: one commit); each retry() is its own savepoint inside it.

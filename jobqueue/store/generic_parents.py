@@ -138,6 +138,51 @@ class GenericParentStore:
                 )
         return row.id, True, now
 
+    def release_stranded(self, limit: int = 500) -> int:
+        """Release ordering-key followers whose parent ended without counting them off.
+
+        Internal (the reaper's tick); the ORM twin of ``release_stranded.sql``. On SQLite, which
+        serializes writers, a follower is never stranded: this finds nothing there, and is here
+        so both stores keep one contract.
+
+        Args:
+            limit: most jobs released in one call.
+
+        Returns:
+            How many jobs were released (ready or scheduled).
+        """
+        now = timezone.now()
+        released = 0
+        waiting = self._jobs.filter(state=JobState.WAITING, ordering_key__isnull=False)
+        with transaction.atomic(using=self.alias):
+            keys = waiting.order_by("ordering_key").values_list("ordering_key", flat=True)
+            for key in keys.distinct():
+                if released >= limit:
+                    break
+                head = waiting.filter(ordering_key=key).order_by("id").values("id").first()
+                if head is None:
+                    continue
+                edges = JobParent.objects.using(self.alias).filter(
+                    child_id=head["id"], counted=False, run_on_parent_failure=True
+                )
+                ended = []
+                for edge in edges.values("id", "parent_id"):
+                    state = (
+                        self._jobs.filter(id=edge["parent_id"])
+                        .values_list("state", flat=True)
+                        .first()
+                    )
+                    if state is None or state in FINISHED:
+                        ended.append(edge["id"])
+                if not ended:
+                    continue
+                JobParent.objects.using(self.alias).filter(id__in=ended).update(counted=True)
+                for _ in ended:
+                    self._count_off(head["id"], now)
+                if not self._jobs.filter(id=head["id"], state=JobState.WAITING).exists():
+                    released += 1
+        return released
+
     def _settle_children(self, parent_id: int, old: str, new: str, now: datetime) -> None:
         """Settle the children of a parent that moved from ``old`` to ``new`` (see parents.py).
 

@@ -24,6 +24,17 @@ class OperatorStore(Protocol):
             None (already finished, or a cancel already requested). Raises JobNotFound.
         """
 
+    def cancel_many(self, job_ids: Sequence[int], by: str = "") -> dict[int, str]:
+        """Cancel or ask to stop each job of ``job_ids`` exactly as :meth:`cancel_or_request` would.
+
+        One statement on PostgreSQL (issue 33: a statement per job made 20,000 cancels take
+        21 s). Finished jobs, jobs already asked to stop and missing ids are left alone.
+
+        Returns:
+            id -> ``"cancelled"`` or ``"leased"`` (cancel requested), for the jobs acted on.
+        """
+        ...
+
     def retry(self, job_id: int, by: str = "") -> bool:
         """Send a dead or cancelled job back to ``ready`` with a fresh attempt budget.
 

@@ -150,3 +150,19 @@ class ParentStore(Protocol):
             InvalidJobOption: a parent id names no job (``option`` is ``after``).
         """
         ...
+
+    def release_stranded(self, limit: int = 500) -> int:
+        """Release ordering-key followers whose parent ended before their enqueue committed.
+
+        Internal: every worker's reaper tick calls it. An ordering-key follower is linked to its
+        key's last job without a lock (issue 33), so that job can end before the follower's
+        transaction commits, unseen by the release that its end runs; this releases such a
+        job (its key's first waiting one) as that release would have.
+
+        Args:
+            limit: most jobs released in one call.
+
+        Returns:
+            How many jobs were released (ready or scheduled).
+        """
+        ...

@@ -191,8 +191,7 @@ class PostgresStore(
 
     def _reserve_ids(self, jobs: Sequence[NewJob], unique: Sequence[int]) -> dict[int, int]:
         """Draw one id per job to insert, ascending in input order (reserve_ids.sql)."""
-        keys = sorted({k for i in unique if (k := jobs[i].ordering_key) is not None})
-        params = {"n": len(unique), "ordering_keys": keys}
+        params = {"n": len(unique)}
         with self._execute("reserve_ids", params, callers=True) as cursor:
             ids = [row.id for row in fetchall(cursor)]
         return dict(zip(unique, ids, strict=True))

@@ -1,13 +1,13 @@
 """Internal: ``enqueue_many`` by binary COPY, for the batches that need no statement logic.
 
 ``enqueue_many.sql`` carries what a job with a dedupe key (``ON CONFLICT`` against the live
-holder) or an ordering key (the key's advisory lock before its id is drawn) needs; a batch with
-neither is plain rows, and COPY writes them without the JSON array, its parse and the
-conflict check: about half the time of the statement per job (docs/performance.md, "Bulk
-enqueue by COPY"). The rows are the statement's, column for column: the ids are drawn first,
-ascending in input order (``enqueue_copy_ids.sql``, which also reads the transaction's
-``now()``), and state, ``run_at`` and ``created_at`` are computed here from that ``now()`` as
-the statement computes them in SQL.
+holder) needs, and takes the jobs with an ordering key too (they took the key's lock there until
+issue 33; not moved to COPY since, unmeasured); a batch with neither is plain rows, and COPY
+writes them without the JSON array, its parse and the conflict check: about half the time of
+the statement per job (docs/performance.md, "Bulk enqueue by COPY"). The rows are the
+statement's, column for column: the ids are drawn first, ascending in input order
+(``enqueue_copy_ids.sql``, which also reads the transaction's ``now()``), and state, ``run_at``
+and ``created_at`` are computed here from that ``now()`` as the statement computes them in SQL.
 """
 
 from __future__ import annotations

@@ -40,6 +40,13 @@ class PostgresOperatorStore:
             raise JobNotFound(job_id)
         return None
 
+    def cancel_many(self, job_ids: Sequence[int], by: str = "") -> dict[int, str]:
+        ids = sorted(set(job_ids))
+        if not ids:
+            return {}
+        with self._execute("cancel_many", {"ids": ids, "by": by}) as cursor:
+            return {row.id: row.state for row in fetchall(cursor)}
+
     def retry(self, job_id: int, by: str = "") -> bool:
         try:
             # A savepoint, so a refused retry leaves the caller's transaction usable.

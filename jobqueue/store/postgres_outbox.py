@@ -24,12 +24,12 @@ class PostgresOutboxStore:
     _execute: Any
 
     def reserve_job_id(self) -> int:
-        params = {"n": 1, "ordering_keys": []}
+        params = {"n": 1}
         with self._execute("reserve_ids", params) as cursor:
             return int(fetchone(cursor).id)
 
     def reserve_job_ids(self, n: int) -> list[int]:
-        with self._execute("reserve_ids", {"n": int(n), "ordering_keys": []}) as cursor:
+        with self._execute("reserve_ids", {"n": int(n)}) as cursor:
             return [int(row.id) for row in fetchall(cursor)]
 
     def put_outbox(self, target: str, job_id: int, job: NewJob) -> datetime:

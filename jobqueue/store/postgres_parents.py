@@ -1,7 +1,8 @@
 """Internal: jobs enqueued after other jobs, on PostgreSQL.
 
-Also a job with an ordering key, enqueued behind its key's last job (``ordering_lock.sql``,
-``enqueue_in_order.sql``): the same waiting, with that job as its parent.
+Also a job with an ordering key, enqueued behind its key's last job (``enqueue_in_order.sql``):
+the same waiting, with that job as its parent, but taking no lock (issue 33); a follower whose
+parent ended unseen before the enqueue committed is released by :meth:`release_stranded`.
 
 The statements: ``mark_parents.sql``, ``enqueue_child.sql``, ``link_parents.sql``, in one
 savepoint of the caller's transaction (or a transaction of their own). Settling the children when
@@ -30,7 +31,7 @@ def _json(value: Any) -> Any:
 
 
 class PostgresParentStore:
-    """enqueue_after, _enqueue_in_order; the host gives ``alias`` and ``_execute``."""
+    """enqueue_after, _enqueue_in_order, release_stranded; the host gives alias, _execute."""
 
     alias: str
     _execute: Any
@@ -86,9 +87,10 @@ class PostgresParentStore:
     def _enqueue_in_order(self, params: dict[str, Any]) -> tuple[int, bool, datetime]:
         """Enqueue a job with an ordering key (no dedupe key) behind its key's last job.
 
-        Two statements in one transaction (the caller's, or one of their own): the key's lock
-        (ordering_lock.sql), then the insert, linked to the key's last live or waiting job as to a
-        parent (enqueue_in_order.sql): the job waits off the claim's path until that one ends.
+        One statement (enqueue_in_order.sql), taking no lock: the job is linked to the key's last
+        live or waiting job as to a parent and waits off the claim's path until that one ends. It
+        never waits on another transaction, so it can neither deadlock nor wait on a caller's
+        open transaction (issue 33).
 
         Args:
             params: enqueue.sql's parameters.
@@ -96,11 +98,23 @@ class PostgresParentStore:
         Returns:
             ``(id, True, created_at)``: a job without a dedupe key is always new.
         """
-        # No savepoint: one more round trip each way, and an error in either statement aborts
-        # the caller's transaction as the single-statement enqueue's error would.
-        with transaction.atomic(using=self.alias, savepoint=False):
-            self._execute("ordering_lock", params, callers=True).close()
-            with self._execute("enqueue_in_order", params, callers=True) as cursor:
-                row = fetchone(cursor)
+        with self._execute("enqueue_in_order", params, callers=True) as cursor:
+            row = fetchone(cursor)
         assert row is not None
         return row.id, True, row.created_at
+
+    def release_stranded(self, limit: int = 500) -> int:
+        """Release ordering-key followers whose parent ended before their enqueue committed.
+
+        Internal (the reaper's tick). Such a follower's parent's trigger could not see the
+        uncommitted link (``release_stranded.sql`` says why it happens and which it finds).
+
+        Args:
+            limit: most jobs released in one call.
+
+        Returns:
+            How many jobs were released (ready or scheduled).
+        """
+        with self._execute("release_stranded", {"limit": int(limit)}) as cursor:
+            row = fetchone(cursor)
+        return int(row.released)

@@ -26,7 +26,7 @@ from typing import Any
 from jobqueue import signals
 from jobqueue.backoff import policy_for
 from jobqueue.errors import InvalidPayload, UnknownJobType
-from jobqueue.history import error_entry
+from jobqueue.history import RESULT_NOT_STORED_KIND, error_entry
 from jobqueue.jobtypes import JobContext, JobType, resolve
 from jobqueue.logging import job_extra
 from jobqueue.models import Job
@@ -168,7 +168,7 @@ def execute(
         result = job_type.func(*args, **claimed.payload)
     except BaseException as exc:  # noqa: BLE001 - every handler failure becomes an outcome
         return failure_outcome(claimed, exc, context.worker_id, time.monotonic() - started, rng=rng)
-    return _success(claimed, result, started)
+    return _success(claimed, result, started, context.worker_id)
 
 
 async def _execute_async(
@@ -184,12 +184,18 @@ async def _execute_async(
         result = await func(*args, **claimed.payload)
     except BaseException as exc:  # noqa: BLE001 - as in execute()
         return failure_outcome(claimed, exc, context.worker_id, time.monotonic() - started, rng=rng)
-    return _success(claimed, result, started)
+    return _success(claimed, result, started, context.worker_id)
 
 
-def _success(claimed: ClaimedJob, result: object, started: float) -> Outcome:
-    """Return the outcome of a run that returned ``result``, storing it as JSON if it can."""
+def _success(claimed: ClaimedJob, result: object, started: float, worker_id: str) -> Outcome:
+    """Return the outcome of a run that returned ``result``, storing it as JSON if it can.
+
+    A result that cannot be stored leaves the job succeeded with a null result and an entry
+    of kind ``result_not_stored`` in its history saying why (the admin and ``jobqueue show``
+    list it; the ``django.tasks`` backend does not count it as a failed attempt).
+    """
     duration = time.monotonic() - started
+    error = None
     try:
         # Most handlers return None: its JSON needs no check and no encoding.
         result_json = "null" if result is None else to_json(result, root="result")
@@ -204,11 +210,16 @@ def _success(claimed: ClaimedJob, result: object, started: float) -> Outcome:
             extra=job_extra(claimed, duration_s=duration),
         )
         result_json = "null"
+        # On the job too, not only in a log line that may be gone when someone asks (issue 33).
+        error = error_entry(
+            exc, attempt=claimed.attempt, worker_id=worker_id, kind=RESULT_NOT_STORED_KIND
+        )
     return Outcome(
         job_id=claimed.id,
         lease_token=claimed.lease_token,
         state=JobState.SUCCEEDED,
         result_json=result_json,
+        error=error,
         duration_s=duration,
     )
 

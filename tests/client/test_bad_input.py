@@ -97,6 +97,26 @@ API_CASES = [
         InvalidJobOption,
         "timeout_s",
     ),
+    # Issue 33: the range of JOBQUEUE["TIMEOUT_SECONDS"] (limits.py), not just "> 0".
+    (
+        "timeout 1e308",
+        lambda: jobqueue.enqueue("q", NOOP, {}, timeout_s=1e308),
+        InvalidJobOption,
+        "timeout_s: must be a number in 0.01..604800 seconds, got 1e+308",
+    ),
+    (
+        "timeout past a week",
+        lambda: jobqueue.enqueue_many([{"queue": "q", "job_type": NOOP, "timeout_s": 604_801}]),
+        InvalidJobOption,
+        "0.01..604800 seconds",
+    ),
+    # Issue 33: an int key past Python's int-to-text limit raised a bare ValueError.
+    (
+        "huge int key",
+        lambda: jobqueue.enqueue("q", NOOP, {"a": {10**5000: 1}}),
+        InvalidPayload,
+        "payload['a'][<an integer key of 16610 bits>]",
+    ),
     ("claim 0 jobs", lambda: jobqueue.claim("q", "w", 0), InvalidJobOption, "max_jobs"),
     ("unknown job id to cancel", lambda: jobqueue.cancel(10**12), JobNotFound, "no job"),
     ("unknown job id to retry", lambda: jobqueue.retry(10**12), JobNotFound, "no job"),

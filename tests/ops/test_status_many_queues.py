@@ -62,7 +62,7 @@ def test_past_the_top_queues_the_rest_are_one_summed_row(twelve_queues):
     assert len(shown) <= 6
     other = rows["_other"]
     summed = [i for i in range(12) if f"q{i:02}" not in shown]
-    assert other[1:3] == ["(%d" % len(summed), "queues)"]
+    assert other[1:3] == [f"({len(summed)}", "queues)"]
     assert int(other[3]) == sum(i + 1 for i in summed)  # READY, summed
 
 

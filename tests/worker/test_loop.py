@@ -29,6 +29,7 @@ from jobqueue.worker.loop import Worker
 from jobqueue.worker.recovery import ReapHold
 from jobqueue.worker.runs import Run, Runs
 from tests.factories import make_job
+from tests.jobqueue_cli import cli
 
 pytestmark = pytest.mark.django_db(databases=["default", "sqlite"], transaction=True)
 
@@ -89,6 +90,30 @@ def test_a_succeeding_job_ends_succeeded_with_its_result(using):
     )
     assert w.stats["succeeded"] == 1 and w.running_jobs == 0
     assert w.run_once() == 0  # nothing left to claim
+
+
+@job
+def unstorable_result() -> dict:
+    """Return what JSON cannot hold: the work is done, the result cannot be stored."""
+    return {"at": timezone.now()}
+
+
+@both_stores
+def test_a_result_that_cannot_be_stored_is_said_on_the_succeeded_job(using):
+    """Issue 33: only a log line said why the result was null; the job's history says it now."""
+    job_id = jobqueue.enqueue("w", "tests.test_worker.unstorable_result", using=using)
+
+    assert worker(using).run_once() == 1
+
+    job = row(using, job_id)
+    assert (job.state, job.result, job.attempts) == (JobState.SUCCEEDED, None, 1)
+    [entry] = job.errors
+    assert entry["kind"] == "result_not_stored"
+    assert "result['at']" in entry["message"] and entry["attempt"] == 1
+    assert entry["at"]  # the store's clock, as every entry
+    if using == "default":  # what the operator reads
+        shown = cli("show", str(job_id))
+        assert "result_not_stored" in shown.stdout and "result['at']" in shown.stdout
 
 
 @both_stores

@@ -33,6 +33,7 @@ from jobqueue.management.cli_args import (
     looked_on,
     refuse_ambiguous,
     seconds_arg,
+    text_arg,
 )
 from jobqueue.management.status import status
 from jobqueue.models import Job
@@ -56,6 +57,7 @@ class Command(BaseCommand):
         common = argparse.ArgumentParser(add_help=False)
         common.add_argument(
             "--database",
+            type=text_arg,
             default=None,
             metavar="ALIAS",
             help="one database alias (default: every queue database; job ids are per database)",
@@ -114,11 +116,13 @@ class Command(BaseCommand):
             ("resume", "let workers claim a paused queue (or --type) again, at once"),
         ):
             sub = verbs.add_parser(verb, parents=[common], help=says)
-            sub.add_argument("queue", nargs="?", metavar="QUEUE", help="queue name")
-            sub.add_argument("--type", dest="job_type", metavar="TYPE", help="a job type instead")
+            sub.add_argument("queue", nargs="?", type=text_arg, metavar="QUEUE", help="queue name")
+            sub.add_argument(
+                "--type", dest="job_type", type=text_arg, metavar="TYPE", help="a job type instead"
+            )
             add_actor(sub)
             if verb == "pause":
-                sub.add_argument("--reason", default="", help="why, for the record")
+                sub.add_argument("--reason", type=text_arg, default="", help="why, for the record")
 
         prune = verbs.add_parser(
             "prune", add_help=False, help="delete expired finished jobs (prunejobs; see its --help)"
@@ -130,7 +134,9 @@ class Command(BaseCommand):
             parents=[reads],
             help="exit 0 if the database answers, this host's workers heartbeat and cron fires",
         )
-        probe.add_argument("--host", help="host whose workers must be alive (default: this one)")
+        probe.add_argument(
+            "--host", type=text_arg, help="host whose workers must be alive (default: this one)"
+        )
         probe.add_argument(
             "--max-silence",
             type=seconds_arg("--max-silence"),

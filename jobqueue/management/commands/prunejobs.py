@@ -17,6 +17,7 @@ from jobqueue.maintenance.pruning import (
     record_prune,
 )
 from jobqueue.management.arguments import in_range
+from jobqueue.management.cli_args import text_arg
 from jobqueue.ops.where import UnknownDatabase, report_aliases
 from jobqueue.settings import ranges as limits
 from jobqueue.settings.conf import RETENTION_STATES, get_settings
@@ -98,6 +99,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--database",
+            type=text_arg,
             default=None,
             metavar="ALIAS",
             help="one database alias (default: every queue database, one after the other)",

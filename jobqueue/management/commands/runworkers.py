@@ -31,6 +31,7 @@ from jobqueue.management.arguments import (
     queue_spec,
     worker_id_text,
 )
+from jobqueue.management.cli_args import text_arg
 from jobqueue.settings.conf import get_settings
 from jobqueue.settings.queues import EVERY_QUEUE
 from jobqueue.store.pooler import refuse_unmarked_pooler
@@ -198,6 +199,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--database",
+            type=text_arg,
             default=None,
             help="serve every queue on this database alias only (default: each queue on the "
             "aliases JOBQUEUE['QUEUE_DATABASES'] places it on, one process per alias; "

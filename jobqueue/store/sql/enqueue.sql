@@ -1,6 +1,5 @@
 -- enqueue: insert one job in the caller's transaction; a live job holding the same dedupe key wins.
--- With an ordering key, a transaction-scoped advisory lock on the key is taken before the id is
--- drawn, so two transactions enqueueing the same key commit in id order (enqueue order).
+-- No lock on an ordering key (issue 33): the claim runs a key's jobs one at a time by id among those committed.
 -- Returns the row's created_at too: the transaction's clock, which the tasks backend reports as enqueued_at.
 -- ON CONFLICT infers the partial unique index jobqueue_job_live_dedupe_key and waits for an uncommitted competitor.
 INSERT INTO jobqueue_job (
@@ -15,8 +14,6 @@ SELECT %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, %(tenant_id)s,
 FROM (
     SELECT coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_s)s::float8)) AS run_at
 ) AS t
-WHERE %(ordering_key)s::text IS NULL
-   OR pg_advisory_xact_lock(hashtextextended('jobqueue.ordering_key:' || %(ordering_key)s::text, 0)) IS NOT NULL
 ON CONFLICT (queue, dedupe_key)
     WHERE dedupe_key IS NOT NULL AND state IN ('leased', 'ready', 'scheduled')
     DO NOTHING

@@ -1,6 +1,6 @@
 -- enqueue_child: insert one job enqueued after parents, in the caller's transaction, in the state mark_parents decided:
 -- waiting (outside every partial index), cancelled (a parent failed), or ready/scheduled by run_at (state NULL).
--- No dedupe key (refused with after=); an ordering key takes its advisory lock as enqueue.sql does.
+-- No dedupe key (refused with after=); no lock on an ordering key (issue 33), as enqueue.sql. Primary key only.
 INSERT INTO jobqueue_job (
     queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts, timeout_s,
     leased_by, ordering_key, concurrency_key, concurrency_limit, errors, dead_reason, created_at, finished_at,
@@ -14,6 +14,4 @@ SELECT %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, %(tenant_id)s,
 FROM (
     SELECT coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_s)s::float8)) AS run_at
 ) AS t
-WHERE %(ordering_key)s::text IS NULL
-   OR pg_advisory_xact_lock(hashtextextended('jobqueue.ordering_key:' || %(ordering_key)s::text, 0)) IS NOT NULL
 RETURNING id, created_at

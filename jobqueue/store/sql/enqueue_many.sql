@@ -20,24 +20,14 @@ WITH batch AS MATERIALIZED (
                            timeout_s, dedupe_key, ordering_key, concurrency_key,
                            concurrency_limit, reserved_id, ord)
 ),
--- As enqueue.sql does for one key: the ordering keys' advisory locks are taken before any id is
--- drawn, so two transactions enqueueing one key commit in id order. Sorted, so two batches
--- locking the same keys never deadlock.
-locked AS MATERIALIZED (
-    SELECT count(pg_advisory_xact_lock(hashtextextended('jobqueue.ordering_key:' || k.key, 0))) AS n
-    FROM (SELECT DISTINCT ordering_key AS key FROM batch WHERE ordering_key IS NOT NULL
-          ORDER BY 1) AS k
-),
 input AS MATERIALIZED (
-    -- The sequence is looked up once (an InitPlan), not once per row. Joining "locked" (one
-    -- row) makes every id wait for the locks. COALESCE evaluates nextval only without a
-    -- reserved id.
+    -- The sequence is looked up once (an InitPlan), not once per row. COALESCE evaluates
+    -- nextval only without a reserved id. No lock on ordering keys (issue 33), as enqueue.sql.
     SELECT coalesce(b.reserved_id,
                     nextval((SELECT pg_get_serial_sequence('jobqueue_job', 'id'))::regclass)) AS id,
            b.*,
            coalesce(b.at, now() + make_interval(secs => b.delay_s)) AS run_at
-    FROM batch AS b CROSS JOIN locked AS l
-    WHERE l.n >= 0
+    FROM batch AS b
 ),
 inserted AS (
     INSERT INTO jobqueue_job (

@@ -1,6 +1,6 @@
 -- enqueue_plain: insert one job with neither a dedupe key nor an ordering key, in the caller's transaction.
 -- Row for row what enqueue.sql inserts for such a job, as one VALUES row: no ON CONFLICT (nothing to conflict on)
--- and no ordering-key lock, so about a third of enqueue.sql's planning (issue 15). No index read.
+-- and no ordering-key chaining, so about a third of enqueue.sql's planning (issue 15). No index read.
 -- Returns the row's created_at too: the transaction's clock, which the tasks backend reports as enqueued_at.
 INSERT INTO jobqueue_job (
     queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts, timeout_s,
