@@ -101,7 +101,7 @@ def unstorable_result() -> dict:
 @both_stores
 def test_a_result_that_cannot_be_stored_is_said_on_the_succeeded_job(using):
     """Issue 33: only a log line said why the result was null; the job's history says it now."""
-    job_id = jobqueue.enqueue("w", "tests.test_worker.unstorable_result", using=using)
+    job_id = jobqueue.enqueue("w", "tests.worker.test_loop.unstorable_result", using=using)
 
     assert worker(using).run_once() == 1
 
