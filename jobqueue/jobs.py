@@ -64,9 +64,8 @@ class JobFunction(JobType):
     def step(self, **kwargs: Any) -> Step:
         """Return a step of ``jobqueue.chain`` running this type: payload and options, as enqueue.
 
-        Keyword arguments named like :data:`~jobqueue.flows.chains.STEP_OPTIONS` are options; the
-        rest
-        is the payload.
+        Keyword arguments named like :data:`~jobqueue.flows.chains.STEP_OPTIONS` are options;
+        the rest is the payload.
 
         Raises:
             InvalidJobOption: as :func:`jobqueue.step`.

@@ -4,8 +4,8 @@ A job row on database B cannot commit with the caller's rows on database A. So w
 runs while an ``atomic()`` block is open on an alias A of ``OUTBOX_DATABASES`` (default
 ``["default"]``) and none is open on the queue's alias B, the job goes to A's outbox table, in
 the caller's transaction: a rollback leaves no job, a commit leaves a row that the workers of B
-relay to B (``jobqueue.maintenance.relay``), even if the caller's process dies right after the
-commit.
+relay to B (``jobqueue.maintenance.relay``), even if the caller's process dies right after
+the commit.
 
 The caller's alias is the one with an open ``atomic()`` block (Django's ``in_atomic_block``):
 nothing to pass. When blocks are open on several such aliases and none on B, the caller must

@@ -1,8 +1,7 @@
 """Internal: which fire times one scheduler pass fires (a pure function of the clock and entry).
 
-Time zones and DST are the :class:`~jobqueue.settings.crontab.Schedule`'s; this module decides what
-is
-on time, what was missed and what the entry's missed-run policy keeps of it.
+Time zones and DST are the :class:`~jobqueue.settings.crontab.Schedule`'s; this module decides
+what is on time, what was missed and what the entry's missed-run policy keeps of it.
 """
 
 from __future__ import annotations

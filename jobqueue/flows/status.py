@@ -1,6 +1,6 @@
 """What ``jobqueue.status`` and ``jobqueue.result`` return: frozen values read from a job's row.
 
-A leaf (it imports only ``states``). The read itself is ``jobqueue/results.py``.
+A leaf (it imports only ``states``). The read itself is ``jobqueue/flows/results.py``.
 """
 
 from __future__ import annotations

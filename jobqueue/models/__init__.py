@@ -71,7 +71,7 @@ class Job(models.Model):
         help_text="Jobs with the same key run one at a time, in enqueue order.",
     )
     # Concurrency limits (issue 18): at most concurrency_limit leased jobs of one key, all
-    # workers; both fixed at enqueue (jobqueue/concurrency.py). NULL: not limited.
+    # workers; both fixed at enqueue (jobqueue/limits/concurrency.py). NULL: not limited.
     concurrency_key = models.CharField(
         max_length=200,
         null=True,

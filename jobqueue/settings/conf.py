@@ -197,12 +197,12 @@ class JobQueueSettings:
     transaction_limits: TransactionLimits = field(default_factory=TransactionLimits)
     #: Type-name prefixes enqueue accepts unregistered; ``("",)`` accepts any name (True).
     enqueue_unregistered: tuple[str, ...] = ()
-    #: Pooler mode (``jobqueue/poolspec.py``): pooled alias -> the alias its workers LISTEN on,
+    #: Pooler mode (``settings/pooling.py``): pooled alias -> the alias its workers LISTEN on,
     #: or None (they poll). Aliases not in it are direct connections.
     pooled_databases: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
     #: Token-bucket rate limits per dependency, job type and tenant (``ratelimits.py``).
     rate_limits: RateLimits = field(default_factory=RateLimits)
-    #: Queue databases (``jobqueue/queuedbspec.py``): queue or ``"*"`` -> its aliases (shards).
+    #: Queue databases (``settings/databases.py``): queue or ``"*"`` -> its aliases (shards).
     queue_databases: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )

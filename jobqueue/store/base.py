@@ -193,7 +193,7 @@ class JobStore(Protocol):
 
         Each claim adds one attempt and mints a new lease token. Concurrent claims never hand
         out the same job. Each returned job's ``tag`` is its weighted-fair tag (see
-        ``jobqueue/fairness.py``).
+        ``jobqueue/limits/fairness.py``).
         """
 
     def extend_leases(

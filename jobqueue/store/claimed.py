@@ -28,9 +28,9 @@ class ClaimedJob:
         lease_token: the fencing token every later write must present.
         lease_until: when the lease runs out (aware datetime, database clock).
         queue, priority, tenant_id: as enqueued.
-        tag: the job's weighted-fair tag in this claim (``jobqueue/fairness.py``).
+        tag: the job's weighted-fair tag in this claim (``jobqueue/limits/fairness.py``).
         suspect: its worker process died while it ran beside other jobs; it must run alone
-            (``jobqueue/solo.py``).
+            (``jobqueue/worker/solo.py``).
     """
 
     id: int

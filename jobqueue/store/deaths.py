@@ -10,7 +10,7 @@ that is known to be dead, so no one else holds these leases) and, in one transac
   does; ``decide(lease)`` says whether it is dead (attempts spent: reason ``attempts_exhausted``)
   or retried after ``delay_s``. Its error entry is ``process_died`` with ``charged: true``.
 * if it held several, charges none of them: each goes back to ``ready`` now with its attempt
-  refunded and ``suspect`` set, so that it next runs alone (``jobqueue/solo.py``); its error
+  refunded and ``suspect`` set, so that it next runs alone (``jobqueue/worker/solo.py``); its error
   entry is ``process_died`` with ``charged: false``.
 
 A job whose cancel was requested ends ``cancelled`` either way. Each write is fenced on

@@ -181,7 +181,7 @@ class ClaimPlan:
 
     Attributes:
         weights: one weight per queue of the claim, in the same order.
-        start: one virtual start tag per queue (see ``jobqueue/fairness.py``).
+        start: one virtual start tag per queue (see ``jobqueue/limits/fairness.py``).
         strict: serve queues in list order instead of by weight.
         caps: the per-tenant caps and weights.
         limits: the concurrency limits' settings.
@@ -191,7 +191,7 @@ class ClaimPlan:
         others_weight: the weight of each such other queue.
         others_start: the virtual start tag of each such other queue.
         exclude: queues ``every`` never serves (``--exclude-queues``).
-        rates: the rate limits the claim spends tokens of (``jobqueue/ratelimits.py``).
+        rates: the rate limits the claim spends tokens of (``jobqueue/settings/rates.py``).
         others_starts: the virtual start tags of the other queues served lately (by name); one
             not here, or below ``others_start``, starts at ``others_start``.
         rotation: where ``every`` reads the next window of other queues (:class:`Rotation`);

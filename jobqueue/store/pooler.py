@@ -1,6 +1,6 @@
 """Pooler mode at run time: which connection listens, no prepared statements, pooler detection.
 
-``JOBQUEUE["POOLED_DATABASES"]`` (parsed in ``jobqueue/poolspec.py``) marks aliases reached
+``JOBQUEUE["POOLED_DATABASES"]`` (parsed in ``jobqueue/settings/pooling.py``) marks aliases reached
 through a transaction-mode pooler. jobqueue's statements keep no session state anyway (advisory
 locks are ``pg_advisory_xact_lock``, limits are ``set_config(..., true)``, the cron leader is a
 table lease, no server-side cursors), so on a pooled alias this module changes three things:

@@ -33,7 +33,7 @@ from jobqueue.store.sqltext import sql
 
 #: Per database alias, ids of jobs this process claimed that have no batch (claim.sql returns
 #: batch_id). A job's batch_id is written in the transaction that inserts it (the batch block's
-#: ``atomic()``: ``jobqueue/batches.py``, ``add_batch_members.sql`` sets it only where NULL, on
+#: ``atomic()``: ``flows/batches.py``, ``add_batch_members.sql`` sets it only where NULL, on
 #: the ids just enqueued) and never changes, so an id here stays true for good: the set can be
 #: stale only by missing ids, which sends the full text. Ids leave at their outcome's statement.
 _UNBATCHED: dict[str, set[int]] = {}

@@ -8,7 +8,7 @@ process's worker id, so it has the leases handed back at once instead:
 * a process that held one job: that job is charged (it killed its process, or died with it
   alone), retried after its backoff or dead-lettered when its attempts are spent;
 * a process that held several: none is charged; each goes back to ``ready`` marked *suspect*
-  and next runs alone (``jobqueue/solo.py``), which finds the culprit.
+  and next runs alone (``jobqueue/worker/solo.py``), which finds the culprit.
 
 The supervisor itself stays off the database: it forks a short-lived process that calls
 :func:`hand_back_leases` (``Supervisor.hand_back``), and restarts the slot only after it ended.

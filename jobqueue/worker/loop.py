@@ -5,7 +5,7 @@ Threads, and what each one owns:
 * the main thread (:meth:`Worker.run`): the claim loop, and recording every outcome (through
   the completer, ``completer.py``) on its own connection, so handler threads never pay for a
   connection of ours;
-* handler threads (``jobqueue/handler_threads.py``): run one job each, then close their Django
+* handler threads (``jobqueue/worker/threads.py``): run one job each, then close their Django
   connections the way a request does (``close_old_connections``); one per slot, plus one per
   handler still running past its timeout, never more than twice ``--concurrency``: when such
   runaways outgrow their half, the process recycles;
@@ -21,7 +21,7 @@ Threads, and what each one owns:
 Stopping: the first SIGTERM stops claiming and lets running jobs finish for ``grace_s`` seconds
 while heartbeats go on; then, or at once on SIGINT or a second SIGTERM, the leases of jobs still
 running are released back to ``ready`` without spending their attempt. Under the supervisor the
-signals mean what ``jobqueue/stopping.py`` says (a group-wide SIGTERM drains once).
+signals mean what ``jobqueue/worker/stopping.py`` says (a group-wide SIGTERM drains once).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Worker:
     Args:
         queues: queue names to claim from; a last ``"*"``: every other queue, now and later.
         weights: one weight per queue (default all 1): saturated queues are served in
-            proportion (see ``jobqueue/fairness.py``).
+            proportion (see ``jobqueue/limits/fairness.py``).
         exclude_queues: queues ``"*"`` leaves out.
         max_tasks: finish at most this many jobs, then stop claiming and drain (``quota.py``).
         strict: serve queues in list order instead: a queue only when those before it have no
@@ -84,14 +84,14 @@ class Worker:
         worker_id: the name leases are held under; default :func:`default_worker_id`.
         using: database alias of the queue.
         install_signal_handlers: handle the stop signals (only possible in the main thread).
-        stop_signals: what each stop signal means (``jobqueue/stopping.py``): ``STANDALONE``
+        stop_signals: what each stop signal means (``jobqueue/worker/stopping.py``): ``STANDALONE``
             (default) or, under the supervisor, ``SUPERVISED``.
         listen_notify: wake on PostgreSQL notifications (default ``JOBQUEUE["LISTEN_NOTIFY"]``);
             always off on other databases, where the worker polls.
         services: background loops to run beside the claim loop while the worker claims
             (``run_once`` every ``interval_s``; where: ``services.start_services``); default none.
         recycle_on_overrun: recycle at the first handler that runs past its timeout, not
-            only when such runaways outnumber ``concurrency`` (``jobqueue/handler_threads.py``).
+            only when such runaways outnumber ``concurrency`` (``jobqueue/worker/threads.py``).
             Either way the worker stops claiming, drains, and :meth:`run` returns
             :data:`~jobqueue.worker.supervisor.EXIT_RECYCLE`: the process must end (the supervisor
             replaces it) for the runaway threads to end. Set under ``--processes``.

@@ -1,6 +1,6 @@
 """Internal: start claimed jobs on the worker's handler threads; fail those past their timeout.
 
-A run's handler runs on a handler thread (``jobqueue/handler_threads.py``) through the executor,
+A run's handler runs on a handler thread (``jobqueue/worker/threads.py``) through the executor,
 and its outcome goes to the completer. A run that passes its ``timeout_s`` is failed here at
 once; its thread runs on (Python cannot kill a thread) and what it returns is ignored.
 """

@@ -1,6 +1,6 @@
 """Internal: how a worker is asked to stop: by :meth:`Stops.stop`, or by a signal.
 
-What each signal means (drain, or release at once) is ``jobqueue/stopping.py``'s policy; this is
+What each signal means (drain, or release at once) is ``worker/stopping.py``'s policy; this is
 the worker's side of it: the flags its loops look at, and the handler that sets them.
 """
 

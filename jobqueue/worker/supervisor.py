@@ -8,17 +8,17 @@ finished its ``--max-tasks``) is replaced at once.
 
 A child that dies (killed, or exiting with an error) may leave leases behind. When given a
 ``hand_back`` callable, the supervisor forks a short-lived process that runs it with the dead
-child's worker id (``jobqueue/deaths.py``: the one job of a child that ran one is charged, the
+child's worker id (``worker/deaths.py``: the one job of a child that ran one is charged, the
 jobs of a child that ran several are refunded and run alone next), and restarts the slot only
 once that process has ended. The supervisor itself still touches no database.
 
-Stopping (``jobqueue/stopping.py``): the supervisor counts the SIGTERMs it receives. The first
-is passed on to every child as :data:`~jobqueue.worker.stopping.DRAIN_SIGNAL` (each drains within
-its
-grace period); a second one, or SIGINT, as :data:`~jobqueue.worker.stopping.FORCE_SIGNAL` (release
-at
-once). Children treat SIGTERM as a drain however often it comes, so a SIGTERM sent to the whole
-process group drains exactly like one sent to the supervisor alone.
+Stopping (``worker/stopping.py``): the supervisor counts the SIGTERMs it receives. The first
+is passed on to every child as :data:`~jobqueue.worker.stopping.DRAIN_SIGNAL` (each drains
+within its grace period); a second one, or SIGINT, as
+:data:`~jobqueue.worker.stopping.FORCE_SIGNAL` (release at once). Children treat SIGTERM as a
+drain however often it comes, so a SIGTERM sent to the whole process group drains exactly like
+one sent to the supervisor alone.
+
 A single worker process (no ``--processes``) recycles itself in place instead: :func:`reexec`.
 """
 

@@ -1,4 +1,4 @@
-"""A job's concurrency key and limit, fixed at enqueue (issue 18; jobqueue/concurrency.py).
+"""A job's concurrency key and limit, fixed at enqueue (issue 18; jobqueue/limits/concurrency.py).
 
 Every path stores the key and the limit on the row, which is what the claim reads; bad input is
 refused with the option named and nothing written.

@@ -1,4 +1,4 @@
-"""Where a worker's given services run (jobqueue/worker/services.py: start_services).
+"""Where a worker's given services run (jobqueue/maintenance/services.py: start_services).
 
 A frequent service joins the maintenance runner; the rare ones (the pruner, the depth sampler)
 share one thread of their own whose runner closes its connection between rounds, so a worker

@@ -1,6 +1,6 @@
 -- claim: lease up to max_jobs due jobs of the given queues, sharing them fairly.
 --
--- Order of service (jobqueue/fairness.py and the README's "Fairness and priorities"):
+-- Order of service (jobqueue/limits/fairness.py and the README's "Fairness and priorities"):
 --   across queues: by weighted-fair tag start[q] + k/weight[q] (k = the job's rank in its queue),
 --     or, with strict, by the queue's position in the list;
 --   within a queue: priority DESC, then the tenant with the lowest (leased jobs + the ones this
@@ -8,7 +8,7 @@
 --     running jobs; with equal weights, the tenant with the fewest), then run_at, then id;
 --   a tenant never exceeds its cap of leased jobs (all queues, all workers; the caller serializes
 --     capped claims with an advisory lock so the leased counts read here are current);
---   concurrency limits (issue 18, jobqueue/concurrency.py): a job with a concurrency_key is
+--   concurrency limits (issue 18, jobqueue/limits/concurrency.py): a job with a concurrency_key is
 --     never claimed while its key has concurrency_limit leased jobs (all queues, all workers; an
 --     override from JOBQUEUE["CONCURRENCY_LIMITS"] wins over the limit stored on the job), and
 --     one claim takes no more than the key's room. Checked per row in "heads", so a key at its
@@ -30,7 +30,7 @@
 -- jobqueue_job_ordering (ordering_key, id) over live rows; pauses use jobqueue_pause_kind_name
 -- (kind, name), a table of a few rows.
 --
--- Rate limits (issue 18; jobqueue/ratelimits.py, docs/decisions.md "Rate limits in the claim"):
+-- Rate limits (issue 18; jobqueue/settings/rates.py, docs/decisions.md "Rate limits in the claim"):
 --   a job waits, claimable-later and without spending an attempt, while any token bucket it
 --   falls under (its type's, its dependency's, its tenant's) has less than one token; the buckets
 --   are refilled to now and spent in this statement ("rate_*" CTEs), so workers on every host

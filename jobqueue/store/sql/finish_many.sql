@@ -3,7 +3,7 @@
 -- Fenced per row on (id, lease_token, state = 'leased'); primary-key lookups. A lease no longer held matches nothing.
 -- A job whose cancel was requested while it ran ends cancelled (an ack's result kept, and an entry saying so).
 -- clock.at is now() unless a test stands in for the database clock.
--- The same statement adds the recorded rows to the per-minute rollup (jobqueue/rollup_model.py): one upsert row
+-- The same statement adds the recorded rows to the per-minute rollup (jobqueue/models/rollups.py): one upsert row
 -- per (minute, queue, type) of this batch, in this connection's shard (backend pid mod ROLLUP_SHARDS:
 -- concurrent batches are on different backends, so mostly on different rows instead of queueing on one hot row
 -- lock), on its unique key, in key order (two batches that share a shard lock its rows in the same order).
@@ -13,7 +13,7 @@
 -- slower, every indexed path of jobqueue_job weighed twice). Pickup latency is started_at - due_at, run duration
 -- clock.at - started_at, in float8 (date_part: extract's numeric made the aggregate 2x slower). Histogram columns
 -- are cumulative (le) counts.
--- Batches (jobqueue/batches.py, migration 0016_batches): the members this statement finished are counted per batch
+-- Batches (jobqueue/flows/batches.py, migration 0016_batches): the members this statement finished are counted per batch
 -- in one update of each batch row (not one per member: a 10,000-member batch acked 100 at a time is 100 updates of
 -- its row), the rows locked first in id order (two statements touching the same batches never deadlock); the
 -- update that brings pending to zero draws the callbacks' ids and inserts them, so the callback commits with the

@@ -1,6 +1,6 @@
 -- hand_back: give back the locked leases of a worker process that died running several jobs: none is
 -- charged; each is made ready with its attempt refunded and marked suspect (it next runs alone;
--- jobqueue/deaths.py). A process that died running one job has it charged by finish_many.sql instead.
+-- jobqueue/worker/deaths.py). A process that died running one job has it charged by finish_many.sql instead.
 -- Fenced on (id, lease_token, state = 'leased'); primary-key updates in the transaction that locked
 -- the rows (dead_worker_leases.sql). A job whose cancel was requested ends cancelled. A job made ready
 -- sends pg_notify('jobqueue_ready', queue).

@@ -1,4 +1,4 @@
--- prune_rollups: delete up to %(limit)s rollup rows (jobqueue/rollup_model.py) of minutes before now() - older_than_s.
+-- prune_rollups: delete up to %(limit)s rollup rows (jobqueue/models/rollups.py) of minutes before now() - older_than_s.
 -- The unique key (minute, queue, type) leads with minute: an index range, oldest first.
 DELETE FROM jobqueue_rollup
 WHERE id = ANY(ARRAY(

@@ -1,5 +1,5 @@
 -- sample_depth: claim this minute's depth sample: the totals row (minute, '', '') of
--- jobqueue/rollup_model.py, written first with zero counts. Only the call that inserts it goes on
+-- jobqueue/models/rollups.py, written first with zero counts. Only the call that inserts it goes on
 -- to count (queue_gauges.sql's capped walk, then record_depth.sql, in the same transaction); a
 -- later call in the same minute, from any worker, finds it and counts nothing. Returns the
 -- minute and the clock reading the sample is taken at, or no row.
