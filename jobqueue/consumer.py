@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from jobqueue import arguments
-from jobqueue.backoff import policy_for
 from jobqueue.errors import InvalidJobOption, LeaseLost
 from jobqueue.history import error_entry
+from jobqueue.jobtypes import policy_for
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.limits.policy import claim_policy
 from jobqueue.payloads import to_json

@@ -20,8 +20,10 @@ from jobqueue.errors import (
     JobQueueConfigurationError,
     UnknownJobType,
 )
+from jobqueue.retries import Backoff
 from jobqueue.settings.concurrency import check_declared
-from jobqueue.settings.policies import Backoff, parse_backoff
+from jobqueue.settings.conf import get_settings
+from jobqueue.settings.policies import parse_backoff
 from jobqueue.settings.rates import Limiter, parse_rate
 from jobqueue.validation import validate_dependency_name
 from jobqueue.worker.context import JobContext as JobContext
@@ -116,6 +118,22 @@ def registered(type_name: str) -> JobType | None:
 
 
 @functools.cache
+def policy_for(job_type: str) -> Backoff:
+    """Return the backoff policy of ``job_type``.
+
+    The type's ``@job(backoff=...)`` (or its tasks backend's ``backoff`` option) when it is
+    registered in this process, else ``JOBQUEUE["BACKOFF"]``.
+
+    Args:
+        job_type: the job type name.
+
+    Returns:
+        The :class:`~jobqueue.retries.Backoff` to pass to ``jobqueue.retries.decide``.
+    """
+    found = registered(job_type)
+    return (found.backoff if found else None) or get_settings().backoff
+
+
 def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
     """Return ``func``'s signature, computed once (None when Python cannot tell it)."""
     try:

@@ -33,7 +33,7 @@ MAX_IDS_NAMED = 10
 
 
 @dataclass
-class Outcome:
+class ActionReport:
     """What one bulk action did, job by job."""
 
     done: list[int] = field(default_factory=list)
@@ -60,7 +60,7 @@ class BulkAction:
     past: str  # "Cancelled", "Retried", "Made ready"
     eligible: frozenset[str]
     #: ``(ids, using, by)``: ``by`` is the signed-in user, recorded (jobqueue.ops.audit).
-    apply: Callable[[Sequence[int], str, Any], Outcome]
+    apply: Callable[[Sequence[int], str, Any], ActionReport]
     confirm: bool
     explain: str
     #: Completes "Skipped 2 jobs that are ...".
@@ -102,7 +102,7 @@ def _states(ids: Iterable[int], using: str) -> dict[int, str]:
 
 
 def _per_row(
-    ids: Sequence[int], using: str, call: Callable[[int], bool], outcome: Outcome
+    ids: Sequence[int], using: str, call: Callable[[int], bool], outcome: ActionReport
 ) -> list[int]:
     """Call ``call(id)`` for each id, a transaction per chunk; return the ids it refused."""
     refused: list[int] = []
@@ -119,9 +119,9 @@ def _per_row(
     return refused
 
 
-def cancel_jobs(ids: Sequence[int], using: str, by: Any = None) -> Outcome:
+def cancel_jobs(ids: Sequence[int], using: str, by: Any = None) -> ActionReport:
     """Cancel each job with ``client.cancel``; a running job may end up "cancel requested"."""
-    outcome = Outcome()
+    outcome = ActionReport()
     refused = _per_row(ids, using, lambda i: client.cancel(i, by=by, using=using), outcome)
     outcome.changed.update(_states(refused, using))
     outcome.missing.extend(set(refused) - set(outcome.changed))
@@ -135,10 +135,10 @@ def cancel_jobs(ids: Sequence[int], using: str, by: Any = None) -> Outcome:
     return outcome
 
 
-def retry_jobs(ids: Sequence[int], using: str, by: Any = None) -> Outcome:
+def retry_jobs(ids: Sequence[int], using: str, by: Any = None) -> ActionReport:
     """Retry the jobs with ``client.retry_many`` (per row what ``client.retry`` does)."""
     result = client.retry_many(ids, by=by, using=using)
-    return Outcome(
+    return ActionReport(
         done=list(result.retried),
         changed=dict(result.not_retryable),
         duplicate=list(result.duplicate),
@@ -147,9 +147,9 @@ def retry_jobs(ids: Sequence[int], using: str, by: Any = None) -> Outcome:
     )
 
 
-def run_jobs_now(ids: Sequence[int], using: str, by: Any = None) -> Outcome:
+def run_jobs_now(ids: Sequence[int], using: str, by: Any = None) -> ActionReport:
     """Make each scheduled job ready now with ``client.run_now``."""
-    outcome = Outcome()
+    outcome = ActionReport()
     refused = _per_row(ids, using, lambda i: client.run_now(i, by=by, using=using), outcome)
     outcome.changed.update(_states(refused, using))
     outcome.missing.extend(set(refused) - set(outcome.changed))
@@ -190,7 +190,7 @@ RUN_NOW = BulkAction(
 )
 
 
-def report(modeladmin: Any, request: Any, action: BulkAction, outcome: Outcome) -> None:
+def report(modeladmin: Any, request: Any, action: BulkAction, outcome: ActionReport) -> None:
     """Tell the operator what the action did and what it skipped, and why."""
     done = len(outcome.done)
     skipped = (
@@ -303,7 +303,7 @@ def run_bulk_action(
         # Rows of any job list are visible to whoever may act on them (view_job).
         ids = sorted(Job.objects.using(using).filter(id__in=confirmed).values_list("id", flat=True))
         eligible_now = set(eligible.filter(id__in=ids).values_list("id", flat=True))
-        outcome = action.apply(ids, using, request.user) if ids else Outcome()
+        outcome = action.apply(ids, using, request.user) if ids else ActionReport()
         late = {i: s for i, s in outcome.changed.items() if i not in eligible_now}
         outcome.changed = {i: s for i, s in outcome.changed.items() if i in eligible_now}
         outcome.changed_since_confirmed = late
@@ -316,7 +316,7 @@ def run_bulk_action(
         report(modeladmin, request, action, outcome)
         return None
     ids = sorted(eligible.values_list("id", flat=True))
-    outcome = action.apply(ids, using, request.user) if ids else Outcome()
+    outcome = action.apply(ids, using, request.user) if ids else ActionReport()
     if not select_across:
         posted = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
         selected = {int(pk) for pk in posted if pk.isascii() and pk.isdigit()}

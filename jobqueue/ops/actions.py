@@ -18,7 +18,7 @@ CHUNK = 1000
 
 
 @dataclass(kw_only=True)
-class Outcome:
+class BulkResult:
     """What a bulk action did with the ids it was given."""
 
     done: list[int] = field(default_factory=list)
@@ -46,7 +46,7 @@ def retry(
     using: str = "default",
     progress: Callable[[int], None] | None = None,
     by: Any = None,
-) -> Outcome:
+) -> BulkResult:
     """Retry dead or cancelled jobs (``client.retry_many``, a thousand ids per call).
 
     Args:
@@ -56,9 +56,9 @@ def retry(
         progress: called with the number of ids handled so far, after each chunk.
 
     Returns:
-        The :class:`Outcome`: retried ids, ids skipped with their reason, missing ids.
+        The :class:`BulkResult`: retried ids, ids skipped with their reason, missing ids.
     """
-    outcome = Outcome()
+    outcome = BulkResult()
     handled = 0
     for chunk in _chunks(ids):
         result = client.retry_many(chunk, by=by, using=using)
@@ -79,7 +79,7 @@ def cancel(
     using: str = "default",
     progress: Callable[[int], None] | None = None,
     by: Any = None,
-) -> Outcome:
+) -> BulkResult:
     """Cancel jobs (``client.cancel`` each: a running one gets a cancel request).
 
     Args:
@@ -89,10 +89,10 @@ def cancel(
         progress: called with the number of ids handled so far, after each chunk.
 
     Returns:
-        The :class:`Outcome`: cancelled (or cancel-requested) ids, ids skipped because they
+        The :class:`BulkResult`: cancelled (or cancel-requested) ids, ids skipped because they
         had finished or were already asked to cancel, missing ids.
     """
-    outcome = Outcome()
+    outcome = BulkResult()
     handled = 0
     for chunk in _chunks(ids):
         for job_id in chunk:

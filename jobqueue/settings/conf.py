@@ -25,6 +25,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.retries import Backoff
 from jobqueue.settings import ranges as limits
 from jobqueue.settings.concurrency import parse_concurrency_limits, parse_tenant_weights
 
@@ -41,7 +42,6 @@ from jobqueue.settings.outbox import DEFAULT_OUTBOX_DATABASES as DEFAULT_OUTBOX_
 from jobqueue.settings.outbox import DEFAULT_OUTBOX_RELAY_INTERVAL_SECONDS as _RELAY_INTERVAL_S
 from jobqueue.settings.outbox import parse_outbox_databases
 from jobqueue.settings.policies import (
-    Backoff,
     Breaker,
     RetryBudgetSettings,
     parse_backoff,
@@ -55,7 +55,6 @@ from jobqueue.settings.transactions import TransactionLimits, parse_transaction_
 from jobqueue.validation import is_count, is_text
 
 __all__ = [
-    "Backoff",
     "Breaker",
     "CronSpec",
     "JobQueueSettings",

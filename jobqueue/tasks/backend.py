@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 from jobqueue.errors import UnknownJobType
 from jobqueue.jobtypes import JobContext, JobType, register
 from jobqueue.payloads import normalize
-from jobqueue.settings.policies import Backoff
+from jobqueue.retries import Backoff
 from jobqueue.settings.rates import Limiter, parse_rate
 from jobqueue.tasks.options import (
     BackendOptions,

@@ -14,8 +14,8 @@ from typing import Any
 
 from jobqueue.jobtypes import JobContext, JobType
 from jobqueue.logging import job_extra
+from jobqueue.retries import RunOutcome
 from jobqueue.store import ClaimedJob
-from jobqueue.worker.executor import Outcome
 
 
 @dataclass(slots=True)
@@ -35,7 +35,7 @@ class Run:
     claimed: ClaimedJob
     context: JobContext
     job_type: JobType | None = None
-    outcome: Outcome | None = None
+    outcome: RunOutcome | None = None
     started: float = field(default_factory=time.monotonic)
     done_at: float = 0.0
 

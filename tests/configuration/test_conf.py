@@ -12,8 +12,9 @@ from django.test import override_settings
 
 from jobqueue.errors import JobQueueConfigurationError, UnknownJobType
 from jobqueue.jobs import JobType, job, registry, resolve
+from jobqueue.retries import Backoff
 from jobqueue.settings import conf
-from jobqueue.settings.conf import Backoff, JobQueueSettings, build_settings, get_settings
+from jobqueue.settings.conf import JobQueueSettings, build_settings, get_settings
 
 
 @job

@@ -1,4 +1,4 @@
-"""The executor: one claimed job in, one Outcome out. No database, no threads."""
+"""The executor: one claimed job in, one RunOutcome out. No database, no threads."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from jobqueue.backoff import full
 from jobqueue.errors import RetryAfter
 from jobqueue.jobs import JobContext, job
+from jobqueue.retries import RunOutcome, full
 from jobqueue.states import DeadReason
 from jobqueue.store import ClaimedJob
-from jobqueue.worker.executor import Outcome, execute, failure_outcome
+from jobqueue.worker.executor import execute, failure_outcome
 
 ADD = "tests.testapp.jobs.add"
 FAIL = "tests.testapp.jobs.fail"
@@ -108,7 +108,7 @@ def claimed(
     )
 
 
-def run(job: ClaimedJob, worker_id: str = "w1", rng: random.Random | None = None) -> Outcome:
+def run(job: ClaimedJob, worker_id: str = "w1", rng: random.Random | None = None) -> RunOutcome:
     context = JobContext(
         job_id=job.id,
         job_type=job.job_type,

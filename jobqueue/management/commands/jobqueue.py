@@ -337,7 +337,7 @@ class Command(BaseCommand):
                     f"{matched} jobs match; nothing done. Add --yes to {verb} them all."
                 )
                 return False
-        outcome = actions.Outcome(missing=missing)
+        outcome = actions.BulkResult(missing=missing)
         for alias, found in by_alias.items():
             progress = self._progress(len(found)) if len(found) > actions.CHUNK else None
             done = act(found, alias, progress, by=self._actor(options))
