@@ -73,7 +73,7 @@ _LAZY = {
     "job": "jobqueue.jobs",
     "chain": "jobqueue.flows.chains",
     "step": "jobqueue.flows.chains",
-    "JobContext": "jobqueue.jobtypes",
+    "JobContext": "jobqueue.worker.context",
     "status": "jobqueue.flows.results",
     "result": "jobqueue.flows.results",
     "wait": "jobqueue.flows.results",

@@ -15,7 +15,6 @@ from jobqueue.client import enqueue
 from jobqueue.flows.chains import STEP_OPTIONS, Step, step
 from jobqueue.jobtypes import (
     ENQUEUE_OPTIONS,
-    JobContext,
     JobType,
     declare,
     register,
@@ -24,6 +23,7 @@ from jobqueue.jobtypes import (
     resolve,
     signature_of,
 )
+from jobqueue.worker.context import JobContext
 
 __all__ = [
     "ENQUEUE_OPTIONS",

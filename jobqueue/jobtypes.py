@@ -26,13 +26,9 @@ from jobqueue.settings.conf import get_settings
 from jobqueue.settings.policies import parse_backoff
 from jobqueue.settings.rates import Limiter, parse_rate
 from jobqueue.validation import validate_dependency_name
-from jobqueue.worker.context import JobContext as JobContext
-from jobqueue.worker.context import RunRecorder as RunRecorder
 
 __all__ = [
-    "JobContext",
     "JobType",
-    "RunRecorder",
     "declare",
     "register",
     "registered",

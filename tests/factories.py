@@ -16,7 +16,6 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobqueue.jobtypes import JobContext
 from jobqueue.models import Job
 from jobqueue.retries import RunOutcome
 from jobqueue.settings.rates import RateLimits
@@ -24,6 +23,7 @@ from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome, finished
 from jobqueue.store.ratelimits import claim_params as rate_params
+from jobqueue.worker.context import JobContext
 from jobqueue.worker.executor import execute
 
 __all__ = ["error_entry", "insert_ready_jobs", "job_kwargs", "make_job", "make_jobs"]

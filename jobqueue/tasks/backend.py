@@ -19,7 +19,7 @@ from django.tasks.signals import task_enqueued
 from django.utils.module_loading import import_string
 
 from jobqueue.errors import UnknownJobType
-from jobqueue.jobtypes import JobContext, JobType, register
+from jobqueue.jobtypes import JobType, register
 from jobqueue.payloads import normalize
 from jobqueue.retries import Backoff
 from jobqueue.settings.rates import Limiter, parse_rate
@@ -33,6 +33,7 @@ from jobqueue.tasks.options import (
     validate_extras,
 )
 from jobqueue.validation import validate_queue_name
+from jobqueue.worker.context import JobContext
 
 __all__ = ["JobQueueBackend", "task_job_type"]
 

@@ -26,13 +26,14 @@ from typing import Any
 from jobqueue import signals
 from jobqueue.errors import InvalidPayload, UnknownJobType
 from jobqueue.history import error_entry
-from jobqueue.jobtypes import JobContext, JobType, policy_for, resolve
+from jobqueue.jobtypes import JobType, policy_for, resolve
 from jobqueue.logging import job_extra
 from jobqueue.models import Job
 from jobqueue.payloads import to_json
 from jobqueue.retries import RunOutcome, decide
 from jobqueue.states import JobState
 from jobqueue.store.claimed import ClaimedJob
+from jobqueue.worker.context import JobContext
 
 __all__ = ["execute", "failure_outcome", "send_outcome_signal"]
 

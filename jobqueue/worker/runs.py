@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobqueue.jobtypes import JobContext, JobType
+from jobqueue.jobtypes import JobType
 from jobqueue.logging import job_extra
 from jobqueue.retries import RunOutcome
 from jobqueue.store import ClaimedJob
+from jobqueue.worker.context import JobContext
 
 
 @dataclass(slots=True)

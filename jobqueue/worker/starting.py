@@ -15,11 +15,12 @@ from collections.abc import Callable
 from django.db import close_old_connections
 
 from jobqueue.errors import JobTimeout
-from jobqueue.jobtypes import JobContext, JobType
+from jobqueue.jobtypes import JobType
 from jobqueue.logging import job_extra
 from jobqueue.retries import RunOutcome
 from jobqueue.store import ClaimedJob
 from jobqueue.worker.completer import Completer
+from jobqueue.worker.context import JobContext
 from jobqueue.worker.executor import execute, failure_outcome, resolve_handler
 from jobqueue.worker.runs import Run, Runs
 from jobqueue.worker.threads import HandlerThreads

@@ -18,7 +18,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
 
-from jobqueue.checks_databases import CHECK_TAG
+from jobqueue.checks import CHECK_TAG
 from jobqueue.cron.scheduler import Scheduler
 from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.maintenance.pruning import Pruner
