@@ -41,7 +41,7 @@ from django.http import HttpRequest, HttpResponse
 
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import CronEntry, GaugeSnapshot, Pause, RetryBudget
-from jobqueue.models.gauges import LAST_PRUNE
+from jobqueue.models.metrics import LAST_PRUNE
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.exposition import DATABASE_LABEL, merge
 from jobqueue.ops.outbox import families as outbox_families

@@ -14,7 +14,7 @@ from typing import Any
 
 from jobqueue import arguments
 from jobqueue.jobtypes import JobType
-from jobqueue.models.pauses import Pause, PauseKind
+from jobqueue.models.limits import Pause, PauseKind
 from jobqueue.ops import audit
 from jobqueue.routing import all_queue_aliases, queue_aliases
 from jobqueue.store import get_store

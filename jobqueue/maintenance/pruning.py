@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from django.db.models.functions import Now
 
-from jobqueue.models.gauges import LAST_PRUNE, GaugeSnapshot
+from jobqueue.models.metrics import LAST_PRUNE, GaugeSnapshot
 from jobqueue.settings import ranges as limits
 from jobqueue.settings.conf import get_settings
 from jobqueue.states import FINISHED
@@ -117,7 +117,7 @@ def prune_rollups(*, max_batches: int | None = None, using: str | None = None) -
 def record_prune(duration_s: float, *, using: str | None = None) -> None:
     """Record that a prune just ended, taking ``duration_s`` seconds (the metrics read it).
 
-    One small row (``GaugeSnapshot`` named :data:`~jobqueue.models.gauges.LAST_PRUNE`), its
+    One small row (``GaugeSnapshot`` named :data:`~jobqueue.models.metrics.LAST_PRUNE`), its
     ``computed_at`` the database clock: ``jobqueue_last_prune_duration_seconds`` and
     ``jobqueue_last_prune_timestamp_seconds``. The last writer wins (several pruners: the one
     that ended last).

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from jobqueue.models.rollups import BUCKETS, bucket_columns
+from jobqueue.models.metrics import BUCKETS, bucket_columns
 from jobqueue.ops.rollup import COUNTS, minute_of, window_totals
 
 #: Complete minutes each reading covers.

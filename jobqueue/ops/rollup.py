@@ -18,7 +18,7 @@ from typing import Any
 from django.db.models import Max, Sum
 
 from jobqueue.models import Rollup
-from jobqueue.models.rollups import BUCKETS, HISTOGRAMS, OUTCOMES, bucket_columns
+from jobqueue.models.metrics import BUCKETS, HISTOGRAMS, OUTCOMES, bucket_columns
 
 #: Outcome count columns, in the order they are shown.
 COUNTS: tuple[str, ...] = tuple(OUTCOMES.values())
@@ -74,7 +74,7 @@ def quantile(q: float, buckets: Sequence[float], count: float) -> float | None:
 
     Args:
         q: the quantile, 0..1.
-        buckets: cumulative counts of :data:`~jobqueue.models.rollups.BUCKETS`, in order.
+        buckets: cumulative counts of :data:`~jobqueue.models.metrics.BUCKETS`, in order.
         count: observations in all (the +Inf bucket).
 
     Returns:

@@ -17,7 +17,7 @@ from typing import Any
 
 from jobqueue.errors import LeaseLost
 from jobqueue.jobtypes import policy_for
-from jobqueue.models.rollups import EXPIRED_KIND
+from jobqueue.models.metrics import EXPIRED_KIND
 from jobqueue.retries import Backoff, decide
 from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28)
 from jobqueue.states import DeadReason, JobState

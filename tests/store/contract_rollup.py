@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from jobqueue.models import Rollup
-from jobqueue.models.rollups import BUCKETS, ROLLUP_SHARDS, bucket_columns
+from jobqueue.models.metrics import BUCKETS, ROLLUP_SHARDS, bucket_columns
 from jobqueue.ops.rates import WINDOW_MINUTES
 from jobqueue.ops.rates import families as rate_families
 from jobqueue.ops.rollup import window_totals
