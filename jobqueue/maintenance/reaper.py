@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from jobqueue.worker.recovery import ReapHold
+from jobqueue.worker.outage import ReapHold
 
 logger = logging.getLogger("jobqueue.worker")
 

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 from django.db import DatabaseError, connections
 
+from jobqueue.errors import LeaseLost
 from jobqueue.limits.fairness import QueueSelector, rate_limits
 from jobqueue.limits.policy import claim_policy
 from jobqueue.maintenance.reaper import Reaper
@@ -48,16 +49,13 @@ from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.ids import default_worker_id
 from jobqueue.worker.listening import ListenerHealth
-from jobqueue.worker.outage import DatabaseBackoff
+from jobqueue.worker.outage import DatabaseBackoff, ReapHold
 from jobqueue.worker.quota import TaskQuota
 from jobqueue.worker.ratewake import rate_wake
-from jobqueue.worker.recovery import ReapHold
 from jobqueue.worker.runs import Runs
-from jobqueue.worker.shutdown import release_runs
 from jobqueue.worker.solo import SoloGate
 from jobqueue.worker.starting import Starter
-from jobqueue.worker.stopping import STANDALONE, StopSignals
-from jobqueue.worker.stops import Stops
+from jobqueue.worker.stopping import STANDALONE, Stops, StopSignals
 from jobqueue.worker.supervisor import EXIT_RECYCLE
 from jobqueue.worker.wakeups import WakeUps
 
@@ -448,3 +446,42 @@ class Worker:
     def abandoned_jobs(self) -> int:
         """Return how many handlers were still running at exit (their leases were released)."""
         return getattr(self, "_abandoned", 0)
+
+
+def release_runs(store, runs: Runs, stats: dict[str, int]) -> None:
+    """Release the lease of every run still held, back to ``ready``, its attempt not counted.
+
+    A job whose cancel was requested ends cancelled instead. The handlers still running are
+    told (their outcome will not be recorded). Failures are logged: such a job reruns when its
+    lease expires.
+
+    Args:
+        store: the queue's store.
+        runs: the worker's runs (left as they are; the caller clears them).
+        stats: the worker's counters (``released``, ``cancelled``).
+    """
+    for job_id, run in runs.items():
+        try:
+            run.context.mark_lease_lost()
+            state = store.release(job_id, run.claimed.lease_token)
+            if state == "cancelled":
+                stats["cancelled"] += 1
+                logger.warning(
+                    "%s cancelled at shutdown (its cancel was requested)",
+                    run.label,
+                    extra=run.extra(),
+                )
+            else:
+                stats["released"] += 1
+                logger.warning(
+                    "%s released at shutdown (attempt not counted)", run.label, extra=run.extra()
+                )
+        except LeaseLost:
+            pass
+        except DatabaseError as exc:
+            logger.error(
+                "job %s: could not release (%s); it reruns when its lease expires",
+                job_id,
+                exc,
+                extra=run.extra(),
+            )

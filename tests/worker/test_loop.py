@@ -26,7 +26,7 @@ from jobqueue.store import get_store
 from jobqueue.worker.context import JobContext
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.loop import Worker
-from jobqueue.worker.recovery import ReapHold
+from jobqueue.worker.outage import ReapHold
 from jobqueue.worker.runs import Run, Runs
 from tests.factories import make_job
 
