@@ -5,7 +5,7 @@ Every read is one aggregate over a range of ``minute``, which leads the rollup's
 (its minutes times the queue/type pairs that ran in them times the shards written), never the
 jobs table. Every read sums (or, for depth samples, takes the largest) over ``shard``: one
 (minute, queue, type) may be split over up to ``ROLLUP_SHARDS`` rows. Rows with ``type`` ""
-are the depth samples; rows with a type, outcomes (``jobqueue/rollup_model.py``).
+are the depth samples; rows with a type, outcomes (``jobqueue/models/metrics.py``).
 """
 
 from __future__ import annotations

@@ -27,8 +27,11 @@ signals mean what ``jobqueue/stopping.py`` says (a group-wide SIGTERM drains onc
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 
 from django.db import DatabaseError, connections
@@ -36,9 +39,9 @@ from django.db import DatabaseError, connections
 from jobqueue.errors import LeaseLost
 from jobqueue.limits.fairness import QueueSelector, rate_limits
 from jobqueue.limits.policy import claim_policy
+from jobqueue.maintenance.pruning import WorkerRowPruner
 from jobqueue.maintenance.reaper import Reaper
 from jobqueue.maintenance.services import Service, ServiceRunner, start_services
-from jobqueue.maintenance.workers import WorkerRowPruner
 from jobqueue.settings.conf import get_settings
 from jobqueue.store import get_store
 from jobqueue.store.base import ClaimRequest
@@ -47,7 +50,6 @@ from jobqueue.worker.claiming import Claimer
 from jobqueue.worker.completer import Completer
 from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.heartbeat import Heartbeat
-from jobqueue.worker.ids import default_worker_id
 from jobqueue.worker.listening import ListenerHealth
 from jobqueue.worker.outage import DatabaseBackoff, ReapHold
 from jobqueue.worker.quota import TaskQuota
@@ -485,3 +487,16 @@ def release_runs(store, runs: Runs, stats: dict[str, int]) -> None:
                 exc,
                 extra=run.extra(),
             )
+
+
+def default_worker_id(pid: int | None = None, nonce: str | None = None) -> str:
+    """Return ``host:pid:random`` — unique even when a restarted container reuses host and pid.
+
+    Args:
+        pid: the process that will hold the leases; default this one. The supervisor names a
+            child by the child's pid, so ``leased_by`` points at the process to signal.
+        nonce: the random part; default 6 fresh hex digits.
+    """
+    pid = os.getpid() if pid is None else pid
+    nonce = uuid.uuid4().hex[:6] if nonce is None else nonce
+    return f"{socket.gethostname()}:{pid}:{nonce}"

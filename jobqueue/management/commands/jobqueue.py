@@ -37,10 +37,10 @@ from jobqueue.management.cli_args import (
 from jobqueue.management.status import status
 from jobqueue.models import Job
 from jobqueue.ops import actions, audit, health
+from jobqueue.ops.audit import operator_name
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.jobs import JobFilter, detail, matching, summary
 from jobqueue.ops.where import UnknownDatabase, locate, report_aliases
-from jobqueue.ops.who import operator_name
 from jobqueue.routing import all_queue_aliases, queue_aliases
 from jobqueue.states import CANCELLABLE, RETRYABLE
 

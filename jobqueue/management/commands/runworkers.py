@@ -23,7 +23,7 @@ from jobqueue.cron.scheduler import Scheduler
 from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.maintenance.pruning import Pruner
 from jobqueue.maintenance.relay import OutboxRelay
-from jobqueue.maintenance.sampling import DepthSampler
+from jobqueue.maintenance.services import DepthSampler
 from jobqueue.management.arguments import (
     MAX_WORKER_ID_LENGTH,
     in_range,
@@ -36,8 +36,7 @@ from jobqueue.settings.queues import EVERY_QUEUE
 from jobqueue.store.pooler import refuse_unmarked_pooler
 from jobqueue.worker.aliases import AliasShare, alias_shares
 from jobqueue.worker.deaths import hand_back_leases
-from jobqueue.worker.ids import default_worker_id
-from jobqueue.worker.loop import Worker
+from jobqueue.worker.loop import Worker, default_worker_id
 from jobqueue.worker.stopping import STANDALONE, SUPERVISED
 from jobqueue.worker.supervisor import EXIT_RECYCLE, Supervisor, reexec
 
