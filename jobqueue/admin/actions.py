@@ -19,7 +19,7 @@ from django.db.models import Count, QuerySet
 from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
-from jobqueue.admin.guards import bad_ids
+from jobqueue.admin.inputs import bad_ids
 from jobqueue.errors import JobNotFound
 from jobqueue.models import Job
 from jobqueue.ops import repairs as client

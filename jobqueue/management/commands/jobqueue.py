@@ -25,7 +25,7 @@ from jobqueue.errors import BatchNotFound
 from jobqueue.flows.batches import batch_status
 from jobqueue.limits import pauses as pausing
 from jobqueue.management import render
-from jobqueue.management.cli_args import (
+from jobqueue.management.arguments import (
     add_actor,
     add_filters,
     job_id_arg,
