@@ -14,10 +14,10 @@ from typing import Any
 from jobqueue import arguments
 from jobqueue.errors import InvalidJobOption, InvalidPayload, UnregisteredJobType
 from jobqueue.flows.dependencies import PARENT_KEYS
-from jobqueue.jobtypes import JobType, signature_of
 from jobqueue.limits import concurrency
 from jobqueue.options import EnqueueOptions, ResolvedOptions, enqueue_type
 from jobqueue.payloads import to_json
+from jobqueue.registry import JobType, signature_of
 from jobqueue.settings.conf import get_settings
 from jobqueue.store.base import NewJob
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from jobqueue.arguments import queue_name, validate_options
 from jobqueue.errors import InvalidJobOption, UnknownJobType, UnregisteredJobType
-from jobqueue.jobtypes import JobType, registered, resolve
+from jobqueue.registry import JobType, registered, resolve
 from jobqueue.settings.conf import get_settings
 
 __all__ = [

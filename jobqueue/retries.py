@@ -2,7 +2,7 @@
 
 A leaf: it imports nothing of ours above ``errors`` and ``states``; settings come in as
 arguments (a :class:`Backoff`, parsed by ``jobqueue.settings.policies``; the policy of a job
-type is ``jobqueue.jobtypes.policy_for``). Every path that
+type is ``jobqueue.registry.policy_for``). Every path that
 ends an attempt asks :func:`decide` whether the job retries or goes dead (the executor for a
 handler's exception or a timeout, ``jobqueue.nack`` for a consumer's failure, the reaper for an
 expired lease, the hand-back for a process that died running one job), and every outcome is
@@ -234,7 +234,7 @@ def decide(
         max_attempts: attempts allowed.
         error: what failed: the exception, a message, or None (a lease that expired, a process
             that died: no exception to read).
-        backoff: the job type's backoff policy (``jobqueue.jobtypes.policy_for``).
+        backoff: the job type's backoff policy (``jobqueue.registry.policy_for``).
         entry: the error-history entry the outcome carries (``jobqueue.history.error_entry``).
         retry_at: aware datetime of the retry, honored exactly (``jobqueue.nack``).
         duration_s: how long the attempt ran, seconds.

@@ -31,8 +31,8 @@ from datetime import datetime, timedelta
 from django.db import DatabaseError
 
 from jobqueue import arguments
-from jobqueue.jobtypes import JobType, registered, registry, resolve
 from jobqueue.logging import job_extra
+from jobqueue.registry import JobType, registered, registry, resolve
 from jobqueue.retries import RunOutcome
 from jobqueue.settings.conf import get_settings
 from jobqueue.states import DeadReason, JobState

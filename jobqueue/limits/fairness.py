@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from jobqueue.jobtypes import registry
+from jobqueue.registry import registry
 from jobqueue.settings.conf import get_settings
 from jobqueue.settings.queues import EVERY_QUEUE, advertised_queues
 from jobqueue.settings.rates import RateLimits

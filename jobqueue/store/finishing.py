@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobqueue.errors import LeaseLost
-from jobqueue.jobtypes import policy_for
 from jobqueue.models.metrics import EXPIRED_KIND
+from jobqueue.registry import policy_for
 from jobqueue.retries import Backoff, decide
 from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28)
 from jobqueue.states import DeadReason, JobState

@@ -19,8 +19,8 @@ from django.tasks.signals import task_enqueued
 from django.utils.module_loading import import_string
 
 from jobqueue.errors import UnknownJobType
-from jobqueue.jobtypes import JobType, register
 from jobqueue.payloads import normalize
+from jobqueue.registry import JobType, register
 from jobqueue.retries import Backoff
 from jobqueue.settings.rates import Limiter, parse_rate
 from jobqueue.tasks.options import (

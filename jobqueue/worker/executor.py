@@ -26,10 +26,10 @@ from typing import Any
 from jobqueue import signals
 from jobqueue.errors import InvalidPayload, UnknownJobType
 from jobqueue.history import error_entry
-from jobqueue.jobtypes import JobType, policy_for, resolve
 from jobqueue.logging import job_extra
 from jobqueue.models import Job
 from jobqueue.payloads import to_json
+from jobqueue.registry import JobType, policy_for, resolve
 from jobqueue.retries import RunOutcome, decide
 from jobqueue.states import JobState
 from jobqueue.store.claimed import ClaimedJob

@@ -12,9 +12,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from jobqueue.jobtypes import JobType
 from jobqueue.limits.breakers import BreakerGate
 from jobqueue.limits.budgets import RetryBudgetKeeper
+from jobqueue.registry import JobType
 from jobqueue.retries import RunOutcome
 from jobqueue.store import ClaimedJob, Store
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobqueue.jobtypes import JobType
 from jobqueue.logging import job_extra
+from jobqueue.registry import JobType
 from jobqueue.retries import RunOutcome
 from jobqueue.store import ClaimedJob
 from jobqueue.worker.context import JobContext

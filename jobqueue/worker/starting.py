@@ -15,8 +15,8 @@ from collections.abc import Callable
 from django.db import close_old_connections
 
 from jobqueue.errors import JobTimeout
-from jobqueue.jobtypes import JobType
 from jobqueue.logging import job_extra
+from jobqueue.registry import JobType
 from jobqueue.retries import RunOutcome
 from jobqueue.store import ClaimedJob
 from jobqueue.worker.completer import Completer

@@ -25,6 +25,7 @@ from django.test.utils import CaptureQueriesContext
 
 import jobqueue
 from jobqueue import retries
+from jobqueue.client import job
 from jobqueue.errors import (
     DuplicateJob,
     InvalidJobOption,
@@ -33,7 +34,6 @@ from jobqueue.errors import (
     LeaseLost,
     QueueUnavailable,
 )
-from jobqueue.jobs import job
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store

@@ -18,11 +18,11 @@ from django.db import transaction
 
 import jobqueue
 from jobqueue import signals
-from jobqueue.jobs import JobContext
 from jobqueue.models import Job
 from jobqueue.retries import RunOutcome
 from jobqueue.states import JobState
 from jobqueue.store import ClaimedJob, get_store
+from jobqueue.worker.context import JobContext
 from jobqueue.worker.executor import execute, send_outcome_signal
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
 from tests.testapp import jobs

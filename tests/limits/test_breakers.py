@@ -18,8 +18,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from jobqueue import checks
+from jobqueue.client import job
 from jobqueue.errors import JobQueueConfigurationError, PermanentError, RetryAfter
-from jobqueue.jobs import job
 from jobqueue.limits.breakers import BreakerGate, close_breaker, open_breaker, verdict
 from jobqueue.limits.budgets import RetryBudgetKeeper, debt_delays
 from jobqueue.models import DependencyBreaker, Job

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from jobqueue.client import job
 from jobqueue.errors import RetryAfter
-from jobqueue.jobs import JobContext, job
 from jobqueue.retries import RunOutcome, full
 from jobqueue.states import DeadReason
 from jobqueue.store import ClaimedJob
+from jobqueue.worker.context import JobContext
 from jobqueue.worker.executor import execute, failure_outcome
 
 ADD = "tests.testapp.jobs.add"
@@ -291,8 +292,8 @@ def test_a_handler_module_that_fails_to_import_records_the_import_error():
     import uuid as _uuid
     from datetime import UTC, datetime
 
-    from jobqueue.jobs import JobContext
     from jobqueue.store import ClaimedJob
+    from jobqueue.worker.context import JobContext
     from jobqueue.worker.executor import execute
 
     claimed = ClaimedJob(

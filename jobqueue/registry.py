@@ -1,4 +1,4 @@
-"""Job types and their registry (type name -> handler); ``@job`` itself is in :mod:`jobqueue.jobs`.
+"""Job types and their registry (type name -> handler); ``@job`` is in :mod:`jobqueue.client`.
 
 Workers resolve a job's ``type`` through this registry. Handlers register when their module is
 imported: the app config imports ``jobs`` modules of installed apps at startup, and
@@ -36,7 +36,7 @@ __all__ = [
     "resolve",
 ]
 
-#: Keyword arguments of ``JobFunction.enqueue`` (``jobqueue.jobs``) that are options, not payload.
+#: Keyword arguments of ``JobFunction.enqueue`` (``jobqueue.client``) that are options, not payload.
 ENQUEUE_OPTIONS = frozenset(
     {
         "queue",
@@ -62,7 +62,7 @@ class JobType:
     """A registered job type: a handler plus its per-type defaults.
 
     Calling the object calls the handler directly (synchronously, no queue). What ``@job``
-    returns is a :class:`jobqueue.jobs.JobFunction`, which can also enqueue itself.
+    returns is a :class:`jobqueue.client.JobFunction`, which can also enqueue itself.
     """
 
     def __init__(
