@@ -22,9 +22,9 @@ from jobqueue import arguments, outbox, routing, signals
 from jobqueue.errors import InvalidJobOption
 from jobqueue.flows.dependencies import enqueue_each, parent_options, split_specs
 from jobqueue.models import Job
-from jobqueue.newjobs import new_job as build_job
-from jobqueue.newjobs import new_jobs as build_jobs
-from jobqueue.registry import ENQUEUE_OPTIONS, JobType, declare
+from jobqueue.options import new_job as build_job
+from jobqueue.options import new_jobs as build_jobs
+from jobqueue.registry import ENQUEUE_OPTIONS, JOB_OPTIONS, PARENT_OPTIONS, JobType, declare
 from jobqueue.store import NewJob, get_store
 from jobqueue.store.base import ENQUEUE_MANY_CHUNK_BYTES
 from jobqueue.store.outage import writing as _writing
@@ -365,20 +365,12 @@ def _routed(job: NewJob) -> str:
 
 
 #: The ``enqueue`` options a step may carry (``after`` is the chain's to set).
-STEP_OPTIONS = frozenset(
-    {
-        "queue",
-        "run_at",
-        "delay",
-        "priority",
-        "max_attempts",
-        "timeout_s",
-        "tenant_id",
-        "ordering_key",
-        "run_on_parent_failure",
-        "takes_parent_results",
-    }
-)
+STEP_OPTIONS = frozenset({*JOB_OPTIONS, *PARENT_OPTIONS}) - {
+    "dedupe_key",
+    "concurrency_key",
+    "concurrency_limit",
+    "after",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

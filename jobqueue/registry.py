@@ -28,6 +28,8 @@ from jobqueue.settings.rates import Limiter, parse_rate
 from jobqueue.validation import validate_dependency_name
 
 __all__ = [
+    "JOB_OPTIONS",
+    "PARENT_OPTIONS",
     "JobType",
     "declare",
     "register",
@@ -36,26 +38,27 @@ __all__ = [
     "resolve",
 ]
 
-#: Keyword arguments of ``JobFunction.enqueue`` (``jobqueue.client``) that are options, not payload.
-ENQUEUE_OPTIONS = frozenset(
-    {
-        "queue",
-        "run_at",
-        "delay",
-        "priority",
-        "dedupe_key",
-        "max_attempts",
-        "timeout_s",
-        "tenant_id",
-        "ordering_key",
-        "concurrency_key",
-        "concurrency_limit",
-        "using",
-        "after",
-        "run_on_parent_failure",
-        "takes_parent_results",
-    }
+#: The options of one job, in the order ``enqueue`` takes them: the one list every entry point
+#: (``enqueue``, ``enqueue_many``'s jobs, ``JobFunction.enqueue``, chain steps) derives its
+#: option names from. Their defaults and validation are ``jobqueue.options``' (type defaults:
+#: :class:`~jobqueue.options.EnqueueOptions`).
+JOB_OPTIONS = (
+    "queue",
+    "run_at",
+    "delay",
+    "priority",
+    "dedupe_key",
+    "max_attempts",
+    "timeout_s",
+    "tenant_id",
+    "ordering_key",
+    "concurrency_key",
+    "concurrency_limit",
 )
+#: The options that make a job wait for parent jobs (``jobqueue.flows.dependencies``).
+PARENT_OPTIONS = ("after", "run_on_parent_failure", "takes_parent_results")
+#: Keyword arguments of ``JobFunction.enqueue`` (``jobqueue.client``) that are options, not payload.
+ENQUEUE_OPTIONS = frozenset({*JOB_OPTIONS, "using", *PARENT_OPTIONS})
 
 
 class JobType:

@@ -34,7 +34,7 @@ from jobqueue.client import enqueue as _enqueue
 from jobqueue.client import enqueue_many as _enqueue_many
 from jobqueue.errors import BatchNotFound, InvalidJobOption, JobNotFound
 from jobqueue.models import Batch
-from jobqueue.newjobs import new_job
+from jobqueue.options import new_job
 from jobqueue.payloads import to_json
 from jobqueue.registry import JobType
 from jobqueue.store import NewJob, get_store
