@@ -116,7 +116,6 @@ def registered(type_name: str) -> JobType | None:
     return _registry.get(type_name)
 
 
-@functools.cache
 def policy_for(job_type: str) -> Backoff:
     """Return the backoff policy of ``job_type``.
 
@@ -133,6 +132,7 @@ def policy_for(job_type: str) -> Backoff:
     return (found.backoff if found else None) or get_settings().backoff
 
 
+@functools.cache
 def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
     """Return ``func``'s signature, computed once (None when Python cannot tell it)."""
     try:
