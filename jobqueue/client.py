@@ -160,48 +160,38 @@ def enqueue_or_get(
     job_type: str | JobType,
     payload: dict[str, Any] | None = None,
     *,
-    run_at: datetime | None = None,
-    delay: float | timedelta | None = None,
-    priority: int | None = None,
-    dedupe_key: str | None = None,
-    max_attempts: int | None = None,
-    timeout_s: float | None = None,
-    tenant_id: str = "",
-    ordering_key: str | None = None,
-    concurrency_key: str | None = None,
-    concurrency_limit: int | None = None,
     using: str | None = None,
     after: Iterable[int] | None = None,
     run_on_parent_failure: bool = False,
     takes_parent_results: bool = False,
+    **options: Any,
 ) -> tuple[int, bool, datetime]:
     """Internal: :func:`enqueue`, returning ``(job_id, created, created_at)``.
 
     ``created`` is False when a live job held ``dedupe_key`` and its id was returned;
     ``created_at`` is the returned job's, as stored (the database's clock). Sends
     ``job_enqueued`` for a new row only.
+
+    Args:
+        queue: as :func:`enqueue`.
+        job_type: as :func:`enqueue`.
+        payload: as :func:`enqueue`.
+        using: as :func:`enqueue`.
+        after: as :func:`enqueue`.
+        run_on_parent_failure: as :func:`enqueue`.
+        takes_parent_results: as :func:`enqueue`.
+        **options: the job's other options (:data:`~jobqueue.registry.JOB_OPTIONS`), as
+            :func:`enqueue` takes them; checked by :func:`jobqueue.options.new_job`.
     """
     explicit = None if using is None else arguments.alias(using)
     parents = parent_options(
         after,
         run_on_parent_failure=run_on_parent_failure,
         takes_parent_results=takes_parent_results,
-        dedupe_key=dedupe_key,
+        dedupe_key=options.get("dedupe_key"),
     )
     new_job = build_job(
-        queue,
-        job_type,
-        parents.payload(payload) if parents else payload,
-        run_at=run_at,
-        delay=delay,
-        priority=priority,
-        dedupe_key=dedupe_key,
-        max_attempts=max_attempts,
-        timeout_s=timeout_s,
-        tenant_id=tenant_id,
-        ordering_key=ordering_key,
-        concurrency_key=concurrency_key,
-        concurrency_limit=concurrency_limit,
+        queue, job_type, parents.payload(payload) if parents else payload, **options
     )
     using = explicit or _routed(new_job)
     caller = outbox.caller_alias(using)
