@@ -4,7 +4,7 @@ The entry point to give systemd or Kubernetes. It is ``manage.py`` for your proj
 command works; ``runworkers`` is the reason it exists), except that for ``runworkers`` its first
 statement holds SIGTERM, before Django, your settings or any app is imported: a stop sent at any
 moment of the worker's start-up then waits until the worker can handle it, and the process exits
-0 having claimed nothing (``jobqueue.worker.early_stops``). Under ``manage.py runworkers`` the hold
+0 having claimed nothing (``jobqueue.worker.stopping``). Under ``manage.py runworkers`` the hold
 starts only when Django creates jobqueue's app config, so a SIGTERM during Django's import, your
 settings' import or the apps listed before ``jobqueue`` still kills the process (status -15).
 
@@ -16,7 +16,7 @@ import importlib.util
 import os
 import sys
 
-from jobqueue.worker.early_stops import hold_stops_during_start_up
+from jobqueue.worker.stopping import hold_stops_during_start_up
 
 # First, before Django is imported: this is what the module is for.
 hold_stops_during_start_up(sys.argv)

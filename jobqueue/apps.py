@@ -10,7 +10,7 @@ from django.utils.module_loading import autodiscover_modules
 
 from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.settings.conf import DEFAULT_DISCOVER_MODULES, get_settings
-from jobqueue.worker.early_stops import hold_stops_during_start_up
+from jobqueue.worker.stopping import hold_stops_during_start_up
 
 
 class JobQueueConfig(AppConfig):

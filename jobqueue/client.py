@@ -1,4 +1,8 @@
-"""Producer side: validate input, then hand it to the store (operator actions: ``repairs``).
+"""Producer side: ``@job``, ``enqueue``, ``enqueue_many``, ``step``: validated, then to the store.
+
+The ``@job`` decorator is here, above the registry (:mod:`jobqueue.registry`), because a job
+function enqueues itself; the registry sits below the client and never imports it. Operator
+actions are ``jobqueue.ops.repairs``; chains of steps, ``jobqueue.flows.chains``.
 
 ``enqueue`` joins the caller's transaction on the queue's database (``using``), so the job row
 commits or rolls back with the caller's business data. The consumer calls (``claim``,
@@ -7,7 +11,8 @@ commits or rolls back with the caller's business data. The consumer calls (``cla
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,15 +21,24 @@ from django.db import connections
 from jobqueue import arguments, outbox, routing, signals
 from jobqueue.errors import InvalidJobOption
 from jobqueue.flows.dependencies import enqueue_each, parent_options, split_specs
-from jobqueue.jobtypes import JobType
 from jobqueue.models import Job
-from jobqueue.newjobs import new_job as build_job
-from jobqueue.newjobs import new_jobs as build_jobs
+from jobqueue.options import new_job as build_job
+from jobqueue.options import new_jobs as build_jobs
+from jobqueue.registry import ENQUEUE_OPTIONS, JOB_OPTIONS, PARENT_OPTIONS, JobType, declare
 from jobqueue.store import NewJob, get_store
 from jobqueue.store.base import ENQUEUE_MANY_CHUNK_BYTES
 from jobqueue.store.outage import writing as _writing
 
-__all__ = ["enqueue", "enqueue_many", "enqueue_or_get"]
+__all__ = [
+    "STEP_OPTIONS",
+    "JobFunction",
+    "Step",
+    "enqueue",
+    "enqueue_many",
+    "enqueue_or_get",
+    "job",
+    "step",
+]
 
 
 def _send_enqueued(job: NewJob, job_id: int, using: str | None) -> None:
@@ -146,48 +160,38 @@ def enqueue_or_get(
     job_type: str | JobType,
     payload: dict[str, Any] | None = None,
     *,
-    run_at: datetime | None = None,
-    delay: float | timedelta | None = None,
-    priority: int | None = None,
-    dedupe_key: str | None = None,
-    max_attempts: int | None = None,
-    timeout_s: float | None = None,
-    tenant_id: str = "",
-    ordering_key: str | None = None,
-    concurrency_key: str | None = None,
-    concurrency_limit: int | None = None,
     using: str | None = None,
     after: Iterable[int] | None = None,
     run_on_parent_failure: bool = False,
     takes_parent_results: bool = False,
+    **options: Any,
 ) -> tuple[int, bool, datetime]:
     """Internal: :func:`enqueue`, returning ``(job_id, created, created_at)``.
 
     ``created`` is False when a live job held ``dedupe_key`` and its id was returned;
     ``created_at`` is the returned job's, as stored (the database's clock). Sends
     ``job_enqueued`` for a new row only.
+
+    Args:
+        queue: as :func:`enqueue`.
+        job_type: as :func:`enqueue`.
+        payload: as :func:`enqueue`.
+        using: as :func:`enqueue`.
+        after: as :func:`enqueue`.
+        run_on_parent_failure: as :func:`enqueue`.
+        takes_parent_results: as :func:`enqueue`.
+        **options: the job's other options (:data:`~jobqueue.registry.JOB_OPTIONS`), as
+            :func:`enqueue` takes them; checked by :func:`jobqueue.options.new_job`.
     """
     explicit = None if using is None else arguments.alias(using)
     parents = parent_options(
         after,
         run_on_parent_failure=run_on_parent_failure,
         takes_parent_results=takes_parent_results,
-        dedupe_key=dedupe_key,
+        dedupe_key=options.get("dedupe_key"),
     )
     new_job = build_job(
-        queue,
-        job_type,
-        parents.payload(payload) if parents else payload,
-        run_at=run_at,
-        delay=delay,
-        priority=priority,
-        dedupe_key=dedupe_key,
-        max_attempts=max_attempts,
-        timeout_s=timeout_s,
-        tenant_id=tenant_id,
-        ordering_key=ordering_key,
-        concurrency_key=concurrency_key,
-        concurrency_limit=concurrency_limit,
+        queue, job_type, parents.payload(payload) if parents else payload, **options
     )
     using = explicit or _routed(new_job)
     caller = outbox.caller_alias(using)
@@ -348,3 +352,147 @@ def _routed(job: NewJob) -> str:
             f"in DATABASES ({', '.join(sorted(connections.settings))})",
         )
     return alias
+
+
+#: The ``enqueue`` options a step may carry (``after`` is the chain's to set).
+STEP_OPTIONS = frozenset({*JOB_OPTIONS, *PARENT_OPTIONS}) - {
+    "dedupe_key",
+    "concurrency_key",
+    "concurrency_limit",
+    "after",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One job of a chain, not yet enqueued: its type, payload and enqueue options."""
+
+    job_type: str | JobType
+    payload: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def step(job_type: str | JobType, payload: dict[str, Any] | None = None, **options: Any) -> Step:
+    """Return a step of a chain: ``job_type`` with ``payload`` and ``enqueue`` options.
+
+    Args:
+        job_type: a registered type name, or the object ``@job`` returned.
+        payload: the handler's keyword arguments (default ``{}``).
+        **options: :data:`STEP_OPTIONS` (``queue``, ``priority``, ``takes_parent_results``...),
+            as :func:`jobqueue.enqueue` takes them.
+
+    Raises:
+        InvalidJobOption: an option that is not one of :data:`STEP_OPTIONS`.
+    """
+    unknown = sorted(set(options) - STEP_OPTIONS)
+    if unknown:
+        raise InvalidJobOption(
+            unknown[0], f"is not a step option (known: {', '.join(sorted(STEP_OPTIONS))})"
+        )
+    return Step(job_type=job_type, payload=dict(payload or {}), options=dict(options))
+
+
+class JobFunction(JobType):
+    """What ``@job`` returns: the handler (call it to run it here) and a job type to enqueue."""
+
+    def enqueue(self, **kwargs: Any) -> int:
+        """Enqueue a job of this type; payload and options are both keyword arguments.
+
+        Keyword arguments named like :data:`ENQUEUE_OPTIONS` (``run_at``, ``delay``,
+        ``priority``, ``dedupe_key``, ``max_attempts``, ``timeout_s``, ``tenant_id``,
+        ``ordering_key``, ``concurrency_key``, ``concurrency_limit``, ``using``, ``queue``) are
+        options; the rest is the payload passed to
+        the handler. Options left out take this type's defaults, then the ``JOBQUEUE`` settings.
+
+        Returns:
+            The job id (an existing job's id when its dedupe key is live).
+
+        Raises:
+            InvalidPayload, InvalidJobOption: as :func:`jobqueue.enqueue`.
+        """
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in ENQUEUE_OPTIONS}
+        queue = options.pop("queue", None) or self.queue
+        return enqueue(queue, self, kwargs, **options)
+
+    def step(self, **kwargs: Any) -> Step:
+        """Return a step of ``jobqueue.chain`` running this type: payload and options, as enqueue.
+
+        Keyword arguments named like :data:`STEP_OPTIONS` are options; the rest is the payload.
+
+        Raises:
+            InvalidJobOption: as :func:`jobqueue.step`.
+        """
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in STEP_OPTIONS}
+        return step(self, kwargs, **options)
+
+
+def job(
+    func: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    max_attempts: int | None = None,
+    timeout_s: float | None = None,
+    backoff: dict[str, Any] | None = None,
+    takes_context: bool = False,
+    dependency: str | None = None,
+    rate_limit: str | float | dict[str, Any] | None = None,
+    concurrency_key: str | Callable[..., str | None] | None = None,
+    concurrency_limit: int | None = None,
+) -> Any:
+    """Register a function as a job type. Use as ``@job`` or ``@job(queue="emails", ...)``.
+
+    The handler receives the payload as keyword arguments; with ``takes_context=True`` its first
+    positional argument is a :class:`JobContext`.
+
+    Args:
+        func: the handler (when used without parentheses).
+        name: the type name stored in each job; defaults to the dotted path
+            ``module.qualname``, which lets any worker import it on demand.
+        queue: default queue for ``.enqueue``.
+        priority: default priority, -100..100, higher runs sooner.
+        max_attempts: default attempts (>= 1); ``None`` uses ``JOBQUEUE["MAX_ATTEMPTS"]``.
+        timeout_s: default hard limit on one run, seconds; ``None`` uses the setting.
+        backoff: ``{"policy", "base_seconds", "cap_seconds"}`` for this type's retries.
+        takes_context: pass a :class:`JobContext` as the first argument.
+        dependency: the service the handler calls (``"partner-api"``), named like a queue;
+            several types may share one. Its failures feed that dependency's circuit breaker,
+            and while the breaker is open, jobs of the type wait without spending attempts.
+        rate_limit: at most this many jobs of the type start, across all workers: ``"10/s"``,
+            ``"600/min"``, or ``{"rate": "10/s", "burst": 20}`` (README, "Flow control: rate
+            limits"). ``JOBQUEUE["RATE_LIMITS"]["type"]`` overrides it. Every worker that may
+            claim the type must have it registered (as for ``dependency``).
+        concurrency_key: what at most ``concurrency_limit`` jobs may run of at once, across all
+            workers: a fixed key, or a function of the payload's keyword arguments returning
+            one (``lambda account_id, **_: f"acct:{account_id}"``) or None (not limited),
+            called once at enqueue. Without it, ``concurrency_limit`` limits the type itself.
+        concurrency_limit: most leased jobs per key, 1..1,000,000 (``JOBQUEUE
+            ["CONCURRENCY_LIMITS"]`` overrides it per key).
+
+    Returns:
+        A :class:`JobFunction` (or a decorator producing one).
+
+    Raises:
+        ImproperlyConfigured: a bad default, a handler parameter that collides with an enqueue
+            option name, or a second registration of the same name by another function.
+    """
+
+    def make(f: Callable[..., Any]) -> JobFunction:
+        return declare(
+            f,
+            JobFunction,
+            name=name,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            timeout_s=timeout_s,
+            backoff=backoff,
+            takes_context=takes_context,
+            dependency=dependency,
+            rate_limit=rate_limit,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+        )
+
+    return make(func) if func is not None else make

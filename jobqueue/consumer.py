@@ -14,12 +14,12 @@ from datetime import datetime
 from typing import Any
 
 from jobqueue import arguments
-from jobqueue.backoff import policy_for
 from jobqueue.errors import InvalidJobOption, LeaseLost
 from jobqueue.history import error_entry
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.limits.policy import claim_policy
 from jobqueue.payloads import to_json
+from jobqueue.registry import policy_for
 from jobqueue.retries import decide
 from jobqueue.settings.conf import get_settings
 from jobqueue.store import ClaimedJob, Store, get_store

@@ -11,8 +11,7 @@ from datetime import timedelta
 from django.core.exceptions import ImproperlyConfigured
 
 # MAX_DELAY_SECONDS lives in validation; re-exported here, where callers have long imported it.
-from jobqueue.validation import MAX_DELAY_SECONDS as MAX_DELAY_SECONDS
-from jobqueue.validation import is_number, validate_dependency_name
+from jobqueue.validation import MAX_DELAY_SECONDS, is_number, validate_dependency_name
 
 __all__ = [
     "BatchNotFound",

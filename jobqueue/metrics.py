@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
-from datetime import timedelta
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 
 from django.core.cache import caches
 from django.db.models import DurationField, ExpressionWrapper, F, Q
@@ -41,12 +41,11 @@ from django.http import HttpRequest, HttpResponse
 
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import CronEntry, GaugeSnapshot, Pause, RetryBudget
-from jobqueue.models.gauges import LAST_PRUNE
+from jobqueue.models.metrics import LAST_PRUNE
 from jobqueue.ops import queues as _queues
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.exposition import DATABASE_LABEL, merge
 from jobqueue.ops.outbox import families as outbox_families
-from jobqueue.ops.prunable import EXACT_UP_TO, awaiting_prune
 from jobqueue.ops.queues import (
     OTHER_QUEUES_LABEL,
     live_workers,
@@ -459,3 +458,40 @@ def view(request: HttpRequest) -> HttpResponse:
 
 
 __all__ = ["CONTENT_TYPE", "cached_view", "collect", "compute", "family", "view"]
+
+
+#: Rows counted exactly per state in one scrape; past this, the planner's estimate.
+EXACT_UP_TO = 10_000
+
+
+def awaiting_prune(
+    retention: Mapping[str, float | None],
+    now: datetime,
+    using: str = "default",
+    exact_up_to: int = EXACT_UP_TO,
+) -> dict[str, int]:
+    """Return finished state -> jobs past its retention (FIELD-CASES 31's gauge), bounded.
+
+    ``prunejobs --dry-run`` counts exactly; a scrape every few seconds must not walk a backlog of
+    millions. So this counts at most :data:`EXACT_UP_TO` rows per state (the store's
+    ``prunable_by_state``: a range of the finished index (state, finished_at) read in its own
+    order, never the table), and past that gives PostgreSQL's estimate of the whole range (one
+    EXPLAIN, no rows read). Elsewhere (SQLite, no estimate) it reads as the cap.
+
+    Args:
+        retention: state -> seconds kept (None: kept forever, left out of the result).
+        now: the instant retention is measured from (the database clock).
+        using: database alias of the queue.
+        exact_up_to: most rows counted per state; a bigger backlog is the planner's estimate
+            on PostgreSQL (never less than this).
+    """
+    kept = {state: float(s) for state, s in retention.items() if s is not None}
+    if not kept:
+        return {}
+    store = get_store(using)
+    counts = store.prunable_by_state(kept, exact_up_to, now)
+    for state, n in counts.items():
+        if n >= exact_up_to:
+            estimate = store.estimate_prunable(state, kept[state], now)
+            counts[state] = max(estimate or 0, exact_up_to)
+    return counts

@@ -1,6 +1,8 @@
 """Internal: backoff policies, the outcome of a run, and the one retry-or-dead decision.
 
-A leaf: it imports nothing of ours above ``errors``, ``states`` and ``policies``. Every path that
+A leaf: it imports nothing of ours above ``errors`` and ``states``; settings come in as
+arguments (a :class:`Backoff`, parsed by ``jobqueue.settings.policies``; the policy of a job
+type is ``jobqueue.registry.policy_for``). Every path that
 ends an attempt asks :func:`decide` whether the job retries or goes dead (the executor for a
 handler's exception or a timeout, ``jobqueue.nack`` for a consumer's failure, the reaper for an
 expired lease, the hand-back for a process that died running one job), and every outcome is
@@ -25,12 +27,12 @@ from datetime import datetime
 from typing import Any
 
 from jobqueue.errors import JobTimeout, PermanentError, RetryAfter, UnknownJobType
-from jobqueue.settings.policies import Backoff
 from jobqueue.states import DeadReason, JobState
 
 __all__ = [
     "POLICIES",
-    "Outcome",
+    "Backoff",
+    "RunOutcome",
     "backoff_delay",
     "dead_reason",
     "decide",
@@ -40,6 +42,26 @@ __all__ = [
     "full",
     "none",
 ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backoff:
+    """A backoff policy: the shape of the delays between attempts (``JOBQUEUE["BACKOFF"]``).
+
+    The defaults are the setting's: exponential backoff with full jitter, base 1 s, cap 1 h
+    (the AWS backoff analysis). ``jobqueue.settings.policies.parse_backoff`` builds one from
+    the setting or a job type's ``backoff=``.
+
+    Attributes:
+        policy: one of ``none``, ``full``, ``equal``, ``decorrelated`` (jitter kinds).
+        base_seconds: delay of the first retry before jitter, seconds (> 0).
+        cap_seconds: largest delay, seconds (>= base_seconds).
+    """
+
+    policy: str = "full"
+    base_seconds: float = 1.0
+    cap_seconds: float = 3600.0
+
 
 # 2**1000 overflows a float multiply; no real cap needs more than 2**64 times the base.
 _MAX_EXPONENT = 64
@@ -106,13 +128,13 @@ def backoff_delay(attempt: int, backoff: Backoff, rng: random.Random | None = No
     return POLICIES[backoff.policy](attempt, backoff.base_seconds, backoff.cap_seconds, rng or _rng)
 
 
-#: The old status words of an outcome (``Outcome.status``), by target state. Signals
+#: The old status words of an outcome (``RunOutcome.status``), by target state. Signals
 #: ``job_cancelled`` and ``job_lease_lost`` still carry them as ``status``.
 _STATUS = {JobState.SUCCEEDED: "succeeded", JobState.SCHEDULED: "retry", JobState.DEAD: "dead"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Outcome:
+class RunOutcome:
     """What one run of a leased job comes to, and what the store writes for it.
 
     The store records it with ``finish_many``, fenced on ``(job_id, lease_token, state =
@@ -198,7 +220,7 @@ def decide(
     retry_at: datetime | None = None,
     duration_s: float = 0.0,
     rng: random.Random | None = None,
-) -> Outcome:
+) -> RunOutcome:
     """Decide whether a failed attempt retries or goes dead: THE rule, for every path.
 
     In order: a ``PermanentError`` is dead at once (``permanent_error``). With attempts spent the
@@ -213,14 +235,14 @@ def decide(
         max_attempts: attempts allowed.
         error: what failed: the exception, a message, or None (a lease that expired, a process
             that died: no exception to read).
-        backoff: the job type's backoff policy (``jobqueue.backoff.policy_for``).
+        backoff: the job type's backoff policy (``jobqueue.registry.policy_for``).
         entry: the error-history entry the outcome carries (``jobqueue.history.error_entry``).
         retry_at: aware datetime of the retry, honored exactly (``jobqueue.nack``).
         duration_s: how long the attempt ran, seconds.
         rng: random source for the backoff's jitter (seed it in tests).
 
     Returns:
-        An :class:`Outcome` whose ``state`` is ``scheduled`` or ``dead``.
+        An :class:`RunOutcome` whose ``state`` is ``scheduled`` or ``dead``.
     """
     # Even a dead-lettered attempt tells the breaker that the dependency asked for a pause.
     opens: dict[str, Any] = (
@@ -236,14 +258,14 @@ def decide(
     }
     reason = dead_reason(attempt, max_attempts, error)
     if reason == DeadReason.PERMANENT_ERROR:
-        return Outcome(state=JobState.DEAD, dead_reason=reason, **common)
+        return RunOutcome(state=JobState.DEAD, dead_reason=reason, **common)
     if reason is not None:
-        return Outcome(state=JobState.DEAD, dead_reason=reason, **common, **opens)
+        return RunOutcome(state=JobState.DEAD, dead_reason=reason, **common, **opens)
     if retry_at is not None:
-        return Outcome(state=JobState.SCHEDULED, retry_at=retry_at, exact_delay=True, **common)
+        return RunOutcome(state=JobState.SCHEDULED, retry_at=retry_at, exact_delay=True, **common)
     if isinstance(error, RetryAfter):
-        return Outcome(
+        return RunOutcome(
             state=JobState.SCHEDULED, delay_s=error.seconds, exact_delay=True, **common, **opens
         )
     delay = backoff_delay(attempt, backoff, rng)
-    return Outcome(state=JobState.SCHEDULED, delay_s=delay, **common, **opens)
+    return RunOutcome(state=JobState.SCHEDULED, delay_s=delay, **common, **opens)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
-from jobqueue import jobtypes
+from jobqueue import registry
 from jobqueue.store import postgres as postgres_store
 from tests import pooler_stage
 from tests.pgcluster import PrivateCluster
@@ -65,10 +65,10 @@ def no_declared_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     """
     plain = {
         name: t
-        for name, t in jobtypes._registry.items()
+        for name, t in registry._registry.items()
         if t.rate_limit is None and t.concurrency_limit is None and t.concurrency_key is None
     }
-    monkeypatch.setattr(jobtypes, "_registry", plain)
+    monkeypatch.setattr(registry, "_registry", plain)
 
 
 def requires_postgres() -> pytest.MarkDecorator:

@@ -16,14 +16,14 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobqueue.jobtypes import JobContext
 from jobqueue.models import Job
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome
 from jobqueue.settings.rates import RateLimits
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome, finished
 from jobqueue.store.ratelimits import claim_params as rate_params
+from jobqueue.worker.context import JobContext
 from jobqueue.worker.executor import execute
 
 __all__ = ["error_entry", "insert_ready_jobs", "job_kwargs", "make_job", "make_jobs"]
@@ -173,7 +173,7 @@ def nack(
         LeaseLost: the lease is no longer held under ``lease_token``.
     """
     if dead_reason is not None:
-        outcome = Outcome(
+        outcome = RunOutcome(
             job_id=job_id,
             lease_token=lease_token,
             state=JobState.DEAD,
@@ -181,7 +181,7 @@ def nack(
             dead_reason=dead_reason,
         )
     else:
-        outcome = Outcome(
+        outcome = RunOutcome(
             job_id=job_id,
             lease_token=lease_token,
             state=JobState.SCHEDULED,
@@ -198,7 +198,7 @@ def run_one(
     now: datetime | None = None,
     *,
     retry_in: float | None = None,
-) -> tuple[Any, Outcome]:
+) -> tuple[Any, RunOutcome]:
     """Claim one job of ``queue``, run its handler, record the outcome with ``finish_many``.
 
     What a worker does for one job, without the worker's threads (``Worker.run_once`` is the

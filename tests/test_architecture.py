@@ -35,14 +35,13 @@ PARTS: dict[str, set[str]] = {
         "payloads",
         "history",
         "logging",
+        "retries",
         "flows.status",
     },
-    "settings": {"settings", "arguments", "routing", "retries"},
+    "settings": {"settings", "arguments", "routing"},
     "schema": {"models"},
     "registry": {
-        "jobtypes",
-        "options",
-        "backoff",
+        "registry",
         "worker.context",
         "limits.concurrency",
         "ops.audit",
@@ -52,8 +51,7 @@ PARTS: dict[str, set[str]] = {
     "consumer": {"consumer", "worker", "maintenance"},
     "producers": {
         "client",
-        "newjobs",
-        "jobs",
+        "options",
         "flows",
         "cron",
         "tasks",
@@ -67,7 +65,6 @@ PARTS: dict[str, set[str]] = {
         "ops",
         "metrics",
         "checks",
-        "checks_databases",
         "routers",
         "apps",
         "__main__",
@@ -114,6 +111,9 @@ FORBIDDEN: dict[tuple[str, str], str] = {
     ("jobqueue.worker.executor", "jobqueue.store"): (
         "the executor turns one run into an outcome with no SQL: it reads the claimed job's value "
         "type from the store and the completer writes"
+    ),
+    ("jobqueue.admin", "jobqueue.store"): (
+        "the admin reads models and acts through the operator API (jobqueue/ops/), never the store"
     ),
 }
 

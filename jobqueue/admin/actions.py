@@ -1,5 +1,7 @@
-"""Internal: the operator actions, thin over the client API, and how they report.
+"""Internal: the admin's bulk actions on jobs, thin over ``jobqueue.ops.actions``; their reports.
 
+The actions themselves (:func:`~jobqueue.ops.actions.cancel_jobs`, ``retry_jobs``,
+``run_jobs_now``) are the operator API's; this module confirms, calls them and words the result.
 Every action takes the ids of the selected jobs in an eligible state and hands each one to the
 client function the API offers (``cancel``, ``retry_many``, ``run_now``); none writes job rows
 itself. A job that changed state since the page loaded is left alone by that function's fence
@@ -9,46 +11,22 @@ and reported as skipped, with its state now.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.admin import helpers
-from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
-from jobqueue.admin.guards import bad_ids
-from jobqueue.errors import JobNotFound
+from jobqueue.admin.inputs import bad_ids
 from jobqueue.models import Job
-from jobqueue.ops import repairs as client
+from jobqueue.ops.actions import ActionReport, cancel_jobs, job_states, retry_jobs, run_jobs_now
 from jobqueue.states import CANCELLABLE, RETRYABLE, JobState
 
-#: Rows handled per transaction by the per-row actions: one commit per chunk, not per row, and
-#: no lock held for long.
-CHUNK_SIZE = 500
 #: Job ids named in a message before "and N more".
 MAX_IDS_NAMED = 10
-
-
-@dataclass
-class Outcome:
-    """What one bulk action did, job by job."""
-
-    done: list[int] = field(default_factory=list)
-    #: Done, but not yet final: a running job asked to cancel.
-    requested: list[int] = field(default_factory=list)
-    #: id -> the state it is in now, for jobs no longer eligible.
-    changed: dict[int, str] = field(default_factory=dict)
-    duplicate: list[int] = field(default_factory=list)
-    #: id -> the live job holding its dedupe key, for ``duplicate`` jobs.
-    holders: dict[int, int] = field(default_factory=dict)
-    missing: list[int] = field(default_factory=list)
-    #: id -> state now, for jobs eligible when the confirmation page showed them but no longer.
-    changed_since_confirmed: dict[int, str] = field(default_factory=dict)
-    #: Whether the action was handed any id (then "0 done" is said, not left out).
-    attempted: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,7 +38,7 @@ class BulkAction:
     past: str  # "Cancelled", "Retried", "Made ready"
     eligible: frozenset[str]
     #: ``(ids, using, by)``: ``by`` is the signed-in user, recorded (jobqueue.ops.audit).
-    apply: Callable[[Sequence[int], str, Any], Outcome]
+    apply: Callable[[Sequence[int], str, Any], ActionReport]
     confirm: bool
     explain: str
     #: Completes "Skipped 2 jobs that are ...".
@@ -84,76 +62,12 @@ def _held(ids: Sequence[int], holders: dict[int, int]) -> str:
     return shown
 
 
-def _chunks(ids: Sequence[int], size: int = CHUNK_SIZE) -> Iterable[Sequence[int]]:
-    for start in range(0, len(ids), size):
-        yield ids[start : start + size]
-
-
 def _by_state(states: dict[int, str]) -> str:
     """Return ``5 leased, 5 ready`` for the skipped jobs' current states."""
     counts: dict[str, int] = {}
     for state in states.values():
         counts[state] = counts.get(state, 0) + 1
     return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-
-
-def _states(ids: Iterable[int], using: str) -> dict[int, str]:
-    return dict(Job.objects.using(using).filter(id__in=list(ids)).values_list("id", "state"))
-
-
-def _per_row(
-    ids: Sequence[int], using: str, call: Callable[[int], bool], outcome: Outcome
-) -> list[int]:
-    """Call ``call(id)`` for each id, a transaction per chunk; return the ids it refused."""
-    refused: list[int] = []
-    for chunk in _chunks(ids):
-        with transaction.atomic(using=using):
-            for job_id in chunk:
-                try:
-                    if call(job_id):
-                        outcome.done.append(job_id)
-                    else:
-                        refused.append(job_id)
-                except JobNotFound:
-                    outcome.missing.append(job_id)
-    return refused
-
-
-def cancel_jobs(ids: Sequence[int], using: str, by: Any = None) -> Outcome:
-    """Cancel each job with ``client.cancel``; a running job may end up "cancel requested"."""
-    outcome = Outcome()
-    refused = _per_row(ids, using, lambda i: client.cancel(i, by=by, using=using), outcome)
-    outcome.changed.update(_states(refused, using))
-    outcome.missing.extend(set(refused) - set(outcome.changed))
-    # Whether a running job is cancelled at once or asked to stop is the client's business; say
-    # which happened by what the row shows now.
-    still_running = {
-        job_id for job_id, state in _states(outcome.done, using).items() if state == JobState.LEASED
-    }
-    outcome.requested = [i for i in outcome.done if i in still_running]
-    outcome.done = [i for i in outcome.done if i not in still_running]
-    return outcome
-
-
-def retry_jobs(ids: Sequence[int], using: str, by: Any = None) -> Outcome:
-    """Retry the jobs with ``client.retry_many`` (per row what ``client.retry`` does)."""
-    result = client.retry_many(ids, by=by, using=using)
-    return Outcome(
-        done=list(result.retried),
-        changed=dict(result.not_retryable),
-        duplicate=list(result.duplicate),
-        holders=dict(result.holders),
-        missing=list(result.missing),
-    )
-
-
-def run_jobs_now(ids: Sequence[int], using: str, by: Any = None) -> Outcome:
-    """Make each scheduled job ready now with ``client.run_now``."""
-    outcome = Outcome()
-    refused = _per_row(ids, using, lambda i: client.run_now(i, by=by, using=using), outcome)
-    outcome.changed.update(_states(refused, using))
-    outcome.missing.extend(set(refused) - set(outcome.changed))
-    return outcome
 
 
 CANCEL = BulkAction(
@@ -190,7 +104,7 @@ RUN_NOW = BulkAction(
 )
 
 
-def report(modeladmin: Any, request: Any, action: BulkAction, outcome: Outcome) -> None:
+def report(modeladmin: Any, request: Any, action: BulkAction, outcome: ActionReport) -> None:
     """Tell the operator what the action did and what it skipped, and why."""
     done = len(outcome.done)
     skipped = (
@@ -303,7 +217,7 @@ def run_bulk_action(
         # Rows of any job list are visible to whoever may act on them (view_job).
         ids = sorted(Job.objects.using(using).filter(id__in=confirmed).values_list("id", flat=True))
         eligible_now = set(eligible.filter(id__in=ids).values_list("id", flat=True))
-        outcome = action.apply(ids, using, request.user) if ids else Outcome()
+        outcome = action.apply(ids, using, request.user) if ids else ActionReport()
         late = {i: s for i, s in outcome.changed.items() if i not in eligible_now}
         outcome.changed = {i: s for i, s in outcome.changed.items() if i in eligible_now}
         outcome.changed_since_confirmed = late
@@ -311,17 +225,17 @@ def run_bulk_action(
         if not select_across:
             posted = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
             selected = {int(pk) for pk in posted if pk.isascii() and pk.isdigit()}
-            outcome.changed.update(_states(selected - set(ids), using))
+            outcome.changed.update(job_states(selected - set(ids), using))
             outcome.missing.extend(sorted(selected - set(ids) - set(outcome.changed)))
         report(modeladmin, request, action, outcome)
         return None
     ids = sorted(eligible.values_list("id", flat=True))
-    outcome = action.apply(ids, using, request.user) if ids else Outcome()
+    outcome = action.apply(ids, using, request.user) if ids else ActionReport()
     if not select_across:
         posted = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
         selected = {int(pk) for pk in posted if pk.isascii() and pk.isdigit()}
         not_eligible = selected - set(ids)
-        now = _states(not_eligible, using)
+        now = job_states(not_eligible, using)
         outcome.changed.update(now)
         outcome.missing.extend(sorted(not_eligible - set(now)))
     report(modeladmin, request, action, outcome)

@@ -28,7 +28,7 @@ from jobqueue.admin.display import (
     state_badge,
 )
 from jobqueue.admin.family import FamilyMixin
-from jobqueue.admin.guards import InputGuardMixin
+from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.admin.paginator import EstimatedCountPaginator
 from jobqueue.models import Job
 from jobqueue.ops.jobs import progress_text

@@ -17,7 +17,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
 from jobqueue.admin.databases import QueueDatabaseMixin
-from jobqueue.admin.guards import InputGuardMixin
+from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.limits import breakers, budgets
 from jobqueue.models import DependencyBreaker, RetryBudget
 from jobqueue.settings.conf import get_settings

@@ -23,7 +23,7 @@ from django.utils.translation import ngettext
 
 from jobqueue.admin.databases import QueueDatabaseMixin, with_db
 from jobqueue.admin.display import json_block, mask, unmask
-from jobqueue.admin.guards import InputGuardMixin
+from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.cron import entries as cron
 from jobqueue.cron.firing import run_now
 from jobqueue.errors import InvalidCronExpression, InvalidJobOption, InvalidPayload

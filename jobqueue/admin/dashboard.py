@@ -40,17 +40,13 @@ from jobqueue.admin.filters import known_queues
 from jobqueue.admin.paginator import EXACT_COUNT_BELOW, planner_rows
 from jobqueue.errors import InvalidJobOption
 from jobqueue.limits import pauses as pausing
-from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
 from jobqueue.ops import queues as queue_ops
 from jobqueue.ops.clock import humanize_seconds
-from jobqueue.ops.queues import served_queues, top_queues
+from jobqueue.ops.queues import concurrency_rows, rate_limit_rows, served_queues, top_queues
 from jobqueue.routing import all_queue_aliases
-from jobqueue.settings.conf import get_settings
 from jobqueue.settings.crontab import has_seconds
 from jobqueue.states import CLAIMABLE, JobState
-from jobqueue.store import get_store
-from jobqueue.store.plan import ConcurrencyLimits
 
 #: Seconds between the page's automatic reloads (``?refresh=0`` turns it off).
 REFRESH_SECONDS = 5
@@ -294,17 +290,6 @@ def merged_dead_letters(lists: Iterable[list[Mapping[str, Any]]]) -> list[Mappin
     return sorted(merged, key=lambda r: (-r["n"], r["type"], r["queue"]))
 
 
-def concurrency_rows(using: str = "default") -> list[tuple[str, int, int | None]]:
-    """Return ``(key, running, limit)`` of the concurrency keys running the most.
-
-    ``limit`` is the setting's (``JOBQUEUE["CONCURRENCY_LIMITS"]``), else the one the key's
-    running jobs were enqueued with. One read of the leased rows (a partial index).
-    """
-    limits = ConcurrencyLimits(overrides=get_settings().concurrency_limits)
-    keys = get_store(using).concurrency_gauges(CONCURRENCY_ROWS)
-    return [(key, n, limits.limit_of(key, stored)) for key, n, stored in keys]
-
-
 def workers(using: str = "default") -> list[Worker]:
     """Return every worker row, with ``is_alive`` to tell the running from the vanished."""
     return list(Worker.objects.using(using).order_by("host", "pid"))
@@ -390,10 +375,8 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "breakers": [b for alias in aliases for b in breaker_rows(alias)],
         "several_databases": len(aliases) > 1,
         "budgets": [b for alias in aliases for b in budget_rows(alias)],
-        "rate_limits": [
-            r for alias in aliases for r in get_store(alias).rate_limit_rows(rate_limits())
-        ][:200],
-        "concurrency": [c for alias in aliases for c in concurrency_rows(alias)],
+        "rate_limits": [r for alias in aliases for r in rate_limit_rows(alias)][:200],
+        "concurrency": [c for alias in aliases for c in concurrency_rows(alias, CONCURRENCY_ROWS)],
         "pauses": pauses,
         "can_pause": user.has_perm("jobqueue.add_pause"),
         "can_resume": user.has_perm("jobqueue.delete_pause"),

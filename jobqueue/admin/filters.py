@@ -15,8 +15,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from jobqueue.admin.databases import selected_alias
-from jobqueue.jobtypes import registry
 from jobqueue.models import Job, Worker
+from jobqueue.registry import registry
 from jobqueue.settings.conf import get_settings
 from jobqueue.states import CLAIMABLE, DeadReason, JobState
 

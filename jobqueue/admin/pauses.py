@@ -20,7 +20,7 @@ from django.utils.translation import ngettext
 
 from jobqueue import validation
 from jobqueue.admin.databases import QueueDatabaseMixin
-from jobqueue.admin.guards import InputGuardMixin
+from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.limits import pauses as pausing
 from jobqueue.models import Pause, PauseKind
 from jobqueue.routing import all_queue_aliases, queue_aliases

@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from jobqueue.admin.databases import QueueDatabaseMixin
-from jobqueue.admin.guards import InputGuardMixin
+from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.models import Worker
 
 

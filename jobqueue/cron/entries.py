@@ -13,8 +13,8 @@ from typing import Any
 
 from jobqueue import arguments
 from jobqueue.errors import InvalidJobOption
-from jobqueue.jobtypes import JobType, registered
 from jobqueue.models import CronEntry, CronSource
+from jobqueue.registry import JobType, registered
 from jobqueue.routing import holds_cron_entry
 from jobqueue.settings.conf import get_settings
 from jobqueue.settings.cron import DEFAULT_CRON_MISSED_CAP, FIRE_TIME_KEY, accepts_fire_time

@@ -33,10 +33,10 @@ from jobqueue import arguments, routing
 from jobqueue.client import enqueue as _enqueue
 from jobqueue.client import enqueue_many as _enqueue_many
 from jobqueue.errors import BatchNotFound, InvalidJobOption, JobNotFound
-from jobqueue.jobtypes import JobType
 from jobqueue.models import Batch
-from jobqueue.newjobs import new_job
+from jobqueue.options import new_job
 from jobqueue.payloads import to_json
+from jobqueue.registry import JobType
 from jobqueue.store import NewJob, get_store
 
 __all__ = ["BatchStatus", "OpenBatch", "batch", "batch_status"]

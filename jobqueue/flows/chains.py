@@ -1,4 +1,4 @@
-"""``jobqueue.chain(a, b, c)``: jobs that run one after the other; ``jobqueue.step`` builds a step.
+"""``jobqueue.chain(a, b, c)``: jobs that run one after the other (``jobqueue.step``: the client).
 
 A step is a job not yet enqueued: its type, payload and ``enqueue`` options
 (``jobqueue.step(send_report, {"day": day}, queue="reports")``, or the ``@job`` function's
@@ -11,62 +11,14 @@ runs the rest). A step with ``takes_parent_results=True`` gets the previous step
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from django.db import transaction
 
 from jobqueue import arguments, routing
-from jobqueue.client import enqueue
+from jobqueue.client import Step, enqueue
 from jobqueue.errors import InvalidJobOption
-from jobqueue.jobtypes import JobType, registered
+from jobqueue.registry import JobType, registered
 
-__all__ = ["Step", "chain", "step"]
-
-#: The ``enqueue`` options a step may carry (``after`` is the chain's to set).
-STEP_OPTIONS = frozenset(
-    {
-        "queue",
-        "run_at",
-        "delay",
-        "priority",
-        "max_attempts",
-        "timeout_s",
-        "tenant_id",
-        "ordering_key",
-        "run_on_parent_failure",
-        "takes_parent_results",
-    }
-)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Step:
-    """One job of a chain, not yet enqueued: its type, payload and enqueue options."""
-
-    job_type: str | JobType
-    payload: dict[str, Any] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-def step(job_type: str | JobType, payload: dict[str, Any] | None = None, **options: Any) -> Step:
-    """Return a step of a chain: ``job_type`` with ``payload`` and ``enqueue`` options.
-
-    Args:
-        job_type: a registered type name, or the object ``@job`` returned.
-        payload: the handler's keyword arguments (default ``{}``).
-        **options: :data:`STEP_OPTIONS` (``queue``, ``priority``, ``takes_parent_results``...),
-            as :func:`jobqueue.enqueue` takes them.
-
-    Raises:
-        InvalidJobOption: an option that is not one of :data:`STEP_OPTIONS`.
-    """
-    unknown = sorted(set(options) - STEP_OPTIONS)
-    if unknown:
-        raise InvalidJobOption(
-            unknown[0], f"is not a step option (known: {', '.join(sorted(STEP_OPTIONS))})"
-        )
-    return Step(job_type=job_type, payload=dict(payload or {}), options=dict(options))
+__all__ = ["chain"]
 
 
 def chain(*steps: Step, after: list[int] | None = None, using: str | None = None) -> list[int]:

@@ -17,12 +17,12 @@ from django.db import transaction
 
 from jobqueue import arguments
 from jobqueue.errors import InvalidJobOption
+from jobqueue.registry import PARENT_OPTIONS
 from jobqueue.store import NewJob, Store
 from jobqueue.store.parents import PARENT_RESULTS_KEY
 
 __all__ = [
     "MAX_PARENTS",
-    "PARENT_KEYS",
     "PARENT_RESULTS_KEY",
     "ParentOptions",
     "enqueue_each",
@@ -30,8 +30,6 @@ __all__ = [
     "split_specs",
 ]
 
-#: The keys of an ``enqueue_many`` job that are parent options (the rest are ``new_jobs``').
-PARENT_KEYS = ("after", "run_on_parent_failure", "takes_parent_results")
 
 #: Most parents one job may wait for (one edge row each, written in the enqueue's transaction).
 MAX_PARENTS = 1000
@@ -121,7 +119,7 @@ def split_specs(
     rest: list[Any] = []
     options: list[ParentOptions | None] = []
     for index, spec in enumerate(specs):
-        if not isinstance(spec, Mapping) or not any(key in spec for key in PARENT_KEYS):
+        if not isinstance(spec, Mapping) or not any(key in spec for key in PARENT_OPTIONS):
             rest.append(spec)
             options.append(None)
             continue
@@ -134,7 +132,7 @@ def split_specs(
             )
         except InvalidJobOption as exc:
             raise InvalidJobOption(f"jobs[{index}].{exc.option}", exc.problem) from None
-        plain = {k: v for k, v in spec.items() if k not in PARENT_KEYS}
+        plain = {k: v for k, v in spec.items() if k not in PARENT_OPTIONS}
         if found is not None:
             plain["payload"] = found.payload(plain.get("payload"))
         rest.append(plain)

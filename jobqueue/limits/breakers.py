@@ -31,9 +31,9 @@ from datetime import datetime, timedelta
 from django.db import DatabaseError
 
 from jobqueue import arguments
-from jobqueue.jobtypes import JobType, registered, registry, resolve
 from jobqueue.logging import job_extra
-from jobqueue.retries import Outcome
+from jobqueue.registry import JobType, registered, registry, resolve
+from jobqueue.retries import RunOutcome
 from jobqueue.settings.conf import get_settings
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import ClaimedJob, Store, get_store
@@ -71,7 +71,7 @@ def _dependency(job: ClaimedJob, job_types: Mapping[int, JobType | None] | None)
     return dependency_of(job.job_type)
 
 
-def verdict(outcome: Outcome) -> str:
+def verdict(outcome: RunOutcome) -> str:
     """Return what ``outcome`` says about the dependency: ``"ok"``, ``"failed"`` or ``"neutral"``.
 
     Success is ok. A permanent error or an unknown job type is neutral: the dependency may have
@@ -188,7 +188,7 @@ class BreakerGate:
 
     def observe(
         self,
-        runs: Iterable[tuple[ClaimedJob, Outcome]],
+        runs: Iterable[tuple[ClaimedJob, RunOutcome]],
         now: datetime | None = None,
         *,
         job_types: Mapping[int, JobType | None] | None = None,

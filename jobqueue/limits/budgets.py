@@ -27,7 +27,7 @@ from datetime import datetime
 
 from django.db import DatabaseError
 
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome
 from jobqueue.settings.conf import get_settings
 from jobqueue.states import JobState
 from jobqueue.store import ClaimedJob, Store, get_store
@@ -84,8 +84,8 @@ class RetryBudgetKeeper:
         self.flushed_at = clock()
 
     def apply(
-        self, runs: Iterable[tuple[ClaimedJob, Outcome]], now: datetime | None = None
-    ) -> dict[int, Outcome]:
+        self, runs: Iterable[tuple[ClaimedJob, RunOutcome]], now: datetime | None = None
+    ) -> dict[int, RunOutcome]:
         """Spend tokens for the retries among ``runs``; return the outcomes it delayed.
 
         Successes are credited (in memory, flushed every :data:`CREDIT_FLUSH_INTERVAL_S`).
@@ -98,13 +98,13 @@ class RetryBudgetKeeper:
         budget = get_settings().retry_budget
         if budget is None:
             return {}
-        retries: dict[str, list[tuple[ClaimedJob, Outcome]]] = {}
+        retries: dict[str, list[tuple[ClaimedJob, RunOutcome]]] = {}
         for claimed, outcome in runs:
             if outcome.state == JobState.SCHEDULED:
                 retries.setdefault(claimed.queue, []).append((claimed, outcome))
             elif outcome.state == JobState.SUCCEEDED:
                 self.pending[claimed.queue] += 1
-        changed: dict[int, Outcome] = {}
+        changed: dict[int, RunOutcome] = {}
         try:
             if retries:
                 counts = {queue: len(items) for queue, items in retries.items()}

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobqueue.errors import InvalidJobOption
-from jobqueue.jobtypes import JobType
+from jobqueue.registry import JobType
 from jobqueue.settings.concurrency import (
     KEY_MAX_LENGTH,
     MAX_CONCURRENCY_LIMIT,

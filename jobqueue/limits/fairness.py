@@ -35,21 +35,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from jobqueue.jobtypes import registry
+from jobqueue.registry import registry
 from jobqueue.settings.conf import get_settings
-
-# Queue specs ("critical:6,default:3") are parsed by the leaf queuespec; re-exported here.
 from jobqueue.settings.queues import EVERY_QUEUE, advertised_queues
-from jobqueue.settings.queues import MAX_WEIGHT as MAX_WEIGHT
-from jobqueue.settings.queues import parse_queue_spec as parse_queue_spec
 from jobqueue.settings.rates import RateLimits
 from jobqueue.store.plan import ClaimPlan, ConcurrencyLimits, Rotation, TenantCaps
 
-# The ORM store's claim order lives with the store; its old path still works.
-from jobqueue.store.ranking import Candidate as Candidate
-from jobqueue.store.ranking import serve_order as serve_order
-
-__all__ = ["ClaimPlan", "ConcurrencyLimits", "QueueSelector", "TenantCaps", "parse_queue_spec"]
+__all__ = ["ClaimPlan", "ConcurrencyLimits", "QueueSelector", "TenantCaps"]
 
 
 #: Virtual tags are shifted back towards 0 once every one passes this (float precision; rare).

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from jobqueue import arguments
-from jobqueue.jobtypes import JobType
-from jobqueue.models.pauses import Pause, PauseKind
+from jobqueue.models.limits import Pause, PauseKind
 from jobqueue.ops import audit
+from jobqueue.registry import JobType
 from jobqueue.routing import all_queue_aliases, queue_aliases
 from jobqueue.store import get_store
 from jobqueue.store.pauses import Paused

@@ -6,7 +6,7 @@ worker and :func:`jobqueue.claim` build the same :class:`~jobqueue.store.plan.Cl
 
 from __future__ import annotations
 
-from jobqueue.jobtypes import registry
+from jobqueue.registry import registry
 from jobqueue.settings.conf import JobQueueSettings
 from jobqueue.store.plan import ConcurrencyLimits, TenantCaps
 

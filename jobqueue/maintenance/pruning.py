@@ -6,6 +6,9 @@ service (``name``, ``interval_s``, ``run_once``) for the leader to run on a sche
 UPDATE SKIP LOCKED)``, so several pruners at once share the rows instead of waiting on each other,
 and no batch holds locks for long. A batch also deletes the parent links whose child it deletes,
 and then the ``jobqueue_batch`` rows it left done with no member (``Store.prune``).
+
+The worker-row pruner (:class:`WorkerRowPruner`, a worker service) forgets workers that died
+without saying so: their rows, not their jobs (the reaper takes those back).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 
 from django.db.models.functions import Now
 
-from jobqueue.models.gauges import LAST_PRUNE, GaugeSnapshot
+from jobqueue.models.metrics import LAST_PRUNE, GaugeSnapshot
 from jobqueue.settings import ranges as limits
 from jobqueue.settings.conf import get_settings
 from jobqueue.states import FINISHED
@@ -117,7 +120,7 @@ def prune_rollups(*, max_batches: int | None = None, using: str | None = None) -
 def record_prune(duration_s: float, *, using: str | None = None) -> None:
     """Record that a prune just ended, taking ``duration_s`` seconds (the metrics read it).
 
-    One small row (``GaugeSnapshot`` named :data:`~jobqueue.models.gauges.LAST_PRUNE`), its
+    One small row (``GaugeSnapshot`` named :data:`~jobqueue.models.metrics.LAST_PRUNE`), its
     ``computed_at`` the database clock: ``jobqueue_last_prune_duration_seconds`` and
     ``jobqueue_last_prune_timestamp_seconds``. The last writer wins (several pruners: the one
     that ended last).
@@ -195,3 +198,37 @@ class Pruner:
                 ", ".join(f"{n} {state}" for state, n in deleted.items() if n),
             )
         return deleted
+
+
+#: A worker row not refreshed for this long (seconds) belongs to a process that died without
+#: exiting cleanly; any worker deletes it. Until then the admin shows it as not alive.
+WORKER_ROW_RETENTION_S = 3600.0
+#: How often each worker looks for such rows, seconds.
+WORKER_PRUNE_INTERVAL_S = 60.0
+
+
+class WorkerRowPruner:
+    """Delete the rows of workers silent for :data:`WORKER_ROW_RETENTION_S`: a service.
+
+    Args:
+        store: the queue's store.
+    """
+
+    name = "worker rows"
+    interval_s = WORKER_PRUNE_INTERVAL_S
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def run_once(self) -> int:
+        """Delete the silent workers' rows; return how many.
+
+        Raises:
+            DatabaseError: the database is unavailable.
+        """
+        gone = self.store.prune_workers(WORKER_ROW_RETENTION_S)
+        if gone:
+            logger.info(
+                "removed %d worker row(s) silent for over %.0f s", gone, WORKER_ROW_RETENTION_S
+            )
+        return gone

@@ -12,7 +12,7 @@ import math
 import threading
 import time
 
-from jobqueue.worker.recovery import ReapHold
+from jobqueue.worker.outage import ReapHold
 
 logger = logging.getLogger("jobqueue.worker")
 

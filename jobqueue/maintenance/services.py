@@ -7,6 +7,13 @@ rare ones (the pruner, every minute; the depth sampler, every 30 s) share a runn
 so their slow rounds never delay a heartbeat, and that runner closes its connection between
 rounds. The connection budget this gives is in
 docs/deployment.md.
+
+The rollup's depth sampler (:class:`DepthSampler`) is a service too: every non-burst worker runs
+it (``runworkers``); the store writes the first sample of each minute and nothing for later
+calls that minute (``sample_depth``), so the cluster counts the claimable jobs once a minute,
+with the capped index walk of the metrics' queue gauges, whatever its size. Sampling every 30 s
+leaves no minute unsampled while any worker runs. The dashboard's depth and lag charts read
+these rows.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from django.db import DatabaseError, connections
+
+from jobqueue.store import get_store
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -289,3 +298,31 @@ def start_services(
     thread = ServiceRunner(rare, name=name, using=using, stop=stopping).thread()
     thread.start()
     return [thread]
+
+
+#: Seconds between samples of one worker: two chances per minute, so one worker alone leaves no
+#: minute unsampled, and with the pruner on the same runner (services.start_services) a worker
+#: process connects for them twice a minute.
+SAMPLE_INTERVAL_S = 30.0
+
+
+class DepthSampler:
+    """Record each queue's claimable count and oldest claimable age for the current minute.
+
+    Args:
+        using: database alias of the queue.
+    """
+
+    name = "depth sampler"
+    interval_s = SAMPLE_INTERVAL_S
+
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+
+    def run_once(self) -> int:
+        """Sample now; return how many rollup rows were written (0: sampled already).
+
+        Raises:
+            DatabaseError: the database is unavailable.
+        """
+        return get_store(self.using).sample_depth()

@@ -9,10 +9,14 @@ a ``LogEntry`` needs a user. ``manage.py jobqueue`` resolves its ``--as`` name (
 user) to the Django user of that user name when one exists (:func:`resolve`).
 
 Without ``django.contrib.admin`` installed there is no ``LogEntry``: the history is all.
+
+Who an operator is when no user is given (a pause's ``paused_by`` from the command line) is
+:func:`operator_name`.
 """
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Iterable
 from typing import Any
 
@@ -97,3 +101,16 @@ def log(by: Any, model: type, objects: Iterable[tuple[Any, str]], flag: int, mes
     ]
     log_entry.objects.using(alias).bulk_create(rows)
     return len(rows)
+
+
+def operator_name() -> str:
+    """Return the OS user running this process, or ``""`` when the system cannot tell.
+
+    ``getpass.getuser`` reads ``LOGNAME``/``USER``/``LNAME``/``USERNAME``, then the password
+    database; a container user with no entry there raises ``OSError`` (``KeyError`` before
+    Python 3.13).
+    """
+    try:
+        return getpass.getuser()[:200]
+    except (OSError, KeyError):
+        return ""

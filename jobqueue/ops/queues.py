@@ -21,9 +21,13 @@ from typing import Any
 
 from django.db.models import Count, Min, Q
 
+from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import DependencyBreaker, Job, Pause, Worker
+from jobqueue.settings.conf import get_settings
 from jobqueue.settings.queues import EVERY_QUEUE, serves
 from jobqueue.states import CLAIMABLE, JobState
+from jobqueue.store import get_store
+from jobqueue.store.plan import ConcurrencyLimits
 
 #: The window of the succeeded rate, seconds.
 RATE_WINDOW_SECONDS = 300
@@ -227,3 +231,33 @@ def queue_status(
         status = row(pause.name)
         status.paused_by, status.paused_at = pause.paused_by, pause.paused_at
     return sorted(queues.values(), key=lambda s: s.name)
+
+
+def concurrency_rows(using: str, limit: int) -> list[tuple[str, int, int | None]]:
+    """Return ``(key, running, limit)`` of the concurrency keys running the most.
+
+    ``limit`` is the setting's (``JOBQUEUE["CONCURRENCY_LIMITS"]``), else the one the key's
+    running jobs were enqueued with. One read of the leased rows (a partial index).
+
+    Args:
+        using: database alias of the queue.
+        limit: most keys returned.
+
+    Returns:
+        ``(key, running jobs, limit or None)`` per key, the busiest first.
+    """
+    limits = ConcurrencyLimits(overrides=get_settings().concurrency_limits)
+    keys = get_store(using).concurrency_gauges(limit)
+    return [(key, n, limits.limit_of(key, stored)) for key, n, stored in keys]
+
+
+def rate_limit_rows(using: str) -> list[Any]:
+    """Return the rate limiters in force on ``using`` and their buckets' state now.
+
+    Args:
+        using: database alias of the queue.
+
+    Returns:
+        The store's ``rate_limit_rows`` for this process's rate limits (settings and ``@job``).
+    """
+    return list(get_store(using).rate_limit_rows(rate_limits()))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobqueue.models.rollups import BUCKETS, bucket_columns
+from jobqueue.models.metrics import BUCKETS, bucket_columns
 from jobqueue.ops.queues import OTHER_QUEUES_LABEL, top_queues
 from jobqueue.ops.rollup import COUNTS, minute_of, window_totals
 

@@ -5,7 +5,7 @@ Every read is one aggregate over a range of ``minute``, which leads the rollup's
 (its minutes times the queue/type pairs that ran in them times the shards written), never the
 jobs table. Every read sums (or, for depth samples, takes the largest) over ``shard``: one
 (minute, queue, type) may be split over up to ``ROLLUP_SHARDS`` rows. Rows with ``type`` ""
-are the depth samples; rows with a type, outcomes (``jobqueue/models/rollups.py``).
+are the depth samples; rows with a type, outcomes (``jobqueue/models/metrics.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from django.db.models import Max, Sum
 
 from jobqueue.models import Rollup
-from jobqueue.models.rollups import BUCKETS, HISTOGRAMS, OUTCOMES, bucket_columns
+from jobqueue.models.metrics import BUCKETS, HISTOGRAMS, OUTCOMES, bucket_columns
 
 #: Outcome count columns, in the order they are shown.
 COUNTS: tuple[str, ...] = tuple(OUTCOMES.values())
@@ -74,7 +74,7 @@ def quantile(q: float, buckets: Sequence[float], count: float) -> float | None:
 
     Args:
         q: the quantile, 0..1.
-        buckets: cumulative counts of :data:`~jobqueue.models.rollups.BUCKETS`, in order.
+        buckets: cumulative counts of :data:`~jobqueue.models.metrics.BUCKETS`, in order.
         count: observations in all (the +Inf bucket).
 
     Returns:

@@ -25,11 +25,11 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.retries import Backoff
 from jobqueue.settings import ranges as limits
 from jobqueue.settings.concurrency import parse_concurrency_limits, parse_tenant_weights
 
 # CRON entries are checked by the cron package's leaf, which imports neither conf nor the store.
-from jobqueue.settings.cron import DEFAULT_CRON_MISSED_CAP as DEFAULT_CRON_MISSED_CAP
 from jobqueue.settings.cron import CronSpec, parse_cron_setting
 from jobqueue.settings.databases import parse_queue_databases
 from jobqueue.settings.names import (
@@ -37,11 +37,9 @@ from jobqueue.settings.names import (
     parse_enqueue_unregistered,
     parse_masked_keys,
 )
-from jobqueue.settings.outbox import DEFAULT_OUTBOX_DATABASES as DEFAULT_OUTBOX_DATABASES
+from jobqueue.settings.outbox import DEFAULT_OUTBOX_DATABASES, parse_outbox_databases
 from jobqueue.settings.outbox import DEFAULT_OUTBOX_RELAY_INTERVAL_SECONDS as _RELAY_INTERVAL_S
-from jobqueue.settings.outbox import parse_outbox_databases
 from jobqueue.settings.policies import (
-    Backoff,
     Breaker,
     RetryBudgetSettings,
     parse_backoff,
@@ -55,7 +53,6 @@ from jobqueue.settings.transactions import TransactionLimits, parse_transaction_
 from jobqueue.validation import is_count, is_text
 
 __all__ = [
-    "Backoff",
     "Breaker",
     "CronSpec",
     "JobQueueSettings",

@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.retries import Backoff
 from jobqueue.settings import ranges as limits
 from jobqueue.validation import is_count, is_number
 
 __all__ = [
     "BACKOFF_POLICIES",
-    "Backoff",
     "Breaker",
     "RetryBudgetSettings",
     "parse_backoff",
@@ -25,26 +25,9 @@ __all__ = [
     "parse_retry_budget",
 ]
 
-#: The jitter kinds of ``backoff.POLICIES`` (Marc Brooker, "Exponential Backoff And Jitter").
+#: The jitter kinds of ``jobqueue.retries.POLICIES`` (Marc Brooker, "Exponential Backoff And
+#: Jitter").
 BACKOFF_POLICIES = ("none", "full", "equal", "decorrelated")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Backoff:
-    """A backoff policy: the shape of the delays between attempts (``JOBQUEUE["BACKOFF"]``).
-
-    The defaults are the setting's: exponential backoff with full jitter, base 1 s, cap 1 h
-    (the AWS backoff analysis).
-
-    Attributes:
-        policy: one of ``none``, ``full``, ``equal``, ``decorrelated`` (jitter kinds).
-        base_seconds: delay of the first retry before jitter, seconds (> 0).
-        cap_seconds: largest delay, seconds (>= base_seconds).
-    """
-
-    policy: str = "full"
-    base_seconds: float = 1.0
-    cap_seconds: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,7 +21,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from jobqueue.models import Worker
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28); the store keeps its word
 from jobqueue.store.bounded import own_transaction
 from jobqueue.store.claimed import ClaimedJob
 from jobqueue.store.deaths import HandBack

@@ -15,11 +15,11 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobqueue.backoff import policy_for
 from jobqueue.errors import LeaseLost
-from jobqueue.models.rollups import EXPIRED_KIND
-from jobqueue.retries import Outcome, decide
-from jobqueue.settings.policies import Backoff
+from jobqueue.models.metrics import EXPIRED_KIND
+from jobqueue.registry import policy_for
+from jobqueue.retries import Backoff, decide
+from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28)
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store.base import ExpiredLease, ReapDecision
 

@@ -22,8 +22,8 @@ from django.utils import timezone
 
 from jobqueue.errors import DuplicateJob, LeaseLost
 from jobqueue.models import Job
-from jobqueue.models.rollups import EXPIRED_KIND
-from jobqueue.retries import Outcome
+from jobqueue.models.metrics import EXPIRED_KIND
+from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28); the store keeps its word
 from jobqueue.states import CLAIMABLE, LIVE, JobState
 from jobqueue.store.base import (
     ENQUEUE_MANY_CHUNK_BYTES,

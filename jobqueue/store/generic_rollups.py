@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from jobqueue.models import Job, Rollup
-from jobqueue.models.rollups import ROLLUP_SHARDS
+from jobqueue.models.metrics import ROLLUP_SHARDS
 from jobqueue.store.rollups import PRUNE_ROLLUPS_LIMIT, Observation, depth_samples, tally
 
 

@@ -18,8 +18,8 @@ from typing import Any
 from django.db import DatabaseError, connections, transaction
 
 from jobqueue.errors import DuplicateJob, LeaseLost
-from jobqueue.models.rollups import EXPIRED_KIND, ROLLUP_SHARDS
-from jobqueue.retries import Outcome
+from jobqueue.models.metrics import EXPIRED_KIND, ROLLUP_SHARDS
+from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28); the store keeps its word
 from jobqueue.store import bounded
 from jobqueue.store.base import (
     ENQUEUE_MANY_CHUNK_BYTES,

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from django.db import DatabaseError
 
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28); the store keeps its word
 from jobqueue.store import bounded
 from jobqueue.store.base import (
     ClaimRequest,

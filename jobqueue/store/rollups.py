@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Protocol
 
-from jobqueue.models.rollups import BUCKETS, OUTCOMES, bucket_columns
+from jobqueue.models.metrics import BUCKETS, OUTCOMES, bucket_columns
 from jobqueue.store.gauges import QueueGauge
 
 #: Rows deleted per statement by ``prune_rollups``.

@@ -19,9 +19,9 @@ from django.tasks.signals import task_enqueued
 from django.utils.module_loading import import_string
 
 from jobqueue.errors import UnknownJobType
-from jobqueue.jobtypes import JobContext, JobType, register
 from jobqueue.payloads import normalize
-from jobqueue.settings.policies import Backoff
+from jobqueue.registry import JobType, register
+from jobqueue.retries import Backoff
 from jobqueue.settings.rates import Limiter, parse_rate
 from jobqueue.tasks.options import (
     BackendOptions,
@@ -33,17 +33,9 @@ from jobqueue.tasks.options import (
     validate_extras,
 )
 from jobqueue.validation import validate_queue_name
+from jobqueue.worker.context import JobContext
 
 __all__ = ["JobQueueBackend", "task_job_type"]
-
-
-def _queueing() -> Any:
-    """Return ``jobqueue.tasks.queueing`` (the client, results and runner), imported now."""
-    # Function-level on purpose: this module must import without jobqueue's models, so that a
-    # project listing the backend but not the app gets jobqueue.E006, not an import error.
-    from jobqueue.tasks import queueing
-
-    return queueing
 
 
 class JobQueueBackend(BaseTaskBackend):
@@ -129,7 +121,12 @@ class JobQueueBackend(BaseTaskBackend):
             # The task's own options, so get_result reads back the task as enqueued.
             payload["task_options"] = extras
         timeout_s = task_option(task, "timeout_s") or self.config.timeout_s
-        job_id, created, enqueued_at = _queueing().enqueue_or_get(
+        # Function-level imports here, in get_result and in run_registered_task, on purpose: this
+        # module must import without jobqueue's models, so that a project listing the backend
+        # but not the app gets jobqueue.E006 (check()), not an import error.
+        from jobqueue.client import enqueue_or_get
+
+        job_id, created, enqueued_at = enqueue_or_get(
             task.queue_name,
             task.module_path,
             payload,
@@ -171,7 +168,9 @@ class JobQueueBackend(BaseTaskBackend):
             InvalidTaskBackend: the ``TASKS`` entry is invalid.
         """
         self._raise_config_error()
-        return _queueing().read_result(result_id, self, self.using)
+        from jobqueue.tasks.results import read_result  # function-level: see enqueue
+
+        return read_result(result_id, self, self.using)
 
     def check(self, **kwargs: Any) -> list[Any]:
         """Report this entry when the ``jobqueue`` app is not installed (jobqueue.E006).
@@ -213,8 +212,10 @@ def _run_task(context: JobContext, **payload: Any) -> Any:
     Raises:
         InvalidTaskBackend: that alias is not a ``JobQueueBackend`` in this process.
     """
+    from jobqueue.tasks.runner import run_task  # function-level: see JobQueueBackend.enqueue
+
     backend = _queue_backend(payload.get("backend") or "default")
-    return _queueing().run_task(context, backend, backend.using)
+    return run_task(context, backend, backend.using)
 
 
 def _register_task(type_name: str, task: Task, backoff: Backoff | None) -> JobType:

@@ -21,8 +21,9 @@ from django.utils.module_loading import import_string
 
 from jobqueue.arguments import validate_options
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.retries import Backoff
 from jobqueue.settings.concurrency import MAX_CONCURRENCY_LIMIT
-from jobqueue.settings.policies import Backoff, parse_backoff
+from jobqueue.settings.policies import parse_backoff
 from jobqueue.settings.rates import parse_rate
 from jobqueue.validation import is_count, validate_queue_name
 

@@ -20,10 +20,10 @@ from django.utils import timezone
 from django.utils.json import normalize_json
 
 from jobqueue.errors import InvalidPayload, ResultNotJSON
-from jobqueue.jobtypes import JobContext
 from jobqueue.payloads import to_json
 from jobqueue.retries import dead_reason
 from jobqueue.tasks.results import read_job, to_task_result, worker_ids
+from jobqueue.worker.context import JobContext
 
 __all__ = ["run_task"]
 

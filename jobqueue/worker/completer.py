@@ -32,8 +32,9 @@ from collections.abc import Callable, Sequence
 from django.db import DatabaseError
 
 from jobqueue.logging import job_extra
+from jobqueue.retries import RunOutcome
 from jobqueue.store.base import ClaimRequest, FinishedThenClaimed
-from jobqueue.worker.executor import Outcome, send_outcome_signal
+from jobqueue.worker.executor import send_outcome_signal
 from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.runs import Run, Runs
 from jobqueue.worker.wakeups import WakeUps
@@ -97,7 +98,7 @@ class Completer:
         # Items are (lease token, outcome): the token says which run of a job an outcome
         # belongs to, since one worker can hold the same job again after a timeout or a lost
         # lease. Only outcomes travel here; wake-ups have their own bell.
-        self._arrivals: queue.SimpleQueue[tuple[uuid.UUID, Outcome]] = queue.SimpleQueue()
+        self._arrivals: queue.SimpleQueue[tuple[uuid.UUID, RunOutcome]] = queue.SimpleQueue()
         # Lease tokens of runs failed for passing timeout_s whose handler has not returned yet.
         self._overrun: set[uuid.UUID] = set()
         #: Set when outcomes could not be recorded: no claim until they are (after an outage,
@@ -113,7 +114,7 @@ class Completer:
 
     # -- arrivals (handler threads, then the loop) ------------------------------------------
 
-    def deliver(self, item: tuple[uuid.UUID, Outcome]) -> None:
+    def deliver(self, item: tuple[uuid.UUID, RunOutcome]) -> None:
         """Take a run's ``(lease token, outcome)`` (called on its handler thread)."""
         self._arrivals.put(item)
         self._wakeups.ring()

@@ -3,7 +3,7 @@
 The job's id and attempt, whether its lease was lost, its time ran out or a cancel was asked
 for, and the calls that record progress and checkpoints on its row (through a
 :class:`RunRecorder`, the store's, fenced by the lease token). Re-exported by
-:mod:`jobqueue.jobtypes` and :mod:`jobqueue.jobs`.
+:mod:`jobqueue.registry` and :mod:`jobqueue.client`.
 """
 
 from __future__ import annotations

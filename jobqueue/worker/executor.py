@@ -1,7 +1,7 @@
-"""Internal: run one claimed job and turn what happened into an :class:`Outcome`.
+"""Internal: run one claimed job and turn what happened into a :class:`RunOutcome`.
 
-``Outcome`` lives in :mod:`jobqueue.retries` (with the retry-or-dead rule); it is re-exported
-here, where the worker and tests import it.
+``RunOutcome`` lives in :mod:`jobqueue.retries`, with the retry-or-dead rule that builds most of
+them (the consumer's ``nack`` and the reaper build them too).
 
 No SQL and no threads here: the worker claims, calls :func:`execute`, and records the outcome.
 That seam lets the exception-to-outcome rules be tested without a database.
@@ -24,18 +24,18 @@ from collections.abc import Callable
 from typing import Any
 
 from jobqueue import signals
-from jobqueue.backoff import policy_for
 from jobqueue.errors import InvalidPayload, UnknownJobType
 from jobqueue.history import RESULT_NOT_STORED_KIND, error_entry
-from jobqueue.jobtypes import JobContext, JobType, resolve
 from jobqueue.logging import job_extra
 from jobqueue.models import Job
 from jobqueue.payloads import to_json
-from jobqueue.retries import Outcome, decide
+from jobqueue.registry import JobType, policy_for, resolve
+from jobqueue.retries import RunOutcome, decide
 from jobqueue.states import JobState
 from jobqueue.store.claimed import ClaimedJob
+from jobqueue.worker.context import JobContext
 
-__all__ = ["Outcome", "execute", "failure_outcome", "send_outcome_signal"]
+__all__ = ["execute", "failure_outcome", "send_outcome_signal"]
 
 logger = logging.getLogger("jobqueue.executor")
 
@@ -46,7 +46,7 @@ def failure_outcome(
     worker_id: str,
     duration_s: float = 0.0,
     rng: random.Random | None = None,
-) -> Outcome:
+) -> RunOutcome:
     """Return the outcome of an attempt of ``claimed`` that raised ``exc``: retry or dead.
 
     The rule is :func:`jobqueue.retries.decide`'s, with the job type's backoff policy.
@@ -140,7 +140,7 @@ def execute(
     rng: random.Random | None = None,
     *,
     job_type: JobType | None = None,
-) -> Outcome:
+) -> RunOutcome:
     """Run the handler of ``claimed`` with its payload and return the outcome.
 
     Args:
@@ -151,7 +151,7 @@ def execute(
             run); None resolves it here (:func:`resolve_handler`).
 
     Returns:
-        The :class:`Outcome`. Never raises for a handler's exception; ``KeyboardInterrupt`` and
+        The :class:`RunOutcome`. Never raises for a handler's exception; ``KeyboardInterrupt`` and
         ``SystemExit`` from a handler are recorded as failures too, so a handler cannot stop
         the worker by raising them.
     """
@@ -178,7 +178,7 @@ async def _execute_async(
     context: JobContext,
     started: float,
     rng: random.Random | None,
-) -> Outcome:
+) -> RunOutcome:
     """Await an ``async def`` handler on :func:`execute`'s event loop; return its outcome."""
     try:
         result = await func(*args, **claimed.payload)
@@ -187,7 +187,7 @@ async def _execute_async(
     return _success(claimed, result, started, context.worker_id)
 
 
-def _success(claimed: ClaimedJob, result: object, started: float, worker_id: str) -> Outcome:
+def _success(claimed: ClaimedJob, result: object, started: float, worker_id: str) -> RunOutcome:
     """Return the outcome of a run that returned ``result``, storing it as JSON if it can.
 
     A result that cannot be stored leaves the job succeeded with a null result and an entry
@@ -214,7 +214,7 @@ def _success(claimed: ClaimedJob, result: object, started: float, worker_id: str
         error = error_entry(
             exc, attempt=claimed.attempt, worker_id=worker_id, kind=RESULT_NOT_STORED_KIND
         )
-    return Outcome(
+    return RunOutcome(
         job_id=claimed.id,
         lease_token=claimed.lease_token,
         state=JobState.SUCCEEDED,
@@ -234,7 +234,7 @@ _OUTCOME_SIGNALS = {
 
 
 def send_outcome_signal(
-    claimed: ClaimedJob, outcome: Outcome, state: str, worker_id: str, using: str
+    claimed: ClaimedJob, outcome: RunOutcome, state: str, worker_id: str, using: str
 ) -> None:
     """Internal: send the signal for an outcome the worker just recorded (or lost).
 

@@ -12,18 +12,18 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from jobqueue.jobtypes import JobType
 from jobqueue.limits.breakers import BreakerGate
 from jobqueue.limits.budgets import RetryBudgetKeeper
-from jobqueue.retries import Outcome
+from jobqueue.registry import JobType
+from jobqueue.retries import RunOutcome
 from jobqueue.store import ClaimedJob, Store
 
 
-class Run(Protocol):
+class ObservedRun(Protocol):
     """A finished run as the worker holds it: the claimed job and its outcome (settable)."""
 
     claimed: ClaimedJob
-    outcome: Outcome | None
+    outcome: RunOutcome | None
 
 
 class DependencyGuard:
@@ -55,7 +55,7 @@ class DependencyGuard:
         return self.breakers.admit(claimed, job_types=job_types)
 
     def observe(
-        self, runs: Sequence[Run], job_types: Mapping[int, JobType | None] | None = None
+        self, runs: Sequence[ObservedRun], job_types: Mapping[int, JobType | None] | None = None
     ) -> None:
         """Count the runs not seen yet, and set the retry budget's later delays on them.
 

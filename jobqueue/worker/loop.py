@@ -27,17 +27,21 @@ signals mean what ``jobqueue/worker/stopping.py`` says (a group-wide SIGTERM dra
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 
 from django.db import DatabaseError, connections
 
+from jobqueue.errors import LeaseLost
 from jobqueue.limits.fairness import QueueSelector, rate_limits
 from jobqueue.limits.policy import claim_policy
+from jobqueue.maintenance.pruning import WorkerRowPruner
 from jobqueue.maintenance.reaper import Reaper
 from jobqueue.maintenance.services import Service, ServiceRunner, start_services
-from jobqueue.maintenance.workers import WorkerRowPruner
 from jobqueue.settings.conf import get_settings
 from jobqueue.store import get_store
 from jobqueue.store.base import ClaimRequest
@@ -46,18 +50,14 @@ from jobqueue.worker.claiming import Claimer
 from jobqueue.worker.completer import Completer
 from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.heartbeat import Heartbeat
-from jobqueue.worker.ids import default_worker_id
 from jobqueue.worker.listening import ListenerHealth
-from jobqueue.worker.outage import DatabaseBackoff
+from jobqueue.worker.outage import DatabaseBackoff, ReapHold
 from jobqueue.worker.quota import TaskQuota
 from jobqueue.worker.ratewake import rate_wake
-from jobqueue.worker.recovery import ReapHold
 from jobqueue.worker.runs import Runs
-from jobqueue.worker.shutdown import release_runs
 from jobqueue.worker.solo import SoloGate
 from jobqueue.worker.starting import Starter
-from jobqueue.worker.stopping import STANDALONE, StopSignals
-from jobqueue.worker.stops import Stops
+from jobqueue.worker.stopping import STANDALONE, Stops, StopSignals
 from jobqueue.worker.supervisor import EXIT_RECYCLE
 from jobqueue.worker.wakeups import WakeUps
 
@@ -448,3 +448,55 @@ class Worker:
     def abandoned_jobs(self) -> int:
         """Return how many handlers were still running at exit (their leases were released)."""
         return getattr(self, "_abandoned", 0)
+
+
+def release_runs(store, runs: Runs, stats: dict[str, int]) -> None:
+    """Release the lease of every run still held, back to ``ready``, its attempt not counted.
+
+    A job whose cancel was requested ends cancelled instead. The handlers still running are
+    told (their outcome will not be recorded). Failures are logged: such a job reruns when its
+    lease expires.
+
+    Args:
+        store: the queue's store.
+        runs: the worker's runs (left as they are; the caller clears them).
+        stats: the worker's counters (``released``, ``cancelled``).
+    """
+    for job_id, run in runs.items():
+        try:
+            run.context.mark_lease_lost()
+            state = store.release(job_id, run.claimed.lease_token)
+            if state == "cancelled":
+                stats["cancelled"] += 1
+                logger.warning(
+                    "%s cancelled at shutdown (its cancel was requested)",
+                    run.label,
+                    extra=run.extra(),
+                )
+            else:
+                stats["released"] += 1
+                logger.warning(
+                    "%s released at shutdown (attempt not counted)", run.label, extra=run.extra()
+                )
+        except LeaseLost:
+            pass
+        except DatabaseError as exc:
+            logger.error(
+                "job %s: could not release (%s); it reruns when its lease expires",
+                job_id,
+                exc,
+                extra=run.extra(),
+            )
+
+
+def default_worker_id(pid: int | None = None, nonce: str | None = None) -> str:
+    """Return ``host:pid:random`` — unique even when a restarted container reuses host and pid.
+
+    Args:
+        pid: the process that will hold the leases; default this one. The supervisor names a
+            child by the child's pid, so ``leased_by`` points at the process to signal.
+        nonce: the random part; default 6 fresh hex digits.
+    """
+    pid = os.getpid() if pid is None else pid
+    nonce = uuid.uuid4().hex[:6] if nonce is None else nonce
+    return f"{socket.gethostname()}:{pid}:{nonce}"

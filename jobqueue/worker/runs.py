@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobqueue.jobtypes import JobContext, JobType
 from jobqueue.logging import job_extra
+from jobqueue.registry import JobType
+from jobqueue.retries import RunOutcome
 from jobqueue.store import ClaimedJob
-from jobqueue.worker.executor import Outcome
+from jobqueue.worker.context import JobContext
 
 
 @dataclass(slots=True)
@@ -35,7 +36,7 @@ class Run:
     claimed: ClaimedJob
     context: JobContext
     job_type: JobType | None = None
-    outcome: Outcome | None = None
+    outcome: RunOutcome | None = None
     started: float = field(default_factory=time.monotonic)
     done_at: float = 0.0
 

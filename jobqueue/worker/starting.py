@@ -15,11 +15,13 @@ from collections.abc import Callable
 from django.db import close_old_connections
 
 from jobqueue.errors import JobTimeout
-from jobqueue.jobtypes import JobContext, JobType
 from jobqueue.logging import job_extra
+from jobqueue.registry import JobType
+from jobqueue.retries import RunOutcome
 from jobqueue.store import ClaimedJob
 from jobqueue.worker.completer import Completer
-from jobqueue.worker.executor import Outcome, execute, failure_outcome, resolve_handler
+from jobqueue.worker.context import JobContext
+from jobqueue.worker.executor import execute, failure_outcome, resolve_handler
 from jobqueue.worker.runs import Run, Runs
 from jobqueue.worker.threads import HandlerThreads
 
@@ -86,7 +88,7 @@ class Starter:
 
     def _run_job(
         self, job: ClaimedJob, context: JobContext, job_type: JobType | None
-    ) -> tuple[uuid.UUID, Outcome]:
+    ) -> tuple[uuid.UUID, RunOutcome]:
         try:
             outcome = execute(job, context, job_type=job_type)
         except BaseException as exc:

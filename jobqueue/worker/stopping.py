@@ -1,4 +1,13 @@
-"""Internal: what each stop signal means to a worker process, alone or under the supervisor.
+"""Internal: how a worker process is stopped: what each signal means, the flags, the early hold.
+
+Three parts, one idea. :class:`StopSignals` (:data:`STANDALONE`, :data:`SUPERVISED`) says what
+each stop signal means to a worker process, alone or under the supervisor; :class:`Stops` is the
+worker's side of it, the flags its loops look at and the handler that sets them;
+:func:`hold_stops_during_start_up` holds a SIGTERM sent while the process is still starting.
+What a stopping worker does with the runs it still holds (give them back) is
+``jobqueue.worker.loop.release_runs``; the supervisor, which passes stops on to its children, is
+``jobqueue.worker.supervisor``.
+
 
 A stop is a stop, however it is sent (DESIGN.md). A lone worker drains on its first SIGTERM and
 releases at once on a second one or on SIGINT. Under ``--processes N`` a group-wide SIGTERM
@@ -16,16 +25,29 @@ separate SIGTERM to the group or to the supervisor alone still forces, and a gro
 exactly like one sent to the supervisor. SIGINT (Ctrl-C reaches the whole foreground group)
 releases at once everywhere. See docs/decisions.md, "Stops and process deaths".
 
-A stop sent while ``runworkers`` is still starting is held
-(``jobqueue.worker.early_stops.hold_stops_during_start_up``) until the worker or the supervisor can
-handle it.
+A stop sent while ``runworkers`` is still starting is held (:func:`hold_stops_during_start_up`)
+until the worker or the supervisor can handle it. A SIGTERM sent then (systemd and Kubernetes
+stop a process at any moment) would kill the process with status -15 before the worker has
+installed its handlers; it is blocked instead: a blocked signal stays pending, and the worker (or
+the supervisor) unblocks it once its handlers are in place, when it is a stop like any other: the
+process has claimed nothing, so it exits 0. The block is inherited across ``exec``, so a recycle
+in place keeps it.
+
+This module imports only the standard library (and the stdlib-only ``wakeups``):
+``python -m jobqueue`` (``jobqueue/__main__.py``) calls :func:`hold_stops_during_start_up` before
+importing Django, so that the only moments left unguarded are the interpreter's own start-up.
 """
 
 from __future__ import annotations
 
+import logging
 import mmap
 import signal
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from jobqueue.worker.wakeups import WakeUps
 
 #: The supervisor's "drain" to its children (also what a child gets when its supervisor dies).
 DRAIN_SIGNAL = signal.SIGUSR1
@@ -113,3 +135,83 @@ SUPERVISED = StopSignals(
     escalating=frozenset(),
     force=frozenset({signal.SIGINT, FORCE_SIGNAL}),
 )
+
+
+def hold_stops_during_start_up(argv: Sequence[str]) -> None:
+    """Hold SIGTERM in a ``runworkers`` process until its worker (or supervisor) handles it.
+
+    Called first thing by ``python -m jobqueue`` and again (earliest moment jobqueue's code runs
+    under ``manage.py``) as Django builds the app registry. A SIGTERM sent meanwhile waits,
+    blocked, instead of killing the process with status -15; it is then a drain of a process
+    that claimed nothing, and the process exits 0. Does nothing in any other command, or outside
+    the main thread; calling it twice is harmless.
+
+    Args:
+        argv: the process's command line (``sys.argv``); ``argv[1]`` names the command.
+    """
+    if list(argv[1:2]) != ["runworkers"]:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+logger = logging.getLogger("jobqueue.worker")
+
+
+class Stops:
+    """A worker's stop flags and signal handler.
+
+    Args:
+        policy: what each signal means.
+        wakeups: rung at a stop, so the claim loop sees it at once.
+        running: returns how many jobs run now (for the log line).
+        grace_s: how long running jobs may finish after a drain, seconds (for the log line).
+    """
+
+    def __init__(
+        self, policy: StopSignals, wakeups: WakeUps, running: Callable[[], int], grace_s: float
+    ) -> None:
+        self.policy = policy
+        self._wakeups = wakeups
+        self._running = running
+        self._grace_s = grace_s
+        #: Set once the worker stops claiming.
+        self.stopping = threading.Event()
+        #: Set when running jobs are to be released now, not after the grace period.
+        self.force = threading.Event()
+        #: Whether a stop signal arrived.
+        self.signalled = False
+
+    def stop(self, *, force: bool = False) -> None:
+        """Stop claiming; with ``force``, also release running jobs now instead of after grace."""
+        if force:
+            self.force.set()
+        self.stopping.set()
+        self._wakeups.ring()
+
+    def install(self) -> None:
+        """Handle the policy's signals (main thread only), and unblock them."""
+        for signum in self.policy.handled:
+            signal.signal(signum, self._on_signal)
+        # The supervisor forks with these blocked, so a stop sent before now waits for us.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, self.policy.handled)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        name = stop_cause(signum, supervised=self.policy is SUPERVISED)
+        force = self.policy.forces(signum, stopping=self.signalled)
+        repeat = self.signalled
+        self.signalled = True
+        if force:
+            logger.warning("%s: releasing running jobs now", name)
+            self.stop(force=True)
+        elif repeat:
+            logger.info("%s: already draining", name)
+        else:
+            logger.warning(
+                "%s: no new claims; %d running job(s) get %.0f s to finish",
+                name,
+                self._running(),
+                self._grace_s,
+            )
+            self.stop()

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from tests.admin.test_browser import (  # noqa: F401  (fixtures)
@@ -50,10 +50,10 @@ def record_runs() -> None:
         assert len(held) == 3
         error = {"kind": "error", "attempt": 1, "type": "E", "message": "m"}
         outcomes = [
-            Outcome(job_id=j.id, lease_token=j.lease_token, state=JobState.SUCCEEDED)
+            RunOutcome(job_id=j.id, lease_token=j.lease_token, state=JobState.SUCCEEDED)
             for j in held[:2]
         ] + [
-            Outcome(
+            RunOutcome(
                 job_id=held[2].id,
                 lease_token=held[2].lease_token,
                 state=JobState.SCHEDULED,

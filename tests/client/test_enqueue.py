@@ -24,7 +24,8 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 import jobqueue
-from jobqueue import backoff, retries
+from jobqueue import retries
+from jobqueue.client import job
 from jobqueue.errors import (
     DuplicateJob,
     InvalidJobOption,
@@ -33,7 +34,6 @@ from jobqueue.errors import (
     LeaseLost,
     QueueUnavailable,
 )
-from jobqueue.jobs import job
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
@@ -230,7 +230,7 @@ def test_nack_schedules_the_retry_after_the_seeded_backoff(monkeypatch):
     exc = raised(ConnectionError("down"))
 
     outcome = failure_outcome(claimed, exc, "w1", rng=random.Random(7))
-    expected = backoff.full(1, 1.0, 3600.0, random.Random(7))
+    expected = retries.full(1, 1.0, 3600.0, random.Random(7))
     assert outcome.status == "retry"
     assert outcome.delay_s == expected
     assert 0.0 <= expected <= 1.0

@@ -18,11 +18,12 @@ from django.db import transaction
 
 import jobqueue
 from jobqueue import signals
-from jobqueue.jobs import JobContext
 from jobqueue.models import Job
+from jobqueue.retries import RunOutcome
 from jobqueue.states import JobState
 from jobqueue.store import ClaimedJob, get_store
-from jobqueue.worker.executor import Outcome, execute, send_outcome_signal
+from jobqueue.worker.context import JobContext
+from jobqueue.worker.executor import execute, send_outcome_signal
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
 from tests.testapp import jobs
 
@@ -167,13 +168,13 @@ def test_each_recorded_outcome_has_its_signal():
         "max_attempts": 3,
         "worker_id": "w9",
     }
-    succeeded = Outcome(
+    succeeded = RunOutcome(
         job_id=7, lease_token=TOKEN, state=JobState.SUCCEEDED, result_json='{"a":1}', duration_s=0.5
     )
     recorded = [
         (succeeded, "succeeded"),
         (
-            Outcome(
+            RunOutcome(
                 job_id=7,
                 lease_token=TOKEN,
                 state=JobState.SCHEDULED,
@@ -184,7 +185,7 @@ def test_each_recorded_outcome_has_its_signal():
             "scheduled",
         ),
         (
-            Outcome(
+            RunOutcome(
                 job_id=7,
                 lease_token=TOKEN,
                 state=JobState.DEAD,
@@ -195,7 +196,7 @@ def test_each_recorded_outcome_has_its_signal():
             "dead",
         ),
         (
-            Outcome(
+            RunOutcome(
                 job_id=7, lease_token=TOKEN, state=JobState.SCHEDULED, error=error, delay_s=4.0
             ),
             "cancelled",
@@ -237,7 +238,7 @@ def test_a_receiver_connected_between_sends_gets_every_later_send():
         priority=0,
         tenant_id="",
     )
-    succeeded = Outcome(
+    succeeded = RunOutcome(
         job_id=8, lease_token=TOKEN, state=JobState.SUCCEEDED, result_json="1", duration_s=0.1
     )
     for_job: list[int] = []

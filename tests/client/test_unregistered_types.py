@@ -16,10 +16,10 @@ from django.test import override_settings
 
 import jobqueue
 from jobqueue import checks, cron
+from jobqueue.client import JobFunction
 from jobqueue.errors import InvalidJobOption, UnknownJobType, UnregisteredJobType
-from jobqueue.jobs import JobFunction
-from jobqueue.jobtypes import JobType
 from jobqueue.models import Job
+from jobqueue.registry import JobType
 from jobqueue.settings.conf import build_settings
 
 db = pytest.mark.django_db(databases=["default", "sqlite"])

@@ -10,10 +10,12 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
+from jobqueue.client import job
 from jobqueue.errors import JobQueueConfigurationError, UnknownJobType
-from jobqueue.jobs import JobType, job, registry, resolve
+from jobqueue.registry import JobType, registry, resolve
+from jobqueue.retries import Backoff
 from jobqueue.settings import conf
-from jobqueue.settings.conf import Backoff, JobQueueSettings, build_settings, get_settings
+from jobqueue.settings.conf import JobQueueSettings, build_settings, get_settings
 
 
 @job

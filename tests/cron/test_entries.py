@@ -13,6 +13,7 @@ from django.db import connections
 
 import jobqueue
 from jobqueue import checks, cron
+from jobqueue.client import job
 from jobqueue.cron.scheduler import Scheduler
 from jobqueue.errors import (
     CronConfigurationError,
@@ -21,7 +22,6 @@ from jobqueue.errors import (
     InvalidPayload,
     JobQueueConfigurationError,
 )
-from jobqueue.jobs import job
 from jobqueue.models import CronEntry, CronFire, Job
 from jobqueue.settings.conf import CronSpec, build_settings
 from jobqueue.settings.crontab import Schedule

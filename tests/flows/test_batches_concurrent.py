@@ -20,7 +20,7 @@ from django.db import connections
 import jobqueue
 from jobqueue.errors import PermanentError
 from jobqueue.models import Job
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome
@@ -35,10 +35,10 @@ MEMBERS = 20
 THREADS = 4
 
 
-def outcome(claimed, dead: bool) -> Outcome:
+def outcome(claimed, dead: bool) -> RunOutcome:
     if not dead:
         return ack_outcome(claimed.id, claimed.lease_token, "1")
-    return Outcome(
+    return RunOutcome(
         job_id=claimed.id,
         lease_token=claimed.lease_token,
         state=JobState.DEAD,

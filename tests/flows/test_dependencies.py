@@ -18,7 +18,7 @@ from django.urls import reverse
 import jobqueue
 from jobqueue.errors import InvalidJobOption
 from jobqueue.models import Job, JobParent
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome
@@ -53,7 +53,7 @@ class ParentsContract:
         assert recorded == {claimed.id: JobState.SUCCEEDED}
 
     def kill(self, store, claimed) -> None:
-        dead = Outcome(
+        dead = RunOutcome(
             job_id=claimed.id,
             lease_token=claimed.lease_token,
             state=JobState.DEAD,

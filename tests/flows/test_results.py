@@ -20,12 +20,12 @@ from django.utils import timezone
 
 import jobqueue
 from jobqueue.errors import InvalidJobOption, InvalidPayload, JobNotFound, JobQueueError, LeaseLost
-from jobqueue.jobtypes import JobContext
 from jobqueue.models import Job
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome
+from jobqueue.worker.context import JobContext
 from tests.conftest import database_url, requires_postgres, wait_for
 from tests.factories import make_job
 from tests.jobqueue_cli import cli
@@ -115,7 +115,7 @@ class ResultsContract:
         error = {"type": "ValueError", "message": "bad row 7", "attempt": 1}
         store.finish_many(
             [
-                Outcome(
+                RunOutcome(
                     job_id=job.id,
                     lease_token=claimed.lease_token,
                     state=JobState.DEAD,

@@ -18,15 +18,16 @@ from django.test import override_settings
 from django.utils import timezone
 
 from jobqueue import checks
+from jobqueue.client import job
 from jobqueue.errors import JobQueueConfigurationError, PermanentError, RetryAfter
-from jobqueue.jobs import job
 from jobqueue.limits.breakers import BreakerGate, close_breaker, open_breaker, verdict
 from jobqueue.limits.budgets import RetryBudgetKeeper, debt_delays
 from jobqueue.models import DependencyBreaker, Job
+from jobqueue.retries import RunOutcome
 from jobqueue.settings.conf import Breaker, RetryBudgetSettings, build_settings
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import ClaimedJob, get_store
-from jobqueue.worker.executor import Outcome, failure_outcome
+from jobqueue.worker.executor import failure_outcome
 from jobqueue.worker.guard import DependencyGuard
 from tests.conftest import requires_postgres
 from tests.factories import make_job
@@ -166,7 +167,7 @@ def claimed_job(job_type: str = PARTNER, job_id: int = 1, attempt: int = 1, **kw
 
 def test_verdicts_success_ok_permanent_neutral_everything_else_failed():
     c = claimed_job()
-    assert verdict(Outcome(job_id=1, lease_token=TOKEN, state=JobState.SUCCEEDED)) == "ok"
+    assert verdict(RunOutcome(job_id=1, lease_token=TOKEN, state=JobState.SUCCEEDED)) == "ok"
     assert verdict(failure_outcome(c, PermanentError("400"), "w")) == "neutral"
     assert verdict(failure_outcome(c, ConnectionError("down"), "w")) == "failed"
     assert verdict(failure_outcome(c, RetryAfter(5), "w")) == "failed"
@@ -250,7 +251,8 @@ def test_after_the_cool_down_one_claimed_job_probes_and_the_rest_wait(store):
     assert store.claim_probe("partner", 999, 30.0, now=later) is None
     # The probe's success closes the breaker.
     gate.observe(
-        [(probe, Outcome(job_id=probe.id, lease_token=TOKEN, state=JobState.SUCCEEDED))], now=later
+        [(probe, RunOutcome(job_id=probe.id, lease_token=TOKEN, state=JobState.SUCCEEDED))],
+        now=later,
     )
     assert DependencyBreaker.objects.get(name="partner").state == "closed"
     assert gate.probes == {}
@@ -332,7 +334,7 @@ def jobqueue_enqueue_partner(jobs) -> int:
 
 
 class FakeRun:
-    def __init__(self, claimed: ClaimedJob, outcome: Outcome) -> None:
+    def __init__(self, claimed: ClaimedJob, outcome: RunOutcome) -> None:
         self.claimed, self.outcome = claimed, outcome
 
 
@@ -373,7 +375,7 @@ def test_success_credits_are_flushed_at_most_once_per_interval(store):
     ok = [
         (
             claimed_job(NOOP, job_id=i),
-            Outcome(job_id=i, lease_token=TOKEN, state=JobState.SUCCEEDED),
+            RunOutcome(job_id=i, lease_token=TOKEN, state=JobState.SUCCEEDED),
         )
         for i in range(5)
     ]
@@ -408,7 +410,7 @@ def test_jobs_without_a_dependency_cost_no_query(store, django_assert_num_querie
         assert guard.admit(jobs) == jobs
         guard.observe(
             [
-                FakeRun(c, Outcome(job_id=c.id, lease_token=TOKEN, state=JobState.SUCCEEDED))
+                FakeRun(c, RunOutcome(job_id=c.id, lease_token=TOKEN, state=JobState.SUCCEEDED))
                 for c in jobs
             ]
         )

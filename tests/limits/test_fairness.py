@@ -18,8 +18,9 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from jobqueue.limits.fairness import ClaimPlan, QueueSelector, TenantCaps, parse_queue_spec
+from jobqueue.limits.fairness import ClaimPlan, QueueSelector, TenantCaps
 from jobqueue.models import Job
+from jobqueue.settings.queues import parse_queue_spec
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store.postgres import sql
 from tests.conftest import requires_postgres

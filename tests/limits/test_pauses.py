@@ -287,7 +287,7 @@ def test_cli_pause_resume_and_status_of_a_type_with_exit_codes():
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_cli_pause_without_by_records_the_os_user_and_resume_of_a_free_queue_says_so():
-    from jobqueue.ops.who import operator_name
+    from jobqueue.ops.audit import operator_name
     from tests.jobqueue_cli import cli
 
     assert cli("pause", "mail").returncode == 0

@@ -22,9 +22,9 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from jobqueue import checks, jobtypes
+from jobqueue import checks, registry
+from jobqueue.client import job
 from jobqueue.errors import JobQueueConfigurationError
-from jobqueue.jobs import job
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import Job, RateBucket
 from jobqueue.settings.conf import build_settings
@@ -277,7 +277,7 @@ def test_the_dashboard_shows_each_limiter_with_its_held_jobs(client):
 
 
 def test_a_job_type_can_declare_its_rate_limit_and_the_setting_wins(monkeypatch):
-    monkeypatch.setattr(jobtypes, "_registry", dict(jobtypes._registry))
+    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
 
     @job(name="tests.rate_limited", rate_limit={"rate": "10/s", "burst": 3})
     def limited():
@@ -293,4 +293,4 @@ def test_a_job_type_can_declare_its_rate_limit_and_the_setting_wins(monkeypatch)
         def bad():
             pass
 
-    assert "tests.bad" not in jobtypes.registry()
+    assert "tests.bad" not in registry.registry()

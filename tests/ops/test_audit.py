@@ -16,7 +16,7 @@ from django.urls import reverse
 import jobqueue
 from jobqueue.errors import InvalidJobOption
 from jobqueue.models import Job, Pause
-from jobqueue.ops.who import operator_name
+from jobqueue.ops.audit import operator_name
 from jobqueue.states import JobState
 from tests.factories import make_job
 from tests.jobqueue_cli import cli

@@ -13,7 +13,7 @@ import pytest
 
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.rollup import ALL_QUEUES, chart_data
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from tests.factories import make_job
@@ -34,8 +34,8 @@ def run_two(at, pickup_s: float, run_s: float) -> None:
     assert len(held) == 2
     ok, bad = held
     outcomes = [
-        Outcome(job_id=ok.id, lease_token=ok.lease_token, state=JobState.SUCCEEDED),
-        Outcome(
+        RunOutcome(job_id=ok.id, lease_token=ok.lease_token, state=JobState.SUCCEEDED),
+        RunOutcome(
             job_id=bad.id,
             lease_token=bad.lease_token,
             state=JobState.DEAD,

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from jobqueue.maintenance.pruning import Pruner, record_prune
 from jobqueue.metrics import compute
 from jobqueue.models import GaugeSnapshot
-from jobqueue.models.gauges import LAST_PRUNE
+from jobqueue.models.metrics import LAST_PRUNE
 from jobqueue.ops.clock import db_now
 
 pytestmark = pytest.mark.django_db

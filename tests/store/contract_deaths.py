@@ -12,7 +12,7 @@ import functools
 import pytest
 
 from jobqueue.errors import LeaseLost
-from jobqueue.settings.policies import Backoff
+from jobqueue.retries import Backoff
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store.deaths import HandBack
 from jobqueue.store.finishing import charge_expired

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobqueue.errors import LeaseLost
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28); the store keeps its word
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store.deaths import HandBack
 from tests.factories import ack, nack

@@ -31,7 +31,7 @@ from jobqueue.settings.transactions import (
 from jobqueue.states import JobState
 from jobqueue.store import ReapDecision, bounded, get_store
 from jobqueue.worker.loop import Worker
-from jobqueue.worker.recovery import ReapHold
+from jobqueue.worker.outage import ReapHold
 from tests.conftest import database_url, requires_postgres, wait_for
 from tests.factories import make_job
 

@@ -13,7 +13,7 @@ from django.db import DatabaseError, connection, transaction
 
 import jobqueue
 from jobqueue.models import Job
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28); the store keeps its word
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.store.base import ClaimRequest

@@ -30,7 +30,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 import jobqueue
-from jobqueue import jobtypes
+from jobqueue import registry
 from jobqueue.backends import (
     JobQueueBackend,
     JobQueueTask,
@@ -436,7 +436,7 @@ def test_a_task_moved_onto_jobqueue_from_another_backend_runs(monkeypatch):
     assert moved.get_backend() is task_backends["default"]
     result = moved.enqueue(21)
     # A worker process has not seen .using(): only the module's task, declared for "immediate".
-    monkeypatch.delitem(jobtypes._registry, "tests.testapp.tasks.declared_elsewhere")
+    monkeypatch.delitem(registry._registry, "tests.testapp.tasks.declared_elsewhere")
     assert run_one().result_json == "42"
     fetched = default_task_backend.get_result(result.id)
     assert (fetched.return_value, fetched.backend) == (42, "default")
@@ -456,7 +456,7 @@ def test_a_task_row_written_before_the_move_still_runs(monkeypatch):
         type="tests.testapp.tasks.add",
         payload={"args": [4], "kwargs": {"b": 5}, "backend": "default", "run_after": None},
     )
-    monkeypatch.delitem(jobtypes._registry, "tests.testapp.tasks.add", raising=False)
+    monkeypatch.delitem(registry._registry, "tests.testapp.tasks.add", raising=False)
     with Recorder(task_started, task_finished) as recorder:
         assert run_one().result_json == "9"
     assert [(s["signal"], s["id"]) for s in recorder.seen] == [

@@ -7,9 +7,8 @@ from collections import Counter
 
 import pytest
 
-from jobqueue import backoff
-from jobqueue.backoff import backoff_delay, decorrelated, equal, exponential, full, none
-from jobqueue.settings.conf import Backoff
+from jobqueue import retries
+from jobqueue.retries import Backoff, backoff_delay, decorrelated, equal, exponential, full, none
 
 POLICIES = {"none": none, "full": full, "equal": equal, "decorrelated": decorrelated}
 
@@ -104,7 +103,7 @@ def test_backoff_delay_applies_the_policy_base_and_cap():
 
 
 def test_backoff_delay_without_an_rng_uses_a_system_source_within_bounds():
-    assert isinstance(backoff._rng, random.SystemRandom)
+    assert isinstance(retries._rng, random.SystemRandom)
     delays = [backoff_delay(5, Backoff()) for _ in range(200)]
     assert all(0.0 <= d <= 16.0 for d in delays)
     assert len(set(delays)) == 200

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobqueue.retries import Outcome
+from jobqueue.retries import RunOutcome
 from jobqueue.store.base import ClaimRequest, FinishedThenClaimed
 from jobqueue.store.claimed import ClaimedJob
 from jobqueue.worker import completer as completer_module
@@ -138,7 +138,7 @@ class Worker:
             assert run is not None
             token = run.claimed.lease_token
             self.completer.deliver(
-                (token, Outcome(job_id=job_id, lease_token=token, state="succeeded"))
+                (token, RunOutcome(job_id=job_id, lease_token=token, state="succeeded"))
             )
 
     def record(self, *, claim: bool = True) -> int:

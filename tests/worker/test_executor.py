@@ -1,4 +1,4 @@
-"""The executor: one claimed job in, one Outcome out. No database, no threads."""
+"""The executor: one claimed job in, one RunOutcome out. No database, no threads."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from jobqueue.backoff import full
+from jobqueue.client import job
 from jobqueue.errors import RetryAfter
-from jobqueue.jobs import JobContext, job
+from jobqueue.retries import RunOutcome, full
 from jobqueue.states import DeadReason
 from jobqueue.store import ClaimedJob
-from jobqueue.worker.executor import Outcome, execute, failure_outcome
+from jobqueue.worker.context import JobContext
+from jobqueue.worker.executor import execute, failure_outcome
 
 ADD = "tests.testapp.jobs.add"
 FAIL = "tests.testapp.jobs.fail"
@@ -108,7 +109,7 @@ def claimed(
     )
 
 
-def run(job: ClaimedJob, worker_id: str = "w1", rng: random.Random | None = None) -> Outcome:
+def run(job: ClaimedJob, worker_id: str = "w1", rng: random.Random | None = None) -> RunOutcome:
     context = JobContext(
         job_id=job.id,
         job_type=job.job_type,
@@ -291,8 +292,8 @@ def test_a_handler_module_that_fails_to_import_records_the_import_error():
     import uuid as _uuid
     from datetime import UTC, datetime
 
-    from jobqueue.jobs import JobContext
     from jobqueue.store import ClaimedJob
+    from jobqueue.worker.context import JobContext
     from jobqueue.worker.executor import execute
 
     claimed = ClaimedJob(

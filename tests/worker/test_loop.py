@@ -19,14 +19,14 @@ from django.utils import timezone
 
 import jobqueue
 from jobqueue import job
-from jobqueue.jobtypes import JobContext
 from jobqueue.maintenance.reaper import Reaper
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
+from jobqueue.worker.context import JobContext
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.loop import Worker
-from jobqueue.worker.recovery import ReapHold
+from jobqueue.worker.outage import ReapHold
 from jobqueue.worker.runs import Run, Runs
 from tests.factories import make_job
 from tests.jobqueue_cli import cli

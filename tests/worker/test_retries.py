@@ -12,8 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from jobqueue.errors import JobTimeout, PermanentError, RetryAfter, UnknownJobType
-from jobqueue.retries import Outcome, backoff_delay, dead_reason, decide
-from jobqueue.settings.policies import Backoff
+from jobqueue.retries import Backoff, RunOutcome, backoff_delay, dead_reason, decide
 from jobqueue.states import DeadReason, JobState
 
 TOKEN = uuid.uuid4()
@@ -21,7 +20,7 @@ POLICY = Backoff(policy="full", base_seconds=2.0, cap_seconds=60.0)
 ENTRY = {"kind": "error", "attempt": 1, "message": "m"}
 
 
-def outcome(attempt: int, max_attempts: int, error, **kwargs) -> Outcome:
+def outcome(attempt: int, max_attempts: int, error, **kwargs) -> RunOutcome:
     return decide(
         7,
         TOKEN,
@@ -103,7 +102,7 @@ def test_a_fixed_policy_gives_its_delay():
 
 def test_status_maps_the_target_state_to_the_old_words():
     words = {
-        state: Outcome(job_id=1, lease_token=TOKEN, state=state).status
+        state: RunOutcome(job_id=1, lease_token=TOKEN, state=state).status
         for state in (JobState.SUCCEEDED, JobState.SCHEDULED, JobState.DEAD)
     }
     assert words == {

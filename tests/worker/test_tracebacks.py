@@ -24,10 +24,10 @@ from django.db import connection
 
 import jobqueue
 from jobqueue.history import ERROR_MESSAGE_CHARS, ERROR_TYPE_CHARS, TRACEBACK_TAIL_CHARS
-from jobqueue.jobs import JobContext
 from jobqueue.models import Job
 from jobqueue.signals import job_dead, job_started
 from jobqueue.store import ClaimedJob
+from jobqueue.worker.context import JobContext
 from jobqueue.worker.executor import execute, failure_outcome
 from jobqueue.worker.loop import Worker
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres

@@ -25,7 +25,7 @@ from jobqueue.errors import BatchNotFound
 from jobqueue.flows.batches import batch_status
 from jobqueue.limits import pauses as pausing
 from jobqueue.management import render
-from jobqueue.management.cli_args import (
+from jobqueue.management.arguments import (
     add_actor,
     add_filters,
     job_id_arg,
@@ -38,11 +38,11 @@ from jobqueue.management.cli_args import (
 from jobqueue.management.status import status
 from jobqueue.models import Job
 from jobqueue.ops import actions, audit, health
+from jobqueue.ops.audit import operator_name
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.jobs import JobFilter, detail, matching, summary
 from jobqueue.ops.queues import TOP_QUEUES
 from jobqueue.ops.where import UnknownDatabase, locate, report_aliases
-from jobqueue.ops.who import operator_name
 from jobqueue.routing import all_queue_aliases, queue_aliases
 from jobqueue.states import CANCELLABLE, RETRYABLE
 
@@ -353,7 +353,7 @@ class Command(BaseCommand):
                     f"{matched} jobs match; nothing done. Add --yes to {verb} them all."
                 )
                 return False
-        outcome = actions.Outcome(missing=missing)
+        outcome = actions.BulkResult(missing=missing)
         for alias, found in by_alias.items():
             progress = self._progress(len(found)) if len(found) > actions.CHUNK else None
             done = act(found, alias, progress, by=self._actor(options))

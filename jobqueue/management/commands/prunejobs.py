@@ -16,8 +16,7 @@ from jobqueue.maintenance.pruning import (
     prune_rollups,
     record_prune,
 )
-from jobqueue.management.arguments import in_range
-from jobqueue.management.cli_args import text_arg
+from jobqueue.management.arguments import in_range, text_arg
 from jobqueue.ops.where import UnknownDatabase, report_aliases
 from jobqueue.settings import ranges as limits
 from jobqueue.settings.conf import RETENTION_STATES, get_settings

@@ -18,27 +18,26 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
 
-from jobqueue.checks_databases import CHECK_TAG
+from jobqueue.checks import CHECK_TAG
 from jobqueue.cron.scheduler import Scheduler
 from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.maintenance.pruning import Pruner
 from jobqueue.maintenance.relay import OutboxRelay
-from jobqueue.maintenance.sampling import DepthSampler
+from jobqueue.maintenance.services import DepthSampler
 from jobqueue.management.arguments import (
     MAX_WORKER_ID_LENGTH,
     in_range,
     queue_names,
     queue_spec,
+    text_arg,
     worker_id_text,
 )
-from jobqueue.management.cli_args import text_arg
 from jobqueue.settings.conf import get_settings
 from jobqueue.settings.queues import EVERY_QUEUE
 from jobqueue.store.pooler import refuse_unmarked_pooler
 from jobqueue.worker.aliases import AliasShare, alias_shares
 from jobqueue.worker.deaths import hand_back_leases
-from jobqueue.worker.ids import default_worker_id
-from jobqueue.worker.loop import Worker
+from jobqueue.worker.loop import Worker, default_worker_id
 from jobqueue.worker.stopping import STANDALONE, SUPERVISED
 from jobqueue.worker.supervisor import EXIT_RECYCLE, Supervisor, reexec
 

@@ -1,7 +1,7 @@
-"""The dependencies' circuit breakers and the queues' retry budgets (re-exported by ``models``).
+"""The limit tables: breakers, retry budgets, pauses and rate-limit buckets.
 
-In a module of its own to keep ``models.py`` small; the app's models are still
-``jobqueue.models.*`` (the app label is the same, so the migrations do not change).
+Dependency breakers and retry budgets, pauses (of a queue or a job type), and the token buckets
+of rate limits. Only the store writes their rows.
 """
 
 from __future__ import annotations
@@ -79,3 +79,46 @@ class RetryBudget(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue}: {self.tokens:.1f} tokens"
+
+
+class PauseKind(models.TextChoices):
+    """What a :class:`Pause` names."""
+
+    QUEUE = "queue", "queue"
+    TYPE = "type", "job type"
+
+
+class Pause(models.Model):
+    """A paused queue or job type: who paused it, when, and why. Enqueue keeps working."""
+
+    kind = models.CharField(max_length=8, choices=PauseKind.choices, default=PauseKind.QUEUE)
+    name = models.CharField(max_length=200, help_text="The queue name, or the job type name.")
+    paused_by = models.CharField(max_length=200, blank=True, default="")
+    paused_at = models.DateTimeField("paused since", default=timezone.now)
+    reason = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        ordering = ["kind", "name"]
+        verbose_name = "pause"
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "name"], name="jobqueue_pause_kind_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.name}"
+
+
+class RateBucket(models.Model):
+    """A limiter's tokens as of its last refill. Only the store writes rows."""
+
+    key = models.CharField(max_length=300, primary_key=True)
+    tokens = models.FloatField(help_text="Tokens left at refreshed_at.")
+    refreshed_at = models.DateTimeField(help_text="Last refill (database clock).")
+
+    class Meta:
+        db_table = "jobqueue_rate_limit"
+        ordering = ["key"]
+        verbose_name = "rate limit bucket"
+
+    def __str__(self) -> str:
+        return self.key

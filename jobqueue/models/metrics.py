@@ -1,22 +1,34 @@
-"""Internal: the ``Rollup`` model (per-minute outcome counts), kept beside ``models.py``.
+"""The metric tables: gauge snapshots and rollups.
 
-Import it from :mod:`jobqueue.models`. One row per (minute, queue, job type): how many runs
-ended succeeded, retried (failed, will run again), dead or cancelled in that minute, and the
-pickup-latency and run-duration histograms of those runs (cumulative Prometheus ``le`` bucket
-counts, with count and sum). The row with ``type = ""`` is the queue's once-a-minute sample of
-its ready depth and lag (``ready``, ``lag_s``). The store writes rows in the same statement that
-records outcomes (``finish_many``); metrics and the dashboard's charts read them; the pruner
-deletes rows older than ``ROLLUP_RETENTION_SECONDS``.
-
-A (minute, queue, type) is split over up to :data:`ROLLUP_SHARDS` rows by ``shard``: each
-finishing connection adds to its own slot (PostgreSQL: its backend pid mod ``ROLLUP_SHARDS``;
-the ORM store: the process id), so concurrent batches of many worker processes do not queue on
-one hot row lock. Every reader sums over ``shard``. Depth samples are shard 0.
+Gauge snapshots sample the queue's depth; rollups count outcomes and run durations per minute,
+per queue and job type.
 """
 
 from __future__ import annotations
 
 from django.db import models
+
+#: The ``name`` of the row that records the last prune
+#: (``jobqueue.maintenance.pruning.record_prune``).
+LAST_PRUNE = "last_prune"
+
+
+class GaugeSnapshot(models.Model):
+    """The latest cluster-wide gauge reading in the Prometheus text format."""
+
+    name = models.CharField(max_length=100, unique=True)
+    body = models.TextField(blank=True, default="")
+    #: When ``body`` was computed (database clock); None before the first reading.
+    computed_at = models.DateTimeField(null=True, blank=True)
+    #: A process recomputes it until then; another may take over after (it died meanwhile).
+    computing_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "gauge snapshot"
+
+    def __str__(self) -> str:
+        return self.name
+
 
 #: Upper bounds (seconds) of the histogram buckets, both histograms; ``+Inf`` is the count.
 BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)

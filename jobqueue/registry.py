@@ -1,4 +1,4 @@
-"""Job types and their registry (type name -> handler); ``@job`` itself is in :mod:`jobqueue.jobs`.
+"""Job types and their registry (type name -> handler); ``@job`` is in :mod:`jobqueue.client`.
 
 Workers resolve a job's ``type`` through this registry. Handlers register when their module is
 imported: the app config imports ``jobs`` modules of installed apps at startup, and
@@ -20,17 +20,17 @@ from jobqueue.errors import (
     JobQueueConfigurationError,
     UnknownJobType,
 )
+from jobqueue.retries import Backoff
 from jobqueue.settings.concurrency import check_declared
-from jobqueue.settings.policies import Backoff, parse_backoff
+from jobqueue.settings.conf import get_settings
+from jobqueue.settings.policies import parse_backoff
 from jobqueue.settings.rates import Limiter, parse_rate
 from jobqueue.validation import validate_dependency_name
-from jobqueue.worker.context import JobContext as JobContext
-from jobqueue.worker.context import RunRecorder as RunRecorder
 
 __all__ = [
-    "JobContext",
+    "JOB_OPTIONS",
+    "PARENT_OPTIONS",
     "JobType",
-    "RunRecorder",
     "declare",
     "register",
     "registered",
@@ -38,33 +38,34 @@ __all__ = [
     "resolve",
 ]
 
-#: Keyword arguments of ``JobFunction.enqueue`` (``jobqueue.jobs``) that are options, not payload.
-ENQUEUE_OPTIONS = frozenset(
-    {
-        "queue",
-        "run_at",
-        "delay",
-        "priority",
-        "dedupe_key",
-        "max_attempts",
-        "timeout_s",
-        "tenant_id",
-        "ordering_key",
-        "concurrency_key",
-        "concurrency_limit",
-        "using",
-        "after",
-        "run_on_parent_failure",
-        "takes_parent_results",
-    }
+#: The options of one job, in the order ``enqueue`` takes them: the one list every entry point
+#: (``enqueue``, ``enqueue_many``'s jobs, ``JobFunction.enqueue``, chain steps) derives its
+#: option names from. Their defaults and validation are ``jobqueue.options``' (type defaults:
+#: :class:`~jobqueue.options.EnqueueOptions`).
+JOB_OPTIONS = (
+    "queue",
+    "run_at",
+    "delay",
+    "priority",
+    "dedupe_key",
+    "max_attempts",
+    "timeout_s",
+    "tenant_id",
+    "ordering_key",
+    "concurrency_key",
+    "concurrency_limit",
 )
+#: The options that make a job wait for parent jobs (``jobqueue.flows.dependencies``).
+PARENT_OPTIONS = ("after", "run_on_parent_failure", "takes_parent_results")
+#: Keyword arguments of ``JobFunction.enqueue`` (``jobqueue.client``) that are options, not payload.
+ENQUEUE_OPTIONS = frozenset({*JOB_OPTIONS, "using", *PARENT_OPTIONS})
 
 
 class JobType:
     """A registered job type: a handler plus its per-type defaults.
 
     Calling the object calls the handler directly (synchronously, no queue). What ``@job``
-    returns is a :class:`jobqueue.jobs.JobFunction`, which can also enqueue itself.
+    returns is a :class:`jobqueue.client.JobFunction`, which can also enqueue itself.
     """
 
     def __init__(
@@ -113,6 +114,22 @@ _lock = threading.Lock()
 def registered(type_name: str) -> JobType | None:
     """Return the job type registered as ``type_name`` in this process, or None (no import)."""
     return _registry.get(type_name)
+
+
+def policy_for(job_type: str) -> Backoff:
+    """Return the backoff policy of ``job_type``.
+
+    The type's ``@job(backoff=...)`` (or its tasks backend's ``backoff`` option) when it is
+    registered in this process, else ``JOBQUEUE["BACKOFF"]``.
+
+    Args:
+        job_type: the job type name.
+
+    Returns:
+        The :class:`~jobqueue.retries.Backoff` to pass to ``jobqueue.retries.decide``.
+    """
+    found = registered(job_type)
+    return (found.backoff if found else None) or get_settings().backoff
 
 
 @functools.cache
