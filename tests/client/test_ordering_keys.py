@@ -36,7 +36,7 @@ from jobqueue.maintenance.reaper import Reaper
 from jobqueue.models import Job
 from jobqueue.states import JobState
 from jobqueue.store import get_store
-from jobqueue.worker.recovery import ReapHold
+from jobqueue.worker.outage import ReapHold
 from tests.conftest import requires_postgres
 from tests.testapp import jobs
 
