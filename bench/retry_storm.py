@@ -55,8 +55,8 @@ django.setup()
 from jobqueue import backoff  # noqa: E402
 from jobqueue.limits.budgets import debt_delays  # noqa: E402
 from jobqueue.settings.conf import Breaker, RetryBudgetSettings  # noqa: E402
-from jobqueue.store.breakers import BreakerOutcomes  # noqa: E402
 from jobqueue.store.generic_breakers import _apply  # noqa: E402
+from jobqueue.store.interface import BreakerOutcomes  # noqa: E402
 
 TICK_S = 0.5
 #: Where the real run's worker processes write their output.

@@ -21,7 +21,7 @@ from jobqueue.models import Job
 from jobqueue.newjobs import new_job as build_job
 from jobqueue.newjobs import new_jobs as build_jobs
 from jobqueue.store import NewJob, get_store
-from jobqueue.store.base import ENQUEUE_MANY_CHUNK_BYTES
+from jobqueue.store.interface import ENQUEUE_MANY_CHUNK_BYTES
 from jobqueue.store.outage import writing as _writing
 
 __all__ = ["enqueue", "enqueue_many", "enqueue_or_get"]

@@ -19,7 +19,7 @@ from jobqueue.limits import concurrency
 from jobqueue.options import EnqueueOptions, ResolvedOptions, enqueue_type
 from jobqueue.payloads import to_json
 from jobqueue.settings.conf import get_settings
-from jobqueue.store.base import NewJob
+from jobqueue.store.interface import NewJob
 
 __all__ = ["ENQUEUE_MANY_KEYS", "new_job", "new_jobs"]
 

@@ -18,7 +18,7 @@ from django.db import transaction
 from jobqueue import arguments
 from jobqueue.errors import InvalidJobOption
 from jobqueue.store import NewJob, Store
-from jobqueue.store.parents import PARENT_RESULTS_KEY
+from jobqueue.store.interface import PARENT_RESULTS_KEY
 
 __all__ = [
     "MAX_PARENTS",

@@ -4,7 +4,7 @@ Entries are written rarely (``schedule()``, the settings at start, the admin), s
 implementation serves the PostgreSQL store and the generic store alike; the host store gives
 ``alias`` and its clock, ``db_now()``. Each method is one short transaction that locks the rows
 it changes, so two writers (two workers reconciling the settings, an admin edit) never lose an
-update, and the scheduler's compare-and-set (:meth:`CronStore.advance_cron`) sees an edit.
+update, and the scheduler's compare-and-set (:meth:`Store.advance_cron`) sees an edit.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from jobqueue.models.rollups import EXPIRED_KIND
 from jobqueue.retries import Outcome, decide
 from jobqueue.settings.policies import Backoff
 from jobqueue.states import DeadReason, JobState
-from jobqueue.store.base import ExpiredLease, ReapDecision
+from jobqueue.store.interface import ExpiredLease, ReapDecision
 
 __all__ = [
     "ack_outcome",
@@ -66,7 +66,7 @@ def charge_expired(lease: ExpiredLease, backoff: Backoff | None = None) -> ReapD
         backoff: the policy to use; default the job type's (``jobqueue.backoff.policy_for``).
 
     Returns:
-        A :class:`~jobqueue.store.base.ReapDecision`: dead, or the retry delay in seconds.
+        A :class:`~jobqueue.store.interface.ReapDecision`: dead, or the retry delay in seconds.
     """
     outcome = decide(
         lease.id,

@@ -25,19 +25,6 @@ from jobqueue.models import Job
 from jobqueue.models.rollups import EXPIRED_KIND
 from jobqueue.retries import Outcome
 from jobqueue.states import CLAIMABLE, LIVE, JobState
-from jobqueue.store.base import (
-    ENQUEUE_MANY_CHUNK_BYTES,
-    RELEASED_MESSAGE,
-    ClaimedJob,
-    ClaimRequest,
-    ExpiredLease,
-    FinishedThenClaimed,
-    HeldLease,
-    NewJob,
-    ReapDecision,
-    WorkerRegistry,
-    finish_then_claim_in_turn,
-)
 from jobqueue.store.finishing import (
     LEASE_COLUMNS,
     charge_expired,
@@ -59,9 +46,20 @@ from jobqueue.store.generic_pauses import GenericPauseStore
 from jobqueue.store.generic_progress import GenericProgressStore
 from jobqueue.store.generic_ratelimits import GenericRateLimitStore
 from jobqueue.store.generic_rollups import GenericRollupStore
+from jobqueue.store.interface import (
+    ENQUEUE_MANY_CHUNK_BYTES,
+    RELEASED_MESSAGE,
+    ClaimedJob,
+    ClaimRequest,
+    ExpiredLease,
+    FinishedThenClaimed,
+    HeldLease,
+    NewJob,
+    ReapDecision,
+)
 from jobqueue.store.plan import ClaimPlan
 from jobqueue.store.ranking import serve_order
-from jobqueue.store.ratelimits import claim_again
+from jobqueue.store.shared import WorkerRegistry, claim_again, finish_then_claim_in_turn
 
 
 def _now(now: datetime | None) -> datetime:

@@ -2,7 +2,7 @@
 
 A mixin of :class:`~jobqueue.store.generic.GenericStore` (and the base of the PostgreSQL one,
 which replaces the member update with one statement); the contract is
-:class:`~jobqueue.store.batches.BatchStore`. Every write runs in the caller's transaction.
+:class:`~jobqueue.store.interface.Store`. Every write runs in the caller's transaction.
 """
 
 from __future__ import annotations

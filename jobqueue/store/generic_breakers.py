@@ -18,7 +18,7 @@ from django.utils import timezone
 from jobqueue.models import DependencyBreaker, Job, RetryBudget
 from jobqueue.settings.policies import Breaker, RetryBudgetSettings
 from jobqueue.states import JobState
-from jobqueue.store.breakers import PROBE_FAILED, PROBE_OK, BreakerOutcomes, BreakerView, Deferral
+from jobqueue.store.interface import PROBE_FAILED, PROBE_OK, BreakerOutcomes, BreakerView, Deferral
 
 
 class GenericDependencyStore:

@@ -14,8 +14,8 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from jobqueue.models import CronEntry, CronFire, LeaderLease
-from jobqueue.store.cron import Advance, DueEntry, Fire, Fired, Leadership
 from jobqueue.store.cron_entries import CronEntryWrites
+from jobqueue.store.interface import Advance, DueEntry, Fire, Fired, Leadership
 
 
 class GenericCronStore(CronEntryWrites):

@@ -12,14 +12,19 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobqueue.states import JobState
-from jobqueue.store.base import ExpiredLease, ReapDecision
-from jobqueue.store.deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
 from jobqueue.store.finishing import (
     LEASE_COLUMNS,
     charge_expired,
     charged_outcome,
     died_entry,
     lease_of,
+)
+from jobqueue.store.interface import (
+    ALONE_MESSAGE,
+    COMPANY_MESSAGE,
+    ExpiredLease,
+    HandBack,
+    ReapDecision,
 )
 
 

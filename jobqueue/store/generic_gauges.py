@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from jobqueue.models import Job
 from jobqueue.states import CLAIMABLE, JobState
-from jobqueue.store.gauges import COUNT_CAP, MAX_TENANTS, QueueGauge, RunningGauge
+from jobqueue.store.interface import COUNT_CAP, MAX_TENANTS, QueueGauge, RunningGauge
 
 
 class GenericGaugeStore:

@@ -17,8 +17,8 @@ from django.utils.dateparse import parse_datetime
 
 from jobqueue.models import Job, OutboxEntry
 from jobqueue.states import LIVE, JobState
-from jobqueue.store.base import NewJob
-from jobqueue.store.outbox import OUTBOX_COUNT_CAP, OutboxGauge, OutboxRow, job_json
+from jobqueue.store.interface import OUTBOX_COUNT_CAP, NewJob, OutboxGauge, OutboxRow
+from jobqueue.store.shared import job_json
 
 
 class GenericOutboxStore:

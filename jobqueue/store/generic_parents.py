@@ -6,7 +6,7 @@ operator's cancel and retry), only when the row read there says ``has_children``
 nobody waits for pay no extra statement. SQLite serializes writers, so a child's
 ``waiting_for`` is counted down by one writer at a time. A mixin of
 :class:`~jobqueue.store.generic.GenericStore`; the contract and the rules are
-:mod:`jobqueue.store.parents`.
+:mod:`jobqueue.store.interface`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from django.utils import timezone
 
 from jobqueue.models import Job, JobParent
 from jobqueue.states import FINISHED, LIVE, JobState
-from jobqueue.store.base import NewJob
-from jobqueue.store.parents import FAILED, PARENT_RESULTS_KEY, failed_entry, retried_entry, start
+from jobqueue.store.interface import FAILED, PARENT_RESULTS_KEY, NewJob
+from jobqueue.store.shared import failed_entry, retried_entry, start
 
 #: The states of an ordering key's jobs a new job of that key waits behind.
 ORDERED = LIVE | {JobState.WAITING}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from jobqueue.models import Pause
-from jobqueue.store.pauses import Paused
+from jobqueue.store.interface import Paused
 
 
 class GenericPauseStore:

@@ -1,7 +1,7 @@
 """Internal: progress, checkpoints and waiters on the ORM.
 
 A mixin of :class:`~jobqueue.store.generic.GenericStore`; the contract is
-:class:`~jobqueue.store.progress.ProgressStore`. There is no notification here: ``jobqueue.wait``
+:class:`~jobqueue.store.interface.Store`. There is no notification here: ``jobqueue.wait``
 polls on these databases, so :meth:`watch` only reads the state.
 """
 

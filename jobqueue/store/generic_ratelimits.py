@@ -20,7 +20,7 @@ from django.utils import timezone
 from jobqueue.models import Job, RateBucket
 from jobqueue.settings.rates import TENANT, RateLimits
 from jobqueue.states import CLAIMABLE
-from jobqueue.store.ratelimits import RateLimitRow
+from jobqueue.store.interface import RateLimitRow
 
 
 @dataclass

@@ -18,7 +18,8 @@ from django.utils import timezone
 
 from jobqueue.models import Job, Rollup
 from jobqueue.models.rollups import ROLLUP_SHARDS
-from jobqueue.store.rollups import PRUNE_ROLLUPS_LIMIT, Observation, depth_samples, tally
+from jobqueue.store.interface import PRUNE_ROLLUPS_LIMIT, Observation
+from jobqueue.store.shared import depth_samples, tally
 
 
 def _minute(at: datetime) -> datetime:

@@ -20,7 +20,14 @@ from jobqueue.errors import DuplicateJob, LeaseLost
 from jobqueue.models.rollups import EXPIRED_KIND, ROLLUP_SHARDS
 from jobqueue.retries import Outcome
 from jobqueue.store import bounded
-from jobqueue.store.base import (
+from jobqueue.store.chunks import plan_chunks
+from jobqueue.store.finishing import (
+    charge_expired,
+    charged_outcome,
+    expired_entry,
+    lease_of,
+)
+from jobqueue.store.interface import (
     ENQUEUE_MANY_CHUNK_BYTES,
     RELEASED_MESSAGE,
     ClaimedJob,
@@ -28,14 +35,6 @@ from jobqueue.store.base import (
     HeldLease,
     NewJob,
     ReapDecision,
-    WorkerRegistry,
-)
-from jobqueue.store.chunks import plan_chunks
-from jobqueue.store.finishing import (
-    charge_expired,
-    charged_outcome,
-    expired_entry,
-    lease_of,
 )
 from jobqueue.store.plan import ClaimPlan
 from jobqueue.store.postgres_batches import PostgresBatchStore
@@ -53,8 +52,8 @@ from jobqueue.store.postgres_pipeline import PostgresFinishThenClaim, finish_sta
 from jobqueue.store.postgres_progress import PostgresProgressStore
 from jobqueue.store.postgres_ratelimits import PostgresRateLimitStore
 from jobqueue.store.postgres_rollups import PostgresRollupStore
-from jobqueue.store.ratelimits import claim_again, claim_params
 from jobqueue.store.rows import fetchall, fetchone
+from jobqueue.store.shared import WorkerRegistry, claim_again, claim_params
 from jobqueue.store.sqltext import sql
 
 

@@ -5,7 +5,7 @@ members). The batch row itself and an empty batch's end are once per batch: the 
 as :class:`~jobqueue.store.generic_batches.GenericBatchStore` does.
 
 A mixin of :class:`~jobqueue.store.postgres.PostgresStore`; the contract is
-:class:`~jobqueue.store.batches.BatchStore`.
+:class:`~jobqueue.store.interface.Store`.
 """
 
 from __future__ import annotations

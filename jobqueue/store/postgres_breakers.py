@@ -1,7 +1,7 @@
 """Internal: the PostgreSQL statements of circuit breakers, deferrals and retry budgets.
 
 A mixin of :class:`~jobqueue.store.postgres.PostgresStore`; the contract is
-:class:`~jobqueue.store.breakers.DependencyStore`.
+:class:`~jobqueue.store.interface.Store`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from jobqueue.settings.policies import Breaker, RetryBudgetSettings
-from jobqueue.store.breakers import BreakerOutcomes, BreakerView, Deferral
+from jobqueue.store.interface import BreakerOutcomes, BreakerView, Deferral
 from jobqueue.store.rows import fetchall, fetchone
 
 

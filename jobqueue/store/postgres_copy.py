@@ -19,8 +19,8 @@ from django.db import connections, transaction
 from psycopg.types.json import Jsonb
 
 from jobqueue.errors import InvalidPayload
-from jobqueue.store.base import MAX_STATEMENT_BYTES, NewJob
 from jobqueue.store.chunks import job_bytes
+from jobqueue.store.interface import MAX_STATEMENT_BYTES, NewJob
 from jobqueue.store.rows import fetchone
 from jobqueue.store.sqltext import sql
 

@@ -9,8 +9,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from jobqueue.store.cron import Advance, DueEntry, Fire, Fired, Leadership
 from jobqueue.store.cron_entries import CronEntryWrites
+from jobqueue.store.interface import Advance, DueEntry, Fire, Fired, Leadership
 from jobqueue.store.rows import fetchall, fetchone
 
 

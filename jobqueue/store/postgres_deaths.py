@@ -10,9 +10,14 @@ from typing import Any
 
 from django.db import transaction
 
-from jobqueue.store.base import ExpiredLease, ReapDecision
-from jobqueue.store.deaths import ALONE_MESSAGE, COMPANY_MESSAGE, HandBack
 from jobqueue.store.finishing import charge_expired, charged_outcome, died_entry, lease_of
+from jobqueue.store.interface import (
+    ALONE_MESSAGE,
+    COMPANY_MESSAGE,
+    ExpiredLease,
+    HandBack,
+    ReapDecision,
+)
 from jobqueue.store.rows import fetchall
 
 

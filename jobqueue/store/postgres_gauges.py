@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from jobqueue.store import bounded
-from jobqueue.store.gauges import COUNT_CAP, MAX_TENANTS, QueueGauge, RunningGauge
+from jobqueue.store.interface import COUNT_CAP, MAX_TENANTS, QueueGauge, RunningGauge
 from jobqueue.store.rows import fetchall
 
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from jobqueue.store.base import NewJob
-from jobqueue.store.outbox import OUTBOX_COUNT_CAP, OutboxGauge, OutboxRow, job_json
+from jobqueue.store.interface import OUTBOX_COUNT_CAP, NewJob, OutboxGauge, OutboxRow
 from jobqueue.store.rows import fetchall, fetchone
+from jobqueue.store.shared import job_json
 
 
 class PostgresOutboxStore:

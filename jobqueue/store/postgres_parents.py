@@ -7,7 +7,7 @@ The statements: ``mark_parents.sql``, ``enqueue_child.sql``, ``link_parents.sql`
 savepoint of the caller's transaction (or a transaction of their own). Settling the children when
 a parent finishes or is retried is migration 0015_parents's row trigger, in the statement that
 moved the parent. A mixin of :class:`~jobqueue.store.postgres.PostgresStore`; the contract is
-:class:`~jobqueue.store.parents.ParentStore`.
+:class:`~jobqueue.store.interface.Store`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from jobqueue.store.base import NewJob
-from jobqueue.store.parents import start
+from jobqueue.store.interface import NewJob
 from jobqueue.store.rows import fetchall, fetchone
+from jobqueue.store.shared import start
 
 
 def _json(value: Any) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobqueue.models import Pause
-from jobqueue.store.pauses import Paused
+from jobqueue.store.interface import Paused
 from jobqueue.store.rows import fetchone
 
 

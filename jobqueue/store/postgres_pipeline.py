@@ -20,15 +20,11 @@ from django.db import DatabaseError
 
 from jobqueue.retries import Outcome
 from jobqueue.store import bounded
-from jobqueue.store.base import (
-    ClaimRequest,
-    FinishedThenClaimed,
-    JobStore,
-    finish_then_claim_in_turn,
-)
+from jobqueue.store.interface import ClaimRequest, FinishedThenClaimed, Store
 from jobqueue.store.plan import ClaimPlan
 from jobqueue.store.postgres_concurrency import _KEYED_SEEN
 from jobqueue.store.rows import fetchall
+from jobqueue.store.shared import finish_then_claim_in_turn
 from jobqueue.store.sqltext import sql
 
 #: Per database alias, ids of jobs this process claimed that have no batch (claim.sql returns
@@ -75,7 +71,7 @@ def finish_statement(alias: str, ids: Sequence[int]) -> str:
 
 
 class PostgresFinishThenClaim:
-    """finish_then_claim (the contract: ``JobStore.finish_then_claim``).
+    """finish_then_claim (the contract: ``Store.finish_then_claim``).
 
     The host gives ``alias``, ``_claim_statement``, ``_finish_params`` and ``_claimed``.
     """
@@ -101,8 +97,8 @@ class PostgresFinishThenClaim:
     def finish_then_claim(
         self, outcomes: Sequence[Outcome], request: ClaimRequest
     ) -> FinishedThenClaimed:
-        """Record ``outcomes``, then claim per ``request``: ``JobStore.finish_then_claim``."""
-        store = cast("JobStore", self)
+        """Record ``outcomes``, then claim per ``request``: ``Store.finish_then_claim``."""
+        store = cast("Store", self)
         if not outcomes or not self._one_statement_claim(request.plan):
             return finish_then_claim_in_turn(store, outcomes, request)
         if not bounded.pipelines(self.alias):

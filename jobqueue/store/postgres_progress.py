@@ -3,7 +3,7 @@
 The statements: ``record_progress.sql``, ``save_checkpoint.sql``, ``watch.sql``.
 
 A mixin of :class:`~jobqueue.store.postgres.PostgresStore`; the contract is
-:class:`~jobqueue.store.progress.ProgressStore`.
+:class:`~jobqueue.store.interface.Store`.
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ from datetime import datetime
 from typing import Any
 
 from jobqueue.settings.rates import RateLimits
+from jobqueue.store.interface import RateLimitRow
 from jobqueue.store.plan import ClaimPlan
-from jobqueue.store.ratelimits import RateLimitRow, claim_params
 from jobqueue.store.rows import fetchall, fetchone
+from jobqueue.store.shared import claim_params
 
 
 class PostgresRateLimitStore:

@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from jobqueue.store import bounded
-from jobqueue.store.rollups import PRUNE_ROLLUPS_LIMIT, depth_samples
+from jobqueue.store.interface import PRUNE_ROLLUPS_LIMIT
+from jobqueue.store.shared import depth_samples
 
 
 class PostgresRollupStore:

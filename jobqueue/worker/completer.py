@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from django.db import DatabaseError
 
 from jobqueue.logging import job_extra
-from jobqueue.store.base import ClaimRequest, FinishedThenClaimed
+from jobqueue.store.interface import ClaimRequest, FinishedThenClaimed
 from jobqueue.worker.executor import Outcome, send_outcome_signal
 from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.runs import Run, Runs

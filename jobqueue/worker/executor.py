@@ -33,7 +33,7 @@ from jobqueue.models import Job
 from jobqueue.payloads import to_json
 from jobqueue.retries import Outcome, decide
 from jobqueue.states import JobState
-from jobqueue.store.claimed import ClaimedJob
+from jobqueue.store.interface import ClaimedJob
 
 __all__ = ["Outcome", "execute", "failure_outcome", "send_outcome_signal"]
 

@@ -23,7 +23,7 @@ from django.utils import timezone
 from jobqueue.models import Job
 from jobqueue.states import JobState
 from jobqueue.store import postgres as postgres_store
-from jobqueue.store.base import ClaimedJob
+from jobqueue.store.interface import ClaimedJob
 from jobqueue.store.postgres import PostgresStore
 from jobqueue.store.sqltext import sql
 from tests.conftest import requires_postgres

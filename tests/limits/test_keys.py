@@ -20,7 +20,7 @@ from django.utils.module_loading import import_string
 from jobqueue.limits.fairness import QueueSelector
 from jobqueue.models import Job, JobParent
 from jobqueue.states import DeadReason
-from jobqueue.store.base import NewJob
+from jobqueue.store.interface import NewJob
 from jobqueue.store.plan import ConcurrencyLimits, Limit, TenantCaps, ordering_limit
 from tests.conftest import requires_postgres
 from tests.factories import ack, nack

@@ -16,7 +16,7 @@ import pytest
 from jobqueue.errors import LeaseLost
 from jobqueue.retries import Outcome
 from jobqueue.states import DeadReason, JobState
-from jobqueue.store.deaths import HandBack
+from jobqueue.store.interface import HandBack
 from tests.factories import ack, nack
 
 RETRY_AT = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)

@@ -22,7 +22,7 @@ from jobqueue.errors import DuplicateJob, JobNotFound, LeaseLost
 from jobqueue.models import CronEntry, CronFire, Job, LeaderLease
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import NewJob
-from jobqueue.store.cron import Advance, Fire
+from jobqueue.store.interface import Advance, Fire
 from tests.conftest import requires_postgres
 from tests.factories import ack, make_job, nack
 from tests.store.contract_cron_entries import CronEntryContract

@@ -12,7 +12,7 @@ from django.db import transaction
 import jobqueue
 from jobqueue.models import Job
 from jobqueue.store import postgres_copy
-from jobqueue.store.base import NOTIFY_CHANNEL
+from jobqueue.store.interface import NOTIFY_CHANNEL
 from tests.conftest import database_url, requires_postgres
 
 pytestmark = [pytest.mark.django_db(transaction=True), requires_postgres()]

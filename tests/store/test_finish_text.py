@@ -19,7 +19,7 @@ from jobqueue.retries import Outcome
 from jobqueue.states import JobState
 from jobqueue.store import bounded, get_store
 from jobqueue.store import postgres_pipeline as pipeline
-from jobqueue.store.base import ClaimRequest
+from jobqueue.store.interface import ClaimRequest
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

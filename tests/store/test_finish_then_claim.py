@@ -16,8 +16,8 @@ from jobqueue.models import Job
 from jobqueue.retries import Outcome
 from jobqueue.states import JobState
 from jobqueue.store import get_store
-from jobqueue.store.base import ClaimRequest
 from jobqueue.store.bounded import pipelines
+from jobqueue.store.interface import ClaimRequest
 from jobqueue.worker.loop import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
