@@ -66,8 +66,8 @@ def main() -> None:
     django.setup()
     import core
 
-    from jobqueue.store import postgres
     from jobqueue.store.postgres import PostgresStore
+    from jobqueue.store.postgres import db as postgres
 
     rolled = postgres.sql("finish_many")
     plain = without_rollup(rolled)

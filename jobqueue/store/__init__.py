@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from django.db import connections
 
-# Both stores implement the whole seam (``protocol.Store``).
-from jobqueue.store.generic import GenericStore
 from jobqueue.store.interface import ClaimedJob, ExpiredLease, NewJob, ReapDecision, Store
 from jobqueue.store.postgres import PostgresStore
+
+# Both stores implement the whole seam (``protocol.Store``).
+from jobqueue.store.sqlite import GenericStore
 
 __all__ = ["ClaimedJob", "ExpiredLease", "NewJob", "ReapDecision", "Store", "get_store"]
 

@@ -18,16 +18,14 @@ import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from jobqueue.models import CronEntry
 from jobqueue.retries import Outcome
 from jobqueue.settings.policies import Breaker, RetryBudgetSettings
 from jobqueue.settings.rates import RateLimits
 from jobqueue.states import JobState
 from jobqueue.store.plan import ClaimPlan
-
-if TYPE_CHECKING:
-    from jobqueue.models import CronEntry
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -650,6 +648,17 @@ class Store(Protocol):
 
     def lease_info(self, job_id: int, lease_token: uuid.UUID) -> ExpiredLease:
         """Return the held job's attempt counters (for a caller that has only id and token)."""
+
+    def expired_leases(self, limit: int, now: datetime | None = None) -> list[ExpiredLease]:
+        """Return up to ``limit`` leased jobs whose lease ended before ``now``, lowest id first.
+
+        What :meth:`reap` charges. On PostgreSQL the rows are locked (``FOR UPDATE SKIP
+        LOCKED``) until the caller's transaction ends; nothing is written.
+
+        Args:
+            limit: most jobs returned.
+            now: stands in for the database clock (tests only).
+        """
 
     def reap(
         self,

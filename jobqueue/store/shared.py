@@ -13,10 +13,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError
+from django.db.models import F
 from django.utils import timezone
 
 from jobqueue.errors import InvalidJobOption
-from jobqueue.models import Worker
+from jobqueue.models import Batch, Worker
 from jobqueue.models.rollups import BUCKETS, OUTCOMES, bucket_columns
 from jobqueue.retries import Outcome
 from jobqueue.settings.rates import TENANT, RateLimits
@@ -32,21 +33,23 @@ from jobqueue.store.interface import (
     Observation,
     QueueGauge,
     Start,
-    Store,
 )
 from jobqueue.store.plan import ClaimPlan
 
 
 def finish_then_claim_in_turn(
-    store: Store, outcomes: Sequence[Outcome], request: ClaimRequest
+    finish_many: Callable[[Sequence[Outcome]], dict[int, str]],
+    claim: Callable[..., list[ClaimedJob]],
+    outcomes: Sequence[Outcome],
+    request: ClaimRequest,
 ) -> FinishedThenClaimed:
     """Record ``outcomes``, then claim: two calls, the claim only once the outcomes are in."""
     try:
-        states = store.finish_many(outcomes)
+        states = finish_many(outcomes)
     except DatabaseError as exc:
         return FinishedThenClaimed(None, None, exc)
     try:
-        claimed = store.claim(
+        claimed = claim(
             request.queues, request.worker_id, request.max_jobs, request.lease_s, plan=request.plan
         )
     except DatabaseError as exc:
@@ -303,3 +306,29 @@ def depth_samples(gauges: Iterable[QueueGauge], at: datetime) -> list[tuple[str,
         for g in gauges
         if g.ready and g.oldest_due is not None
     ]
+
+
+class BatchRows:
+    """A batch's own row, written once per batch: plain ORM for every driver.
+
+    Every write runs in the caller's transaction. The members (``add_batch_members``) are each
+    driver's own: one statement on PostgreSQL, chunked updates on the ORM.
+    """
+
+    alias: str
+
+    def create_batch(self, payload_json: str, callbacks_json: str) -> int:
+        batch = Batch.objects.using(self.alias).create(
+            payload=json.loads(payload_json), callbacks=json.loads(callbacks_json)
+        )
+        return batch.id
+
+    def close_empty_batch(
+        self, batch_id: int, success_job_id: int | None, complete_job_id: int | None
+    ) -> None:
+        Batch.objects.using(self.alias).filter(id=batch_id, total=0).update(
+            completions=F("completions") + 1,
+            completed_at=timezone.now(),
+            success_job_id=success_job_id,
+            complete_job_id=complete_job_id,
+        )

@@ -151,7 +151,7 @@ class TestPostgresLimits(LimitsContract):
 @pytest.mark.django_db(databases=["default", "sqlite"])
 class TestGenericLimits(LimitsContract):
     alias = "sqlite"
-    store_class = "jobqueue.store.generic.GenericStore"
+    store_class = "jobqueue.store.sqlite.GenericStore"
 
 
 @requires_postgres()

@@ -44,7 +44,7 @@ class TestPostgresGauges(GaugeContract):
 @pytest.mark.django_db(databases=["default", "sqlite"])
 class TestGenericGauges(GaugeContract):
     alias = "sqlite"
-    store_class = "jobqueue.store.generic.GenericStore"
+    store_class = "jobqueue.store.sqlite.GenericStore"
 
 
 @pytest.mark.django_db

@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 from jobqueue.limits.fairness import ClaimPlan, QueueSelector, TenantCaps, parse_queue_spec
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
-from jobqueue.store.postgres import sql
+from jobqueue.store.sqltext import sql
 from tests.conftest import requires_postgres
 from tests.factories import ack, claim_params, make_job, make_jobs, nack
 
@@ -312,7 +312,7 @@ class TestPostgresFairness(FairnessContract):
 @pytest.mark.django_db(databases=["default", "sqlite"])
 class TestGenericFairness(FairnessContract):
     alias = "sqlite"
-    store_class = "jobqueue.store.generic.GenericStore"
+    store_class = "jobqueue.store.sqlite.GenericStore"
 
 
 # -- the claim's plan (PostgreSQL) -----------------------------------------------------------

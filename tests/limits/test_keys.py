@@ -208,4 +208,4 @@ class TestPostgresOneLimit(OneLimitContract):
 @pytest.mark.django_db(databases=["default", "sqlite"])
 class TestGenericOneLimit(OneLimitContract):
     alias = "sqlite"
-    store_class = "jobqueue.store.generic.GenericStore"
+    store_class = "jobqueue.store.sqlite.GenericStore"

@@ -20,7 +20,7 @@ from jobqueue.errors import InvalidJobOption
 from jobqueue.models import Job, Pause
 from jobqueue.states import JobState
 from jobqueue.store import get_store
-from jobqueue.store.postgres import sql
+from jobqueue.store.sqltext import sql
 from tests.conftest import requires_postgres
 from tests.factories import claim_params, make_job, make_jobs
 

@@ -1077,4 +1077,4 @@ class TestPostgresStore(StoreContract):
 @pytest.mark.django_db(databases=["default", "sqlite"])
 class TestGenericStore(StoreContract):
     alias = "sqlite"
-    store_class = "jobqueue.store.generic.GenericStore"
+    store_class = "jobqueue.store.sqlite.GenericStore"

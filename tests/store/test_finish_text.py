@@ -1,7 +1,7 @@
 """Which text of ``finish_many.sql`` the PostgreSQL store sends (issue 15, branch ``sql``).
 
 The batch bookkeeping (counts, callbacks) is left out only when this process claimed every job
-of the outcomes and none had a batch (``store/postgres_pipeline.py``, ``finish_statement``);
+of the outcomes and none had a batch (``store/postgres/finishing.py``, ``finish_statement``);
 every other outcome gets the full text, and batches count and fire as before.
 """
 
@@ -18,8 +18,8 @@ from jobqueue.models.rollups import Rollup
 from jobqueue.retries import Outcome
 from jobqueue.states import JobState
 from jobqueue.store import bounded, get_store
-from jobqueue.store import postgres_pipeline as pipeline
 from jobqueue.store.interface import ClaimRequest
+from jobqueue.store.postgres import finishing as pipeline
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -22,7 +22,7 @@ import jobqueue
 from jobqueue.models import Job, Worker
 from jobqueue.ops.queues import queue_status
 from jobqueue.states import JobState
-from jobqueue.store.postgres import sql
+from jobqueue.store.sqltext import sql
 from jobqueue.worker.loop import Worker as QueueWorker
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
 from tests.factories import make_jobs

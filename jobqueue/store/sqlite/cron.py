@@ -1,8 +1,10 @@
-"""Internal: the ORM store's cron and leader-lease operations (a mixin of GenericStore).
+"""Internal: cron entries, fires and the scheduler's leader lease on the ORM.
 
-Same contract as the PostgreSQL statements, in short transactions of a few ORM statements. Time
-is this process's clock (SQLite has no shared server clock); on SQLite the IMMEDIATE transaction
-mode serializes writers, which is what makes the lease and the compare-and-sets safe.
+the ORM store's cron and leader-lease operations (a mixin of GenericStore).
+
+Same contract as the PostgreSQL statements, in short transactions of a few ORM statements. Time is
+this process's clock (SQLite has no shared server clock); on SQLite the IMMEDIATE transaction mode
+serializes writers, which is what makes the lease and the compare-and-sets safe.
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ from django.utils import timezone
 
 from jobqueue.models import CronEntry, CronFire, LeaderLease
 from jobqueue.store.cron_entries import CronEntryWrites
-from jobqueue.store.interface import Advance, DueEntry, Fire, Fired, Leadership
+from jobqueue.store.interface import Advance, DueEntry, Fire, Fired, Leadership, Store
+from jobqueue.store.sqlite.db import Executor, GenericArea
 
 
-class GenericCronStore(CronEntryWrites):
-    """Cron operations through the ORM; the host class provides ``alias`` and ``enqueue_or_get``."""
+class GenericCron(CronEntryWrites, GenericArea):
+    """Cron entries, fires and the scheduler's leader lease on the ORM."""
 
-    alias: str
+    def __init__(self, db: Executor, store: Store) -> None:
+        super().__init__(db)
+        #: The whole store: a fire enqueues through its operation.
+        self.store = store
 
     def db_now(self) -> datetime:
         return timezone.now()
@@ -126,7 +132,7 @@ class GenericCronStore(CronEntryWrites):
                     )
             except IntegrityError:
                 return Fired(leading=True, job_id=None)
-            job_id, _ = self.enqueue_or_get(fire.job)  # type: ignore[attr-defined]
+            job_id, _ = self.store.enqueue_or_get(fire.job)
             CronFire.objects.using(self.alias).filter(pk=record.pk).update(job_id=job_id)
         return Fired(leading=True, job_id=job_id)
 

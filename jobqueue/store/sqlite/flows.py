@@ -1,17 +1,29 @@
-"""Internal: jobs enqueued after other jobs, on the ORM (SQLite and other Django databases).
+"""Internal: jobs after parents, batches, progress and checkpoints on the ORM.
 
-The ORM twin of migration 0015_parents's trigger: :meth:`GenericParentStore._settle_children`
-runs in the transaction that moved a parent with children (``GenericStore._finish``, the
-operator's cancel and retry), only when the row read there says ``has_children``, so jobs
-nobody waits for pay no extra statement. SQLite serializes writers, so a child's
-``waiting_for`` is counted down by one writer at a time. A mixin of
-:class:`~jobqueue.store.generic.GenericStore`; the contract and the rules are
-:mod:`jobqueue.store.interface`.
+jobs enqueued after other jobs, on the ORM (SQLite and other Django databases).
+
+The ORM twin of migration 0015_parents's trigger: :meth:`GenericParentStore._settle_children` runs
+in the transaction that moved a parent with children (``GenericStore._finish``, the operator's
+cancel and retry), only when the row read there says ``has_children``, so jobs nobody waits for pay
+no extra statement. SQLite serializes writers, so a child's ``waiting_for`` is counted down by one
+writer at a time. A mixin of :class:`~jobqueue.store.generic.GenericStore`; the contract and the
+rules are :mod:`jobqueue.store.interface`.
+
+batches on the ORM.
+
+A mixin of :class:`~jobqueue.store.generic.GenericStore` (and the base of the PostgreSQL one, which
+replaces the member update with one statement); Every write runs in the caller's transaction.
+
+progress, checkpoints and waiters on the ORM.
+
+A mixin of :class:`~jobqueue.store.generic.GenericStore`; There is no notification here:
+``jobqueue.wait`` polls on these databases, so :meth:`watch` only reads the state.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,20 +32,23 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from jobqueue.models import Job, JobParent
+from jobqueue.errors import JobNotFound, LeaseLost
+from jobqueue.models import Batch, Job, JobParent
 from jobqueue.states import FINISHED, LIVE, JobState
 from jobqueue.store.interface import FAILED, PARENT_RESULTS_KEY, NewJob
-from jobqueue.store.shared import failed_entry, retried_entry, start
+from jobqueue.store.shared import BatchRows, failed_entry, retried_entry, start
+from jobqueue.store.sqlite.db import GenericArea
 
 #: The states of an ordering key's jobs a new job of that key waits behind.
 ORDERED = LIVE | {JobState.WAITING}
 
 
-class GenericParentStore:
-    """enqueue_after and the settling of children; the host class gives ``alias``, ``_jobs``."""
+#: Ids per UPDATE: SQLite's bound-parameter limit is 999 on old builds.
+MEMBER_CHUNK = 900
 
-    alias: str
-    _jobs: Any
+
+class GenericFlows(BatchRows, GenericArea):
+    """Jobs after parents, batches, progress and checkpoints on the ORM."""
 
     def enqueue_after(
         self,
@@ -89,7 +104,7 @@ class GenericParentStore:
             )
         return row.id, now
 
-    def _enqueue_in_order(self, job: NewJob) -> tuple[int, bool, datetime]:
+    def enqueue_in_order(self, job: NewJob) -> tuple[int, bool, datetime]:
         """Enqueue a job with an ordering key (no dedupe key) behind its key's last job.
 
         The ORM twin of ``enqueue_in_order.sql``: when the key has a live or waiting job, the new
@@ -138,7 +153,7 @@ class GenericParentStore:
                 )
         return row.id, True, now
 
-    def _settle_children(self, parent_id: int, old: str, new: str, now: datetime) -> None:
+    def settle_children(self, parent_id: int, old: str, new: str, now: datetime) -> None:
         """Settle the children of a parent that moved from ``old`` to ``new`` (see parents.py).
 
         Call it in the transaction that moved the parent, for a parent with ``has_children``.
@@ -180,7 +195,7 @@ class GenericParentStore:
             state=new, finished_at=finished_at, errors=[*child["errors"], entry]
         )
         if child["has_children"]:
-            self._settle_children(child["id"], old, new, now)
+            self.settle_children(child["id"], old, new, now)
 
     def _other_failed(self, child_id: int, parent_id: int) -> bool:
         others = JobParent.objects.using(self.alias).filter(
@@ -211,3 +226,50 @@ class GenericParentStore:
             payload[PARENT_RESULTS_KEY] = [results.get(p) for p in parents]
             fields["payload"] = payload
         child.update(**fields)
+
+    def add_batch_members(self, batch_id: int, job_ids: Sequence[int]) -> int:
+        ids = list(job_ids)
+        joined = 0
+        for first in range(0, len(ids), MEMBER_CHUNK):
+            joined += (
+                Job.objects.using(self.alias)
+                .filter(id__in=ids[first : first + MEMBER_CHUNK], batch_id__isnull=True)
+                .update(batch_id=batch_id)
+            )
+        if joined:
+            Batch.objects.using(self.alias).filter(id=batch_id).update(
+                total=F("total") + joined, pending=F("pending") + joined
+            )
+        return joined
+
+    def _held_row(self, job_id: int, lease_token: uuid.UUID) -> Any:
+        return Job.objects.using(self.alias).filter(
+            id=job_id, lease_token=lease_token, state=JobState.LEASED
+        )
+
+    def record_progress(
+        self, job_id: int, lease_token: uuid.UUID, done: int, total: int | None
+    ) -> None:
+        with transaction.atomic(using=self.alias):
+            if not self._held_row(job_id, lease_token).update(
+                progress_done=done, progress_total=total
+            ):
+                raise LeaseLost(job_id)
+
+    def save_checkpoint(self, job_id: int, lease_token: uuid.UUID, state_json: str) -> None:
+        with transaction.atomic(using=self.alias):
+            if not self._held_row(job_id, lease_token).update(
+                checkpoint=json.loads(state_json), checkpoint_at=timezone.now()
+            ):
+                raise LeaseLost(job_id)
+
+    def read_checkpoint(self, job_id: int) -> Any:
+        rows = list(Job.objects.using(self.alias).filter(id=job_id).values_list("checkpoint"))
+        if not rows:
+            raise JobNotFound(job_id)
+        return rows[0][0]
+
+    def watch(self, job_id: int) -> str | None:
+        return (
+            Job.objects.using(self.alias).filter(id=job_id).values_list("state", flat=True).first()
+        )

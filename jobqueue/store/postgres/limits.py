@@ -1,7 +1,13 @@
-"""Internal: the PostgreSQL statements of circuit breakers, deferrals and retry budgets.
+"""Internal: breakers, retry budgets, rate limits and pauses on PostgreSQL.
 
-A mixin of :class:`~jobqueue.store.postgres.PostgresStore`; the contract is
-:class:`~jobqueue.store.interface.Store`.
+the PostgreSQL statements of circuit breakers, deferrals and retry budgets.
+
+A mixin of :class:`~jobqueue.store.postgres.PostgresStore`;
+
+rate limiters read on PostgreSQL (``rate_limit_wait.sql``, ``rate_limit_rows.sql``). ``claim.sql``
+spends the buckets.
+
+pause and resume on PostgreSQL (``pause.sql``, ``resume.sql``). ``claim.sql`` reads the rows.
 """
 
 from __future__ import annotations
@@ -10,22 +16,25 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from jobqueue.models import Pause
 from jobqueue.settings.policies import Breaker, RetryBudgetSettings
-from jobqueue.store.interface import BreakerOutcomes, BreakerView, Deferral
+from jobqueue.settings.rates import RateLimits
+from jobqueue.store.interface import BreakerOutcomes, BreakerView, Deferral, Paused, RateLimitRow
+from jobqueue.store.plan import ClaimPlan
+from jobqueue.store.postgres.db import PostgresArea
 from jobqueue.store.rows import fetchall, fetchone
+from jobqueue.store.shared import claim_params
 
 
-class PostgresDependencyStore:
-    """Breakers and budgets on PostgreSQL; the host class provides ``_execute(name, params)``."""
-
-    _execute: Any
+class PostgresLimits(PostgresArea):
+    """Breakers, retry budgets, rate limits and pauses on PostgreSQL."""
 
     def breaker_states(
         self, names: Sequence[str], now: datetime | None = None
     ) -> dict[str, BreakerView]:
         if not names:
             return {}
-        with self._execute("breaker_states", {"names": sorted(names), "now": now}) as cursor:
+        with self.db.execute("breaker_states", {"names": sorted(names), "now": now}) as cursor:
             return {
                 r.name: BreakerView(
                     name=r.name,
@@ -42,7 +51,7 @@ class PostgresDependencyStore:
         self, name: str, job_id: int, probe_s: float, now: datetime | None = None
     ) -> datetime | None:
         params = {"name": name, "job_id": job_id, "probe_s": probe_s, "now": now}
-        with self._execute("claim_probe", params) as cursor:
+        with self.db.execute("claim_probe", params) as cursor:
             row = fetchone(cursor)
         return row.probe_until if row else None
 
@@ -65,13 +74,13 @@ class PostgresDependencyStore:
             "max_cooldown_s": breaker.max_cooldown_seconds,
             "now": now,
         }
-        with self._execute("record_breaker_outcomes", params) as cursor:
+        with self.db.execute("record_breaker_outcomes", params) as cursor:
             states = {r.name: r.state for r in fetchall(cursor)}
         missing = [o.name for o in ordered if o.name not in states]
         if missing:
             # First outcomes of these dependencies: create their rows, then count again.
             ensure = {"names": missing, "cooldown_s": breaker.cooldown_seconds, "now": now}
-            self._execute("ensure_breakers", ensure).close()
+            self.db.execute("ensure_breakers", ensure).close()
             params.update(
                 {
                     key: [
@@ -82,7 +91,7 @@ class PostgresDependencyStore:
                     for key in ("names", "successes", "failures", "probe_ids", "probe_results")
                 }
             )
-            with self._execute("record_breaker_outcomes", params) as cursor:
+            with self.db.execute("record_breaker_outcomes", params) as cursor:
                 states.update((r.name, r.state) for r in fetchall(cursor))
         return states
 
@@ -101,7 +110,7 @@ class PostgresDependencyStore:
             "cooldown_s": breaker.cooldown_seconds,
             "now": now,
         }
-        with self._execute("open_breaker", params) as cursor:
+        with self.db.execute("open_breaker", params) as cursor:
             return fetchone(cursor).open_until
 
     def close_breaker(self, name: str, reason: str, breaker: Breaker) -> bool:
@@ -111,13 +120,13 @@ class PostgresDependencyStore:
             "cooldown_s": breaker.cooldown_seconds,
             "now": None,
         }
-        with self._execute("close_breaker", params) as cursor:
+        with self.db.execute("close_breaker", params) as cursor:
             return cursor.fetchone() is not None
 
     def release_deferred(self, job_types: Sequence[str], now: datetime | None = None) -> int:
         if not job_types:
             return 0
-        with self._execute("release_deferred", {"types": list(job_types), "now": now}) as cursor:
+        with self.db.execute("release_deferred", {"types": list(job_types), "now": now}) as cursor:
             return len(cursor.fetchall())
 
     def defer_many(
@@ -133,7 +142,7 @@ class PostgresDependencyStore:
             "messages": [d.message for d in ordered],
             "now": now,
         }
-        with self._execute("defer_many", params) as cursor:
+        with self.db.execute("defer_many", params) as cursor:
             return {r.id: r.state for r in fetchall(cursor)}
 
     def take_retry_tokens(
@@ -149,7 +158,7 @@ class PostgresDependencyStore:
             "floor_per_second": budget.floor_per_second,
             "now": now,
         }
-        with self._execute("take_retry_tokens", params) as cursor:
+        with self.db.execute("take_retry_tokens", params) as cursor:
             return {r.queue: r.tokens for r in fetchall(cursor)}
 
     def credit_retry_tokens(
@@ -166,10 +175,75 @@ class PostgresDependencyStore:
             "floor_per_second": budget.floor_per_second,
             "now": now,
         }
-        self._execute("credit_retry_tokens", params).close()
+        self.db.execute("credit_retry_tokens", params).close()
 
     def delete_retry_budgets(self, queues: Collection[str]) -> int:
         if not queues:
             return 0
-        with self._execute("delete_retry_budgets", {"queues": sorted(queues)}) as cursor:
+        with self.db.execute("delete_retry_budgets", {"queues": sorted(queues)}) as cursor:
             return cursor.rowcount
+
+    def ensure_buckets(self, queues: Sequence[str], plan: ClaimPlan, now: datetime | None) -> None:
+        """Create the missing buckets a claim of ``queues`` may draw on (full)."""
+        params = {
+            **claim_params(plan.rates),
+            "queues": list(queues),
+            "every": plan.every,
+            "now": now,
+        }
+        self.db.execute("ensure_rate_buckets", params).close()
+
+    def rate_limit_wait(self, rates: RateLimits, since_s: float = 0.0) -> float | None:
+        if not rates.enabled:
+            return None
+        params = {**claim_params(rates), "since_s": max(since_s, 0.0)}
+        with self.db.execute("rate_limit_wait", params) as cursor:
+            row = fetchone(cursor)
+        return None if row is None or row.wait_s is None else max(float(row.wait_s), 0.0)
+
+    def rate_limit_rows(self, rates: RateLimits, cap: int = 10_000) -> list[RateLimitRow]:
+        if not rates.enabled:
+            return []
+        static = rates.static()
+        keys = sorted(static)
+        default = rates.tenant_default
+        params = {
+            **claim_params(rates),
+            "keys": keys,
+            "rates": [static[k].rate for k in keys],
+            "bursts": [static[k].burst for k in keys],
+            "texts": [static[k].text for k in keys],
+            "tenant_text": "" if default is None else default.text,
+            "cap": cap,
+        }
+        with self.db.execute("rate_limit_rows", params) as cursor:
+            return [
+                RateLimitRow(
+                    key=r.key,
+                    rate=r.rate,
+                    burst=r.burst,
+                    text=r.text,
+                    tokens=float(r.tokens),
+                    held=r.held,
+                )
+                for r in fetchall(cursor)
+            ]
+
+    def pause(self, kind: str, name: str, by: str, reason: str = "") -> tuple[Paused, bool]:
+        params = {"kind": kind, "name": name, "by": by, "reason": reason}
+        # An empty answer: a concurrent pause committed after this statement's snapshot (its
+        # insert won, ours did nothing, and our read could not see it yet). Once more sees it.
+        for _ in range(3):
+            with self.db.execute("pause", params) as cursor:
+                row = fetchone(cursor)
+            if row is not None:
+                return Paused.of(row), row.created
+        raise RuntimeError(f"pause of {kind} {name!r} neither inserted nor found")
+
+    def resume(self, kind: str, name: str) -> Paused | None:
+        with self.db.execute("resume", {"kind": kind, "name": name}) as cursor:
+            row = fetchone(cursor)
+        return None if row is None else Paused.of(row)
+
+    def paused(self) -> list[Paused]:
+        return [Paused.of(p) for p in Pause.objects.using(self.alias).order_by("kind", "name")]

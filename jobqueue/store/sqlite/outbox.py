@@ -1,7 +1,9 @@
-"""Internal: the outbox on the ORM. A mixin of :class:`~jobqueue.store.generic.GenericStore`.
+"""Internal: the transactional outbox on the ORM.
 
-Same rows and answers as ``postgres_outbox.py``. SQLite takes its write lock for the whole
-relay transaction (``transaction_mode = "IMMEDIATE"``), so there is no row to skip; ids drawn by
+the outbox on the ORM.
+
+Same rows and answers as ``postgres_outbox.py``. SQLite takes its write lock for the whole relay
+transaction (``transaction_mode = "IMMEDIATE"``), so there is no row to skip; ids drawn by
 :meth:`reserve_job_id` are never reused because Django's SQLite primary keys are AUTOINCREMENT.
 """
 
@@ -19,12 +21,11 @@ from jobqueue.models import Job, OutboxEntry
 from jobqueue.states import LIVE, JobState
 from jobqueue.store.interface import OUTBOX_COUNT_CAP, NewJob, OutboxGauge, OutboxRow
 from jobqueue.store.shared import job_json
+from jobqueue.store.sqlite.db import GenericArea
 
 
-class GenericOutboxStore:
-    """The outbox on the ORM; the host class provides ``alias``."""
-
-    alias: str
+class GenericOutbox(GenericArea):
+    """The transactional outbox on the ORM."""
 
     def reserve_job_id(self) -> int:
         # A placeholder row inserted and deleted in one transaction: its id is spent.

@@ -1,21 +1,19 @@
-"""Internal: the PostgreSQL store's cron and leader-lease statements (a mixin of PostgresStore).
+"""Internal: cron entries, fires and the scheduler's leader lease on PostgreSQL.
+
+the PostgreSQL store's cron and leader-lease statements (a mixin of PostgresStore).
 
 One statement each, from ``sql/``; each runs in the caller's transaction when there is one.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 from jobqueue.store.cron_entries import CronEntryWrites
 from jobqueue.store.interface import Advance, DueEntry, Fire, Fired, Leadership
-from jobqueue.store.rows import fetchall, fetchone
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
+from jobqueue.store.postgres.db import PostgresArea
+from jobqueue.store.rows import fetchall, fetchone, json_value
 
 
 def _leader_params(leader: Leadership | None) -> dict[str, Any]:
@@ -24,13 +22,11 @@ def _leader_params(leader: Leadership | None) -> dict[str, Any]:
     return {"lease_name": leader.name, "holder": leader.holder, "token": leader.token}
 
 
-class PostgresCronStore(CronEntryWrites):
-    """Cron operations on PostgreSQL; the host class provides ``_execute(name, params)``."""
-
-    _execute: Any
+class PostgresCron(CronEntryWrites, PostgresArea):
+    """Cron entries, fires and the scheduler's leader lease on PostgreSQL."""
 
     def db_now(self) -> datetime:
-        with self._execute("db_now", {}) as cursor:
+        with self.db.execute("db_now", {}) as cursor:
             return fetchone(cursor).now
 
     def elect_leader(
@@ -42,7 +38,7 @@ class PostgresCronStore(CronEntryWrites):
         now: datetime | None = None,
     ) -> Leadership | None:
         params = {"name": name, "holder": holder, "token": token, "lease_s": lease_s, "now": now}
-        with self._execute("elect_leader", params) as cursor:
+        with self.db.execute("elect_leader", params) as cursor:
             row = fetchone(cursor)
         if row is None:
             return None
@@ -56,11 +52,11 @@ class PostgresCronStore(CronEntryWrites):
 
     def resign_leader(self, name: str, holder: str, token: int) -> bool:
         params = {"name": name, "holder": holder, "token": token}
-        with self._execute("resign_leader", params) as cursor:
+        with self.db.execute("resign_leader", params) as cursor:
             return cursor.rowcount > 0
 
     def due_cron_entries(self, until: datetime, limit: int = 100) -> list[DueEntry]:
-        with self._execute("due_cron_entries", {"until": until, "limit": limit}) as cursor:
+        with self.db.execute("due_cron_entries", {"until": until, "limit": limit}) as cursor:
             rows = fetchall(cursor)
         return [
             DueEntry(
@@ -70,7 +66,7 @@ class PostgresCronStore(CronEntryWrites):
                 timezone=r.timezone,
                 queue=r.queue,
                 job_type=r.job_type,
-                payload=_json(r.payload),
+                payload=json_value(r.payload),
                 priority=r.priority,
                 missed=r.missed,
                 missed_cap=r.missed_cap,
@@ -100,7 +96,7 @@ class PostgresCronStore(CronEntryWrites):
             "timeout_s": job.timeout_s,
             "dedupe_key": job.dedupe_key,
         }
-        with self._execute("fire_cron", params) as cursor:
+        with self.db.execute("fire_cron", params) as cursor:
             row = fetchone(cursor)
         return Fired(leading=bool(row.leading), job_id=row.job_id)
 
@@ -115,10 +111,10 @@ class PostgresCronStore(CronEntryWrites):
             "last_fired_at": advance.last_fired_at,
             "skipped": advance.skipped,
         }
-        with self._execute("advance_cron", params) as cursor:
+        with self.db.execute("advance_cron", params) as cursor:
             return cursor.rowcount == 1
 
     def prune_cron_fires(self, older_than: datetime, limit: int = 10_000) -> int:
         params = {"older_than": older_than, "limit": limit}
-        with self._execute("prune_cron_fires", params) as cursor:
+        with self.db.execute("prune_cron_fires", params) as cursor:
             return cursor.rowcount

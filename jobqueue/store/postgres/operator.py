@@ -1,16 +1,15 @@
-"""Internal: the operator's writes on PostgreSQL: cancel, retry, run now, prune.
+"""Internal: operator writes and reads on PostgreSQL: cancel, retry, run now, prune.
 
-A prune deletes the parent links of the jobs it deletes (``prune.sql``) and then the batches
-left done with no member (``prune_batches.sql``).
+the operator's writes on PostgreSQL: cancel, retry, run now, prune.
 
-A mixin of :class:`~jobqueue.store.postgres.PostgresStore`.
+A prune deletes the parent links of the jobs it deletes (``prune.sql``) and then the batches left
+done with no member (``prune_batches.sql``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from django.db import IntegrityError
 
@@ -18,21 +17,20 @@ from jobqueue.errors import DuplicateJob, JobNotFound
 from jobqueue.models import Job
 from jobqueue.states import LIVE
 from jobqueue.store import bounded
+from jobqueue.store.postgres.db import PostgresArea
 from jobqueue.store.rows import fetchall, fetchone
+from jobqueue.store.shared import WorkerRegistry
 
 
-class PostgresOperatorStore:
-    """cancel, retry, run_now, prune on PostgreSQL; the host provides ``alias``, ``_execute``."""
-
-    alias: str
-    _execute: Any
+class PostgresOperator(WorkerRegistry, PostgresArea):
+    """Operator writes and reads on PostgreSQL: cancel, retry, run now, prune."""
 
     def _exists(self, job_id: int) -> bool:
-        with self._execute("job_exists", {"id": job_id}) as cursor:
+        with self.db.execute("job_exists", {"id": job_id}) as cursor:
             return cursor.fetchone() is not None
 
     def cancel_or_request(self, job_id: int, by: str = "") -> str | None:
-        with self._execute("cancel", {"id": job_id, "by": by}) as cursor:
+        with self.db.execute("cancel", {"id": job_id, "by": by}) as cursor:
             row = fetchone(cursor)
         if row is not None:
             return row.state
@@ -44,7 +42,7 @@ class PostgresOperatorStore:
         try:
             # A savepoint, so a refused retry leaves the caller's transaction usable.
             with bounded.own_transaction(self.alias):
-                with self._execute("retry", {"id": job_id, "by": by}) as cursor:
+                with self.db.execute("retry", {"id": job_id, "by": by}) as cursor:
                     if cursor.fetchone() is not None:
                         return True
         except IntegrityError:
@@ -68,7 +66,7 @@ class PostgresOperatorStore:
             # A savepoint: a dedupe key taken by a concurrent enqueue between the check and the
             # update aborts only this statement; then each row goes through retry() on its own.
             with bounded.own_transaction(self.alias):
-                with self._execute("retry_many", {"ids": ids, "by": by}) as cursor:
+                with self.db.execute("retry_many", {"ids": ids, "by": by}) as cursor:
                     return {row.id for row in fetchall(cursor)}
         except IntegrityError:
             retried: set[int] = set()
@@ -81,7 +79,7 @@ class PostgresOperatorStore:
             return retried
 
     def run_now(self, job_id: int, by: str = "") -> bool:
-        with self._execute("run_now", {"id": job_id, "by": by}) as cursor:
+        with self.db.execute("run_now", {"id": job_id, "by": by}) as cursor:
             if cursor.fetchone() is not None:
                 return True
         if not self._exists(job_id):
@@ -102,12 +100,12 @@ class PostgresOperatorStore:
             "now": now,
         }
         with bounded.own_transaction(self.alias):
-            with self._execute("prune", params) as cursor:
+            with self.db.execute("prune", params) as cursor:
                 row = fetchone(cursor)
             bounded.checkpoint("pruner", self.alias)
         if row.batches:
             # After the commit above, in a statement of its own: see prune_batches.sql.
-            with self._execute("prune_batches", {"ids": list(row.batches)}):
+            with self.db.execute("prune_batches", {"ids": list(row.batches)}):
                 pass
         return row.jobs
 
@@ -120,5 +118,5 @@ class PostgresOperatorStore:
             "cap": None,
             "now": now,
         }
-        with self._execute("count_prunable", params) as cursor:
+        with self.db.execute("count_prunable", params) as cursor:
             return sum(row.prunable for row in fetchall(cursor))

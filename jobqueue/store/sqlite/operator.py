@@ -1,9 +1,9 @@
-"""Internal: the operator's writes on the ORM: cancel, retry, run now, prune.
+"""Internal: operator writes and reads on the ORM: cancel, retry, run now, prune.
+
+the operator's writes on the ORM: cancel, retry, run now, prune.
 
 A prune deletes the parent links of the jobs it deletes and then the batches left done with no
 member, as the PostgreSQL store's ``prune.sql`` and ``prune_batches.sql`` do.
-
-A mixin of :class:`~jobqueue.store.generic.GenericStore`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,9 @@ from django.utils import timezone
 from jobqueue.errors import DuplicateJob, JobNotFound
 from jobqueue.models import Batch, JobParent
 from jobqueue.states import CANCELLABLE, FINISHED, LIVE, RETRYABLE, JobState
-
-
-def _now(now: datetime | None) -> datetime:
-    return now or timezone.now()
-
+from jobqueue.store.shared import WorkerRegistry
+from jobqueue.store.sqlite.db import Executor, GenericArea, now_or
+from jobqueue.store.sqlite.flows import GenericFlows
 
 #: What each operator entry of a job's history says (as the PostgreSQL statements write it).
 _MESSAGES = {
@@ -51,13 +49,14 @@ def _entry(kind: str, now: datetime, previous_state: str, by: str) -> dict[str, 
     }
 
 
-class GenericOperatorStore:
-    """cancel, retry, run_now and prune on the ORM; the host class provides ``alias``, ``_jobs``."""
+class GenericOperator(WorkerRegistry, GenericArea):
+    """Operator writes and reads on the ORM: cancel, retry, run now, prune."""
 
-    alias: str
-    _jobs: Any
+    def __init__(self, db: Executor, flows: GenericFlows) -> None:
+        super().__init__(db)
+        self.flows = flows
+
     #: GenericParentStore's, beside this mixin in GenericStore.
-    _settle_children: Any
 
     def cancel_or_request(self, job_id: int, by: str = "") -> str | None:
         now = timezone.now()
@@ -75,7 +74,7 @@ class GenericOperatorStore:
                     errors=[*row["errors"], _entry("operator_cancel", now, row["state"], by)],
                 )
                 if row["has_children"]:
-                    self._settle_children(job_id, row["state"], JobState.CANCELLED, now)
+                    self.flows.settle_children(job_id, row["state"], JobState.CANCELLED, now)
                 return JobState.CANCELLED
             # A running job is asked to stop; its worker ends it cancelled.
             if (
@@ -119,7 +118,7 @@ class GenericOperatorStore:
                     errors=[*row["errors"], entry],
                 )
                 if updated and row["has_children"]:
-                    self._settle_children(job_id, row["state"], JobState.READY, now)
+                    self.flows.settle_children(job_id, row["state"], JobState.READY, now)
                 return bool(updated)
         except IntegrityError:
             holder = (
@@ -156,7 +155,7 @@ class GenericOperatorStore:
         return False
 
     def _prunable(self, states: Sequence[str], older_than_s: float, now: datetime | None):
-        cutoff = _now(now) - timedelta(seconds=older_than_s)
+        cutoff = now_or(now) - timedelta(seconds=older_than_s)
         finished = [state for state in states if state in FINISHED]
         return self._jobs.filter(state__in=finished, finished_at__lt=cutoff)
 

@@ -1,4 +1,6 @@
-"""Internal: the outbox on PostgreSQL. A mixin of :class:`~jobqueue.store.postgres.PostgresStore`.
+"""Internal: the transactional outbox on PostgreSQL.
+
+the outbox on PostgreSQL.
 
 ``outbox_put.sql`` and ``outbox_put_many.sql`` run in the caller's transaction (``callers``: never
 bounded by jobqueue's limits); each wakes the relays listening on this database at its commit
@@ -10,26 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from jobqueue.store.interface import OUTBOX_COUNT_CAP, NewJob, OutboxGauge, OutboxRow
+from jobqueue.store.postgres.db import PostgresArea
 from jobqueue.store.rows import fetchall, fetchone
 from jobqueue.store.shared import job_json
 
 
-class PostgresOutboxStore:
-    """The outbox on PostgreSQL; the host provides ``alias`` and ``_execute``."""
-
-    alias: str
-    _execute: Any
+class PostgresOutbox(PostgresArea):
+    """The transactional outbox on PostgreSQL."""
 
     def reserve_job_id(self) -> int:
         params = {"n": 1, "ordering_keys": []}
-        with self._execute("reserve_ids", params) as cursor:
+        with self.db.execute("reserve_ids", params) as cursor:
             return int(fetchone(cursor).id)
 
     def reserve_job_ids(self, n: int) -> list[int]:
-        with self._execute("reserve_ids", {"n": int(n), "ordering_keys": []}) as cursor:
+        with self.db.execute("reserve_ids", {"n": int(n), "ordering_keys": []}) as cursor:
             return [int(row.id) for row in fetchall(cursor)]
 
     def put_outbox(self, target: str, job_id: int, job: NewJob) -> datetime:
@@ -39,7 +38,7 @@ class PostgresOutboxStore:
             "job": job_json(job, job_id),
             "delay_s": float(job.delay_s),
         }
-        with self._execute("outbox_put", params, callers=True) as cursor:
+        with self.db.execute("outbox_put", params, callers=True) as cursor:
             created_at: datetime = fetchone(cursor).created_at
         return created_at
 
@@ -49,20 +48,20 @@ class PostgresOutboxStore:
             "jobs": [job_json(job, job_id) for job_id, job in jobs],
             "delays": [float(job.delay_s) for _, job in jobs],
         }
-        with self._execute("outbox_put_many", params, callers=True) as cursor:
+        with self.db.execute("outbox_put_many", params, callers=True) as cursor:
             created_at: datetime = fetchone(cursor).created_at
         return created_at
 
     def take_outbox(self, target: str, limit: int) -> list[OutboxRow]:
         params = {"target": target, "limit": int(limit)}
-        with self._execute("outbox_take", params) as cursor:
+        with self.db.execute("outbox_take", params) as cursor:
             rows = fetchall(cursor)
         return [
             OutboxRow(id=r.id, job_id=r.job_id, job=r.job, created_at=r.created_at) for r in rows
         ]
 
     def delete_outbox(self, ids: Sequence[int]) -> int:
-        with self._execute("outbox_delete", {"ids": list(ids)}) as cursor:
+        with self.db.execute("outbox_delete", {"ids": list(ids)}) as cursor:
             return int(cursor.rowcount)
 
     def insert_relayed(self, rows: Sequence[OutboxRow]) -> int:
@@ -71,14 +70,14 @@ class PostgresOutboxStore:
         params = {"jobs": "[{}]".format(",".join(r.job for r in rows))}
         # In autocommit (the relay never opens a transaction on the queue database): one
         # statement, committed before the relay deletes the rows.
-        with self._execute("relay_jobs", params) as cursor:
+        with self.db.execute("relay_jobs", params) as cursor:
             return len(fetchall(cursor))
 
     def outbox_gauges(
         self, targets: Sequence[str], cap: int = OUTBOX_COUNT_CAP
     ) -> list[OutboxGauge]:
         params = {"targets": sorted(targets), "cap": int(cap)}
-        with self._execute("outbox_gauges", params) as cursor:
+        with self.db.execute("outbox_gauges", params) as cursor:
             rows = fetchall(cursor)
         return [
             OutboxGauge(target=r.target, waiting=r.waiting, oldest_age_s=r.oldest_age_s)
