@@ -25,11 +25,20 @@ from jobqueue.store import NewJob
 from jobqueue.store.interface import Advance, Fire
 from tests.conftest import requires_postgres
 from tests.factories import ack, make_job, nack
+from tests.store.contract_batches import BatchesContract
+from tests.store.contract_concurrency import LimitsContract
+from tests.store.contract_concurrency_gauges import GaugeContract
 from tests.store.contract_cron_entries import CronEntryContract
 from tests.store.contract_deaths import DeathContract, decide_retry_in
 from tests.store.contract_dependencies import DependencyContract
+from tests.store.contract_fairness import FairnessContract
 from tests.store.contract_finish import FinishContract
+from tests.store.contract_one_limit import OneLimitContract
 from tests.store.contract_outbox import OutboxContract
+from tests.store.contract_parents import ParentsContract
+from tests.store.contract_pauses import PauseContract
+from tests.store.contract_rates import RateContract
+from tests.store.contract_results import ResultsContract
 from tests.store.contract_rollup import RollupContract
 
 NOOP = "tests.testapp.jobs.noop"
@@ -57,6 +66,15 @@ class StoreContract(
     CronEntryContract,
     RollupContract,
     OutboxContract,
+    OneLimitContract,
+    PauseContract,
+    GaugeContract,
+    FairnessContract,
+    LimitsContract,
+    RateContract,
+    ParentsContract,
+    ResultsContract,
+    BatchesContract,
 ):
     """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path).
 
@@ -1072,6 +1090,14 @@ class StoreContract(
 class TestPostgresStore(StoreContract):
     alias = "default"
     store_class = "jobqueue.store.postgres.PostgresStore"
+
+    def test_the_claim_reads_the_pauses_within_its_one_statement(
+        self, store, django_assert_num_queries, no_declared_limits
+    ):
+        self.pause_make("mail")
+        store.pause("queue", "mail", "alice")
+        with django_assert_num_queries(1):
+            assert self.claim_all(store, ["mail"]) == set()
 
 
 @pytest.mark.django_db(databases=["default", "sqlite"])
