@@ -34,6 +34,7 @@ from tests.store.contract_dependencies import DependencyContract
 from tests.store.contract_fairness import FairnessContract
 from tests.store.contract_finish import FinishContract
 from tests.store.contract_one_limit import OneLimitContract
+from tests.store.contract_operations import OperationsContract
 from tests.store.contract_outbox import OutboxContract
 from tests.store.contract_parents import ParentsContract
 from tests.store.contract_pauses import PauseContract
@@ -75,6 +76,7 @@ class StoreContract(
     ParentsContract,
     ResultsContract,
     BatchesContract,
+    OperationsContract,
 ):
     """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path).
 
