@@ -26,6 +26,7 @@ from jobqueue.settings.policies import Breaker, RetryBudgetSettings
 from jobqueue.settings.rates import RateLimits
 from jobqueue.states import JobState
 from jobqueue.store.plan import ClaimPlan
+from jobqueue.store.rows import json_value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +61,29 @@ class ClaimedJob:
     tenant_id: str
     tag: float = 0.0
     suspect: bool = False
+
+    @classmethod
+    def from_row(cls, row: Any) -> ClaimedJob:
+        """Return the job of one row a claim statement returned (``claim.sql``'s columns).
+
+        ``row`` has the job's columns as attributes, after the claim's update (``attempts``
+        counts this attempt); a ``payload`` the driver left as JSON text is decoded.
+        """
+        return cls(
+            id=row.id,
+            job_type=row.type,
+            payload=json_value(row.payload),
+            attempt=row.attempts,
+            max_attempts=row.max_attempts,
+            timeout_s=row.timeout_s,
+            lease_token=row.lease_token,
+            lease_until=row.lease_until,
+            queue=row.queue,
+            priority=row.priority,
+            tenant_id=row.tenant_id,
+            tag=row.tag,
+            suspect=row.suspect,
+        )
 
 
 #: Error message of a job charged for its process's death.

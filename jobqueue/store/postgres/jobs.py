@@ -67,7 +67,7 @@ from jobqueue.store.postgres.db import Executor, PostgresArea
 from jobqueue.store.postgres.finishing import PostgresFinishing, finish_statement, note_claimed
 from jobqueue.store.postgres.flows import PostgresFlows
 from jobqueue.store.postgres.limits import PostgresLimits
-from jobqueue.store.rows import fetchall, fetchone, json_value
+from jobqueue.store.rows import fetchall, fetchone
 from jobqueue.store.shared import (
     claim_again,
     claim_params,
@@ -448,24 +448,7 @@ class PostgresJobs(PostgresArea):
                     # leases to expire and be charged (best effort; else the reaper does).
                     self._unclaim(rows)
                     raise
-        return [
-            ClaimedJob(
-                id=r.id,
-                job_type=r.type,
-                payload=json_value(r.payload),
-                attempt=r.attempts,
-                max_attempts=r.max_attempts,
-                timeout_s=r.timeout_s,
-                lease_token=r.lease_token,
-                lease_until=r.lease_until,
-                queue=r.queue,
-                priority=r.priority,
-                tenant_id=r.tenant_id,
-                tag=r.tag,
-                suspect=r.suspect,
-            )
-            for r in rows
-        ]
+        return [ClaimedJob.from_row(r) for r in rows]
 
     def _within_limits(self, rows: list[Any], limits: ConcurrencyLimits) -> list[Any]:
         """Return ``rows`` less the jobs that put a concurrency key over its limit, given back.
