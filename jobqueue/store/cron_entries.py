@@ -1,4 +1,4 @@
-"""Internal: the writes of cron entries (a mixin of both stores), through the ORM.
+"""Internal: the writes of cron entries (a base of both drivers' cron areas), through the ORM.
 
 Entries are written rarely (``schedule()``, the settings at start, the admin), so one ORM
 implementation serves the PostgreSQL store and the generic store alike; the host store gives

@@ -115,7 +115,7 @@ def expired_entry(lease: ExpiredLease) -> dict[str, Any]:
 
 
 def died_entry(lease: ExpiredLease, *, charged: bool, message: str) -> dict[str, Any]:
-    """Return the error entry of a job whose worker process died (``store/deaths.py``)."""
+    """Return the error entry of a job whose worker process died (``Store.hand_back``)."""
     return {
         "kind": "process_died",
         "attempt": lease.attempts,

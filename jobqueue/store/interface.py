@@ -10,6 +10,186 @@ A store owns all writes that move a job through its lifecycle. Every write after
 compare-and-set on ``(id, lease_token, state = 'leased')``: when it matches nothing it raises
 :class:`~jobqueue.errors.LeaseLost` and changes nothing. Times come from the database clock; the
 ``now`` arguments exist only so tests can stand in for ``now()``.
+
+The rules of the parts, as their modules stated them before they were folded in here:
+
+A worker process's death (``hand_back``)
+----------------------------------------
+
+the store's part in a worker process's death under the supervisor (hand_back).
+
+The contract, kept by :class:`~jobqueue.store.postgres.PostgresStore` and
+:class:`~jobqueue.store.sqlite.GenericStore` alike (tests/store/test_contract.py):
+
+``hand_back(worker_id, decide) -> HandBack`` locks every job leased under ``worker_id`` (a process
+that is known to be dead, so no one else holds these leases) and, in one transaction:
+
+* if it held exactly one job, charges it: the run counts as an attempt, as an expired lease's
+  does; ``decide(lease)`` says whether it is dead (attempts spent: reason ``attempts_exhausted``)
+  or retried after ``delay_s``. Its error entry is ``process_died`` with ``charged: true``.
+* if it held several, charges none of them: each goes back to ``ready`` now with its attempt
+  refunded and ``suspect`` set, so that it next runs alone (``jobqueue/solo.py``); its error
+  entry is ``process_died`` with ``charged: false``.
+
+A job whose cancel was requested ends ``cancelled`` either way. Each write is fenced on
+``(id, lease_token, state = 'leased')``.
+
+Jobs after other jobs (``enqueue_after``)
+-----------------------------------------
+
+the parents part of the store seam: jobs that run after other jobs.
+
+One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
+in ``store/postgres/`` (and migration 0015_parents's trigger), the generic store in
+``store/sqlite/``. The rules, the same on both:
+
+* ``enqueue_after`` locks the parents in id order, flags them ``has_children`` and reads their
+  states, in the caller's transaction. A parent that already succeeded counts as done. If any
+  parent is dead or cancelled (and the child does not run anyway), the child is inserted
+  ``cancelled`` with a ``parent_failed`` entry; else, if some parents have not succeeded, it is
+  inserted ``waiting`` with ``waiting_for`` = how many; else ready (or scheduled) at once. One
+  ``JobParent`` row per parent (``counted`` for those already done).
+* When a parent with children succeeds (or fails, for a child that runs anyway), each uncounted
+  edge is counted and its child's ``waiting_for`` goes down by one under the child's row lock;
+  the one that reaches 0 makes it ready (``run_at`` no earlier than now), in the transaction
+  that recorded the parent's outcome. A child ``takes_parent_results`` then gets the payload key
+  :data:`PARENT_RESULTS_KEY`: its parents' results, in the order of ``after``.
+* When a parent ends dead or cancelled, its waiting children end cancelled with a
+  ``parent_failed`` entry naming it; their own children follow (transitive).
+* When an operator retries a dead or cancelled parent, the children its failure cancelled (last
+  entry ``parent_failed``) wait again with a ``parent_retried`` entry, unless another of their
+  parents is still dead or cancelled; their own children follow.
+
+Batches
+-------
+
+the batches part of the store seam: a batch row, its members, an empty batch's end.
+
+One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
+in ``store/postgres/``, the generic store in ``store/sqlite/``.
+
+Only the writes ``jobqueue.batch()`` makes are here. What happens when a member finishes is in
+the statement that records it: ``finish_many.sql`` counts a run's outcomes per batch (one update
+of each batch row per statement, rows locked in id order), and the row trigger of migration
+0016_batches counts the other transitions (cancel, retry; every transition on SQLite); the
+update that brings ``pending`` to zero enqueues the callbacks (docs/decisions.md, "Batches").
+Jobs without a batch pay no extra statement.
+
+Progress and checkpoints
+------------------------
+
+the progress part of the store seam: progress, checkpoints, and waiters.
+
+One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
+in ``store/postgres/``, the generic store in ``store/sqlite/``.
+
+* A running handler reports progress (:meth:`ProgressStore.record_progress`) and writes a
+  checkpoint (:meth:`ProgressStore.save_checkpoint`). Both are fenced on ``(id, lease_token,
+  state = 'leased')`` like every write after the claim: a zombie (a run whose lease another
+  claim or the reaper took) writes nothing and gets :class:`~jobqueue.errors.LeaseLost`.
+* The next attempt reads the checkpoint back (:meth:`ProgressStore.read_checkpoint`).
+* :meth:`ProgressStore.watch` marks a job as waited on: on PostgreSQL, finishing it then sends
+  ``pg_notify(FINISHED_CHANNEL, '<id>')`` (migration 0013_progress's trigger), so
+  ``jobqueue.wait`` sleeps on LISTEN instead of reading the row in a loop. Jobs nobody waits on
+  send nothing: the finish path of a drain pays no notification.
+
+Breakers, deferrals and retry budgets
+-------------------------------------
+
+the store's circuit-breaker and retry-budget operations: interface and value objects.
+
+:class:`DependencyStore` is one part of the composite :class:`~jobqueue.store.interface.Store`
+(see the ``StoreContract`` breaker and budget tests). Each state change of a breaker is one
+statement that reads and writes the row under its lock, so workers in different processes never
+lose each other's counts or both win the probe. Times come from the database clock; ``now`` is
+for tests.
+
+Rate limits
+-----------
+
+the rate-limit part of the store seam (issue 18), and the claim's rate parameters.
+
+The wake-up time of drained buckets, and each limiter's state for the dashboard and the metrics.
+
+One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
+in ``store/postgres/``, the generic store in ``store/sqlite/``. Both claims spend
+the buckets (``sql/claim.sql``; ``store/sqlite/jobs.py``); this part only reads them.
+
+Pauses
+------
+
+the pause part of the store seam: pause and resume a queue or a job type.
+
+One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
+in ``store/postgres/``, the generic store in ``store/sqlite/``. The claim of each store
+reads the same rows (``jobqueue_pause``) and leaves the jobs they name where they are.
+
+Cron and the leader lease
+-------------------------
+
+the store's cron and leader-lease operations: their interface and value objects.
+
+:class:`CronStore` is one part of the composite :class:`~jobqueue.store.interface.Store` (see the
+``StoreContract`` cron tests). Exactly once per (cron entry, fire time) rests on one rule:
+:meth:`CronStore.fire_cron` inserts the fire record and the job in one transaction, under a
+unique constraint on (entry, fire time), and a conflict there means "already fired". The leader
+lease and the compare-and-set on ``next_fire_at`` only keep a second scheduler from trying.
+
+The metrics' gauges
+-------------------
+
+the metrics' part of the store seam: bounded reads of the jobs table for gauges.
+
+One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
+in ``store/postgres/`` (``queue_gauges.sql``, ``dead_gauges.sql``, ``waiting_gauges.sql``,
+``running_gauges.sql``, ``count_prunable.sql``, each walking a partial index, never the table:
+FIELD-CASES 30), the generic store in ``store/sqlite/`` (plain ORM counts: SQLite sites are
+small).
+
+Counts are exact up to a cap and read as the cap past it ("that many or more"), so a scrape
+reads a bounded number of index entries however many jobs there are.
+
+The per-minute rollup
+---------------------
+
+the rollup part of the store seam: per-minute outcome counts and depth samples.
+
+One part of the composite :class:`~jobqueue.store.interface.Store`. Outcomes reach the rollup
+inside ``finish_many`` itself (PostgreSQL: the same statement, ``finish_many.sql``; the ORM
+store: :func:`tally`, then one upsert per key, ``store/sqlite/``); this part adds the
+once-a-minute depth sample and the pruning. The rows are ``jobqueue.models.Rollup``.
+
+The outbox
+----------
+
+the outbox part of the store seam: jobs written in a caller's transaction.
+
+They are written on the caller's database, then relayed to their queue's database by the workers.
+
+One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
+in ``store/postgres/`` (``outbox_put.sql``, ``outbox_take.sql``, ``outbox_delete.sql``,
+``relay_jobs.sql``, ``outbox_gauges.sql``), the generic store in ``store/sqlite/``.
+
+The job's id is drawn from the queue database's sequence at enqueue (:meth:`reserve_job_id`) and
+written in the outbox row; the relay inserts the job under that id and does nothing when the id
+is taken already, so relaying a row twice (a relay killed between its insert and its delete)
+makes one job.
+
+Operator writes
+---------------
+
+the operator's part of the store seam: cancel, retry, run now, prune.
+
+One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps
+it in ``store/postgres/``, the generic store in ``store/sqlite/``.
+
+Worker rows
+-----------
+
+the worker registry's part of the store seam (the ``Worker`` rows).
+
+One part of the composite :class:`~jobqueue.store.interface.Store`. Both stores implement it with
+the ORM mixin :class:`~jobqueue.store.interface.WorkerRegistry`: the rows are written rarely.
 """
 
 from __future__ import annotations
@@ -590,7 +770,7 @@ class Store(Protocol):
         Jobs with dedupe keys take them in (queue, key) byte order, so two batches sharing keys
         never deadlock. On PostgreSQL this is one statement per :data:`ENQUEUE_MANY_CHUNK` jobs
         or ``chunk_bytes`` bytes of them (a job alone may be larger), plus one that draws the
-        ids when there are several; a batch of ``COPY_MIN_JOBS`` (``postgres_copy.py``) or more
+        ids when there are several; a batch of ``COPY_MIN_JOBS`` (``postgres/jobs.py``) or more
         keyless jobs is one COPY after the statement that draws the ids.
 
         Returns:
@@ -705,7 +885,7 @@ class Store(Protocol):
     def hand_back(
         self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
     ) -> HandBack:
-        """Return the leases of a worker process that died: see ``jobqueue/store/deaths.py``.
+        """Return the leases of a worker process that died, settled by the contract below.
 
         Args:
             worker_id: the dead process's worker id (no live process may hold it).

@@ -1,6 +1,6 @@
 """Internal: cron entries, fires and the scheduler's leader lease on PostgreSQL.
 
-the PostgreSQL store's cron and leader-lease statements (a mixin of PostgresStore).
+the PostgreSQL store's cron and leader-lease statements (part of PostgresStore).
 
 One statement each, from ``sql/``; each runs in the caller's transaction when there is one.
 """

@@ -7,7 +7,7 @@ transaction when there is one, so an enqueue commits or rolls back with the call
 A transaction the store opens itself (a statement in autocommit included) runs under the
 transaction limits (``bounded.py``); a caller's transaction, and an enqueue, get none.
 
-the PostgreSQL statements of a worker process's death (contract: store/deaths.py).
+the PostgreSQL statements of a worker process's death (contract: ``Store.hand_back``).
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ class PostgresFinishing(PostgresArea):
     def hand_back(
         self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
     ) -> HandBack:
-        """Return a dead worker process's leases: see ``jobqueue/store/deaths.py``."""
+        """Return a dead worker process's leases: ``Store.hand_back``."""
         decide = decide or charge_expired
         with transaction.atomic(using=self.alias):
             with self.db.execute("dead_worker_leases", {"worker_id": worker_id}) as cursor:

@@ -8,7 +8,7 @@ Also a job with an ordering key, enqueued behind its key's last job (``ordering_
 The statements: ``mark_parents.sql``, ``enqueue_child.sql``, ``link_parents.sql``, in one savepoint
 of the caller's transaction (or a transaction of their own). Settling the children when a parent
 finishes or is retried is migration 0015_parents's row trigger, in the statement that moved the
-parent. A mixin of :class:`~jobqueue.store.postgres.PostgresStore`;
+parent. Part of :class:`~jobqueue.store.postgres.PostgresStore`;
 
 batches on PostgreSQL.
 
@@ -16,13 +16,13 @@ The statement: ``add_batch_members.sql`` (one per ``enqueue_many`` of a batch, h
 members). The batch row itself and an empty batch's end are once per batch: the ORM writes them, as
 :class:`~jobqueue.store.shared.BatchRows` does.
 
-A mixin of :class:`~jobqueue.store.postgres.PostgresStore`;
+Part of :class:`~jobqueue.store.postgres.PostgresStore`;
 
 progress, checkpoints and waiters on PostgreSQL.
 
 The statements: ``record_progress.sql``, ``save_checkpoint.sql``, ``watch.sql``.
 
-A mixin of :class:`~jobqueue.store.postgres.PostgresStore`;
+Part of :class:`~jobqueue.store.postgres.PostgresStore`;
 """
 
 from __future__ import annotations

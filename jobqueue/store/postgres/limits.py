@@ -2,7 +2,7 @@
 
 the PostgreSQL statements of circuit breakers, deferrals and retry budgets.
 
-A mixin of :class:`~jobqueue.store.postgres.PostgresStore`;
+Part of :class:`~jobqueue.store.postgres.PostgresStore`;
 
 rate limiters read on PostgreSQL (``rate_limit_wait.sql``, ``rate_limit_rows.sql``). ``claim.sql``
 spends the buckets.

@@ -8,7 +8,7 @@ in one transaction of jobqueue's own with JIT off (``gauges_begin.sql``).
 the rollup's depth sample and pruning on PostgreSQL.
 
 ``sample_depth.sql`` (then ``queue_gauges.sql`` and ``record_depth.sql``) and
-``prune_rollups.sql``. A mixin of :class:`~jobqueue.store.postgres.PostgresStore`; the outcome
+``prune_rollups.sql``. Part of :class:`~jobqueue.store.postgres.PostgresStore`; the outcome
 counts are written by ``finish_many.sql``.
 """
 

@@ -1,6 +1,6 @@
 """Internal: cron entries, fires and the scheduler's leader lease on the ORM.
 
-the ORM store's cron and leader-lease operations (a mixin of GenericStore).
+the ORM store's cron and leader-lease operations (part of GenericStore).
 
 Same contract as the PostgreSQL statements, in short transactions of a few ORM statements. Time is
 this process's clock (SQLite has no shared server clock); on SQLite the IMMEDIATE transaction mode

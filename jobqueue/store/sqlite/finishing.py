@@ -9,7 +9,7 @@ transaction of a few statements instead of one, and time comes from this process
 instead of failing with "database is locked"; SQLite serializes writers, which is what keeps two
 claims from taking the same job.
 
-a worker process's death on the ORM (contract: store/deaths.py).
+a worker process's death on the ORM (contract: ``Store.hand_back``).
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ class GenericFinishing(GenericArea):
     def hand_back(
         self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
     ) -> HandBack:
-        """Return a dead worker process's leases: see ``jobqueue/store/deaths.py``."""
+        """Return a dead worker process's leases: ``Store.hand_back``."""
         decide = decide or charge_expired
         now = timezone.now()
         with transaction.atomic(using=self.alias):

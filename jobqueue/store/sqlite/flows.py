@@ -6,17 +6,15 @@ The ORM twin of migration 0015_parents's trigger: :meth:`GenericParentStore._set
 in the transaction that moved a parent with children (``GenericStore._finish``, the operator's
 cancel and retry), only when the row read there says ``has_children``, so jobs nobody waits for pay
 no extra statement. SQLite serializes writers, so a child's ``waiting_for`` is counted down by one
-writer at a time. A mixin of :class:`~jobqueue.store.generic.GenericStore`; the contract and the
+writer at a time. Part of :class:`~jobqueue.store.sqlite.GenericStore`; the contract and the
 rules are :mod:`jobqueue.store.interface`.
 
-batches on the ORM.
-
-A mixin of :class:`~jobqueue.store.generic.GenericStore` (and the base of the PostgreSQL one, which
-replaces the member update with one statement); Every write runs in the caller's transaction.
+batches on the ORM (the batch rows are ``shared.BatchRows``, as on PostgreSQL, which replaces
+the member update with one statement). Every write runs in the caller's transaction.
 
 progress, checkpoints and waiters on the ORM.
 
-A mixin of :class:`~jobqueue.store.generic.GenericStore`; There is no notification here:
+Part of :class:`~jobqueue.store.sqlite.GenericStore`; There is no notification here:
 ``jobqueue.wait`` polls on these databases, so :meth:`watch` only reads the state.
 """
 
@@ -154,7 +152,7 @@ class GenericFlows(BatchRows, GenericArea):
         return row.id, True, now
 
     def settle_children(self, parent_id: int, old: str, new: str, now: datetime) -> None:
-        """Settle the children of a parent that moved from ``old`` to ``new`` (see parents.py).
+        """Settle the children of a parent that moved from ``old`` to ``new`` (``shared.start``).
 
         Call it in the transaction that moved the parent, for a parent with ``has_children``.
         """

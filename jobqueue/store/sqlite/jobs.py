@@ -13,7 +13,7 @@ claims from taking the same job.
 
 the ORM claim's reads: which due jobs a claim may take, per (queue, tenant).
 
-A mixin of :class:`~jobqueue.store.generic.GenericStore` (the host gives ``alias``): the ORM twin
+Part of :class:`~jobqueue.store.sqlite.GenericStore`: the ORM twin
 of ``claim.sql``'s "heads": tenant caps, ordering keys and concurrency limits, each job read past
 rather than blocking the ones behind it.
 """

@@ -1,6 +1,6 @@
 """Internal: breakers, retry budgets, rate limits and pauses on the ORM.
 
-the ORM store's breakers, deferrals and retry budgets (a mixin of GenericStore).
+the ORM store's breakers, deferrals and retry budgets (part of GenericStore).
 
 Same contract as the PostgreSQL statements, each in one short transaction that locks the rows it
 reads (``select_for_update``; on SQLite the IMMEDIATE transaction mode serializes writers). Time is

@@ -56,8 +56,6 @@ class GenericOperator(WorkerRegistry, GenericArea):
         super().__init__(db)
         self.flows = flows
 
-    #: GenericParentStore's, beside this mixin in GenericStore.
-
     def cancel_or_request(self, job_id: int, by: str = "") -> str | None:
         now = timezone.now()
         with transaction.atomic(using=self.alias):

@@ -2,7 +2,7 @@
 
 the outbox on the ORM.
 
-Same rows and answers as ``postgres_outbox.py``. SQLite takes its write lock for the whole relay
+Same rows and answers as ``postgres/outbox.py``. SQLite takes its write lock for the whole relay
 transaction (``transaction_mode = "IMMEDIATE"``), so there is no row to skip; ids drawn by
 :meth:`reserve_job_id` are never reused because Django's SQLite primary keys are AUTOINCREMENT.
 """
