@@ -19,7 +19,7 @@ from jobqueue import arguments
 from jobqueue.errors import InvalidJobOption
 from jobqueue.registry import PARENT_OPTIONS
 from jobqueue.store import NewJob, Store
-from jobqueue.store.parents import PARENT_RESULTS_KEY
+from jobqueue.store.interface import PARENT_RESULTS_KEY
 
 __all__ = [
     "MAX_PARENTS",

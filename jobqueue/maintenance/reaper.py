@@ -1,7 +1,7 @@
 """Internal: the reaper service: expired leases back to the queue, or dead-lettered.
 
 Every worker reaps (the store's statement is safe in many at once). After a database outage it
-waits one heartbeat interval before reaping again (``worker/recovery.py``), and it stops when
+waits one heartbeat interval before reaping again (``worker/outage.py``), and it stops when
 the worker stops claiming.
 """
 

@@ -24,7 +24,7 @@ import logging
 from django.db import connections
 
 from jobqueue.store import get_store
-from jobqueue.store.deaths import HandBack
+from jobqueue.store.interface import HandBack
 
 logger = logging.getLogger("jobqueue.supervisor")
 
