@@ -17,8 +17,8 @@ from typing import Any
 
 from jobqueue.errors import LeaseLost
 from jobqueue.models.metrics import EXPIRED_KIND
-from jobqueue.registry import policy_for
 from jobqueue.retries import Backoff, RunOutcome, decide
+from jobqueue.settings.conf import get_settings
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store.interface import ExpiredLease, ReapDecision
 
@@ -58,11 +58,13 @@ def charge_expired(lease: ExpiredLease, backoff: Backoff | None = None) -> ReapD
 
     The run counts as an attempt: :func:`jobqueue.retries.decide` with no exception, so the job
     is dead (``attempts_exhausted``) when its attempts are spent, else retried after the
-    backoff. This is the default ``decide`` of ``Store.reap`` and ``Store.hand_back``.
+    backoff. This is the default ``decide`` of ``Store.reap`` and ``Store.hand_back``; the
+    store knows no job types, so the workers' reaper and hand-back pass the type's backoff
+    (``jobqueue.maintenance.reaper.charge_by_type``).
 
     Args:
         lease: the expired lease (its attempts include the run that ended).
-        backoff: the policy to use; default the job type's (``jobqueue.backoff.policy_for``).
+        backoff: the policy to use; default ``JOBQUEUE["BACKOFF"]``.
 
     Returns:
         A :class:`~jobqueue.store.interface.ReapDecision`: dead, or the retry delay in seconds.
@@ -73,7 +75,7 @@ def charge_expired(lease: ExpiredLease, backoff: Backoff | None = None) -> ReapD
         attempt=lease.attempts,
         max_attempts=lease.max_attempts,
         error=None,
-        backoff=backoff or policy_for(lease.job_type),
+        backoff=backoff or get_settings().backoff,
     )
     return ReapDecision(
         id=lease.id,

@@ -16,7 +16,7 @@ import pytest
 from django.db import connections
 
 from jobqueue.errors import InvalidJobOption, JobNotFound, LeaseLost
-from jobqueue.models import Batch, CronEntry, CronFire, Job, RetryBudget, Worker
+from jobqueue.models import Batch, CronEntry, CronFire, Job, JobParent, RetryBudget, Worker
 from jobqueue.states import JobState
 from jobqueue.store.finishing import ack_outcome
 from jobqueue.store.interface import ClaimRequest, NewJob
@@ -49,6 +49,42 @@ class OperationsContract:
         assert self.row(first)["state"] == JobState.SUCCEEDED
         assert self.row(first)["result"] == 7
         assert self.row(second)["state"] == JobState.LEASED
+
+    # -- operator ------------------------------------------------------------------------------
+
+    def test_cancel_many_cancels_the_waiting_asks_the_running_and_leaves_the_rest(self, store):
+        ready, leased, done = (
+            self.make().id,
+            self.make(JobState.LEASED).id,
+            self.make(JobState.SUCCEEDED).id,
+        )
+        acted = store.cancel_many([ready, leased, done, 10**12], by="ops")
+        assert acted == {ready: JobState.CANCELLED, leased: JobState.LEASED}
+        assert self.row(ready)["state"] == JobState.CANCELLED
+        running = Job.objects.using(self.alias).get(id=leased)
+        assert (running.state, running.cancel_requested_at is not None) == (JobState.LEASED, True)
+        assert self.row(done)["state"] == JobState.SUCCEEDED
+        # Asked once already: a second call leaves it alone.
+        assert store.cancel_many([leased]) == {}
+
+    # -- flows ---------------------------------------------------------------------------------
+
+    def test_release_stranded_releases_a_follower_whose_key_job_ended_unseen(self, store):
+        """The state an unlocked ordering-key enqueue can leave (issue 33): a waiting follower
+        linked to its key's job, which ended without counting the link off."""
+        parent = self.make(JobState.SUCCEEDED, ordering_key="k")
+        follower = self.make(JobState.WAITING, ordering_key="k", waiting_for=1)
+        behind = self.make(JobState.WAITING, ordering_key="k", waiting_for=1)
+        JobParent.objects.using(self.alias).create(
+            parent_id=parent.id, child_id=follower.id, run_on_parent_failure=True
+        )
+        JobParent.objects.using(self.alias).create(
+            parent_id=follower.id, child_id=behind.id, run_on_parent_failure=True
+        )
+        assert store.release_stranded() == 1
+        assert self.row(follower.id)["state"] == JobState.READY
+        assert self.row(behind.id)["state"] == JobState.WAITING  # its key's job is live now
+        assert store.release_stranded() == 0
 
     # -- limits --------------------------------------------------------------------------------
 
