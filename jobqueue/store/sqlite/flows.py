@@ -107,7 +107,7 @@ class GenericFlows(BatchRows, GenericArea):
 
         The ORM twin of ``enqueue_in_order.sql``: when the key has a live or waiting job, the new
         job waits (``waiting_for`` 1) with the key's last one as its parent, run on failure too,
-        so :meth:`_settle_children` releases it when that one ends. SQLite serializes writers,
+        so :meth:`settle_children` releases it when that one ends. SQLite serializes writers,
         so the last job read here is the key's last.
 
         Returns:
