@@ -12,8 +12,9 @@ statement. SQLite serializes writers, so a child's ``waiting_for`` is counted do
 at a time. A job with an ordering key waits behind its key's last job the same way
 (:meth:`~GenericFlows.enqueue_in_order`).
 
-Batches: the batch rows are :class:`~jobqueue.store.shared.BatchRows`, as on PostgreSQL, which
-replaces the member update with one statement. Every write runs in the caller's transaction.
+Batches: the batch rows are :class:`~jobqueue.store.shared.BatchRows`, as on PostgreSQL; the
+members are updated here in chunks, where PostgreSQL sends one statement
+(``add_batch_members.sql``). Every write runs in the caller's transaction.
 
 Progress, checkpoints and waiters. There is no notification here: ``jobqueue.wait`` polls on
 these databases, so :meth:`~GenericFlows.watch` only reads the state.
