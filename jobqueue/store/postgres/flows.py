@@ -34,7 +34,7 @@ from django.utils import timezone
 from jobqueue.errors import JobNotFound, LeaseLost
 from jobqueue.models import Job
 from jobqueue.store.interface import NewJob
-from jobqueue.store.postgres.db import PostgresArea
+from jobqueue.store.postgres.db import PostgresArea, enqueue_params
 from jobqueue.store.rows import fetchall, fetchone, json_value
 from jobqueue.store.shared import BatchRows, start
 
@@ -62,19 +62,9 @@ class PostgresFlows(BatchRows, PostgresArea):
                 now=timezone.now(),
             )
             params = {
-                "queue": job.queue,
-                "type": job.type,
+                **enqueue_params(job),
                 "payload": begin.payload_json,
-                "priority": job.priority,
-                "tenant_id": job.tenant_id,
                 "state": begin.state,
-                "run_at": job.run_at,
-                "delay_s": job.delay_s,
-                "max_attempts": job.max_attempts,
-                "timeout_s": job.timeout_s,
-                "ordering_key": job.ordering_key,
-                "concurrency_key": job.concurrency_key,
-                "concurrency_limit": job.concurrency_limit,
                 "errors": json.dumps(list(begin.errors)),
                 "waiting_for": begin.waiting_for,
             }

@@ -65,7 +65,7 @@ from jobqueue.store.interface import (
     Store,
 )
 from jobqueue.store.plan import ClaimPlan, ConcurrencyLimits, window
-from jobqueue.store.postgres.db import Executor, PostgresArea
+from jobqueue.store.postgres.db import Executor, PostgresArea, enqueue_params
 from jobqueue.store.postgres.finishing import PostgresFinishing, finish_statement, note_claimed
 from jobqueue.store.postgres.flows import PostgresFlows
 from jobqueue.store.postgres.limits import PostgresLimits
@@ -103,27 +103,29 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
 COPY_MIN_JOBS = 200
 
 
-#: enqueue_copy.sql's columns' types, in its order: binary COPY sends each value in its column's
-#: exact binary format (``varchar`` as ``text``).
-_TYPES = (
-    "int8",  # id
-    "text",  # queue
-    "text",  # type
-    "jsonb",  # payload
-    "int2",  # priority
-    "text",  # tenant_id
-    "text",  # state
-    "timestamptz",  # run_at
-    "int4",  # attempts
-    "int4",  # max_attempts
-    "float8",  # timeout_s
-    "text",  # leased_by
-    "jsonb",  # errors
-    "text",  # dead_reason
-    "timestamptz",  # created_at
-    "text",  # concurrency_key
-    "int4",  # concurrency_limit
+#: enqueue_copy.sql's columns and their types, in its order (``test_insert_columns.py`` checks the
+#: file's list against it): binary COPY sends each value in its column's exact binary format
+#: (``varchar`` as ``text``). :func:`copy_jobs` writes each row's values in this order.
+COPY_COLUMNS = (
+    ("id", "int8"),
+    ("queue", "text"),
+    ("type", "text"),
+    ("payload", "jsonb"),
+    ("priority", "int2"),
+    ("tenant_id", "text"),
+    ("state", "text"),
+    ("run_at", "timestamptz"),
+    ("attempts", "int4"),
+    ("max_attempts", "int4"),
+    ("timeout_s", "float8"),
+    ("leased_by", "text"),
+    ("errors", "jsonb"),
+    ("dead_reason", "text"),
+    ("created_at", "timestamptz"),
+    ("concurrency_key", "text"),
+    ("concurrency_limit", "int4"),
 )
+_TYPES = tuple(kind for _, kind in COPY_COLUMNS)
 
 
 def _as_is(text: str) -> str:
@@ -238,21 +240,7 @@ class PostgresJobs(PostgresArea):
         return job_id, created
 
     def enqueue_stamped(self, job: NewJob) -> tuple[int, bool, datetime]:
-        params = {
-            "queue": job.queue,
-            "type": job.type,
-            "payload": job.payload_json,
-            "priority": job.priority,
-            "tenant_id": job.tenant_id,
-            "run_at": job.run_at,
-            "delay_s": job.delay_s,
-            "max_attempts": job.max_attempts,
-            "timeout_s": job.timeout_s,
-            "dedupe_key": job.dedupe_key,
-            "ordering_key": job.ordering_key,
-            "concurrency_key": job.concurrency_key,
-            "concurrency_limit": job.concurrency_limit,
-        }
+        params = enqueue_params(job)
         if job.dedupe_key is None:
             if job.ordering_key is not None:
                 return self.flows.enqueue_in_order(params)
