@@ -11,7 +11,7 @@ from django.db import connections
 from jobqueue.store.interface import ClaimedJob, ExpiredLease, NewJob, ReapDecision, Store
 from jobqueue.store.postgres import PostgresStore
 
-# Both stores implement the whole seam (``protocol.Store``).
+# Both stores implement the whole seam (``interface.Store``).
 from jobqueue.store.sqlite import GenericStore
 
 __all__ = ["ClaimedJob", "ExpiredLease", "NewJob", "ReapDecision", "Store", "get_store"]

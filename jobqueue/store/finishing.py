@@ -173,7 +173,7 @@ def target_fields(
 
     Returns:
         Field values for ``QuerySet.update``; a cancel requested while it ran overrides them
-        (``GenericStore._finish``).
+        (``GenericFinishing._finish``).
     """
     if state == JobState.SUCCEEDED:
         return {

@@ -2,34 +2,30 @@
 
 One :class:`Store` Protocol declares each operation once, with its contract in the docstring;
 the value objects the operations take and return are the frozen dataclasses above it. Two
-drivers implement it: ``store/postgres/`` (SQL on PostgreSQL) and ``store/sqlite/`` (the ORM,
-on any other Django database). tests/store/ is the one conformance suite both pass; it calls
-every method declared here (``test_interface_coverage.py`` checks that).
+drivers implement it: :class:`~jobqueue.store.postgres.PostgresStore` (``store/postgres/``, SQL on
+PostgreSQL) and :class:`~jobqueue.store.sqlite.GenericStore` (``store/sqlite/``, the ORM, on any
+other Django database), each with one module per area. tests/store/ is the one conformance suite
+both pass (``StoreContract``, tests/store/test_contract.py); it calls every method declared here
+(``test_interface_coverage.py`` checks that). The rules below hold on both drivers.
 
 A store owns all writes that move a job through its lifecycle. Every write after the claim is a
 compare-and-set on ``(id, lease_token, state = 'leased')``: when it matches nothing it raises
 :class:`~jobqueue.errors.LeaseLost` and changes nothing. Times come from the database clock; the
 ``now`` arguments exist only so tests can stand in for ``now()``.
 
-The rules of the parts, as their modules stated them before they were folded in here:
-
 A worker process's death (``hand_back``)
 ----------------------------------------
 
-the store's part in a worker process's death under the supervisor (hand_back).
-
-The contract, kept by :class:`~jobqueue.store.postgres.PostgresStore` and
-:class:`~jobqueue.store.sqlite.GenericStore` alike (tests/store/test_contract.py):
-
-``hand_back(worker_id, decide) -> HandBack`` locks every job leased under ``worker_id`` (a process
-that is known to be dead, so no one else holds these leases) and, in one transaction:
+``hand_back(worker_id, decide) -> HandBack`` is the store's part in a worker process's death under
+the supervisor. It locks every job leased under ``worker_id`` (a process that is known to be dead,
+so no one else holds these leases) and, in one transaction:
 
 * if it held exactly one job, charges it: the run counts as an attempt, as an expired lease's
   does; ``decide(lease)`` says whether it is dead (attempts spent: reason ``attempts_exhausted``)
   or retried after ``delay_s``. Its error entry is ``process_died`` with ``charged: true``.
 * if it held several, charges none of them: each goes back to ``ready`` now with its attempt
-  refunded and ``suspect`` set, so that it next runs alone (``jobqueue/solo.py``); its error
-  entry is ``process_died`` with ``charged: false``.
+  refunded and ``suspect`` set, so that it next runs alone (``jobqueue/worker/solo.py``); its
+  error entry is ``process_died`` with ``charged: false``.
 
 A job whose cancel was requested ends ``cancelled`` either way. Each write is fenced on
 ``(id, lease_token, state = 'leased')``.
@@ -37,11 +33,7 @@ A job whose cancel was requested ends ``cancelled`` either way. Each write is fe
 Jobs after other jobs (``enqueue_after``)
 -----------------------------------------
 
-the parents part of the store seam: jobs that run after other jobs.
-
-One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
-in ``store/postgres/`` (and migration 0015_parents's trigger), the generic store in
-``store/sqlite/``. The rules, the same on both:
+On PostgreSQL, migration 0015_parents's trigger does the settling described here.
 
 * ``enqueue_after`` locks the parents in id order, flags them ``has_children`` and reads their
   states, in the caller's transaction. A parent that already succeeded counts as done. If any
@@ -63,32 +55,23 @@ in ``store/postgres/`` (and migration 0015_parents's trigger), the generic store
 Batches
 -------
 
-the batches part of the store seam: a batch row, its members, an empty batch's end.
-
-One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
-in ``store/postgres/``, the generic store in ``store/sqlite/``.
-
-Only the writes ``jobqueue.batch()`` makes are here. What happens when a member finishes is in
-the statement that records it: ``finish_many.sql`` counts a run's outcomes per batch (one update
-of each batch row per statement, rows locked in id order), and the row trigger of migration
-0016_batches counts the other transitions (cancel, retry; every transition on SQLite); the
-update that brings ``pending`` to zero enqueues the callbacks (docs/decisions.md, "Batches").
-Jobs without a batch pay no extra statement.
+The store writes a batch row, its members and an empty batch's end: only the writes
+``jobqueue.batch()`` makes. What happens when a member finishes is in the statement that records
+it: ``finish_many.sql`` counts a run's outcomes per batch (one update of each batch row per
+statement, rows locked in id order), and the row trigger of migration 0016_batches counts the
+other transitions (cancel, retry; every transition on SQLite); the update that brings ``pending``
+to zero enqueues the callbacks (docs/decisions.md, "Batches"). Jobs without a batch pay no extra
+statement.
 
 Progress and checkpoints
 ------------------------
 
-the progress part of the store seam: progress, checkpoints, and waiters.
-
-One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
-in ``store/postgres/``, the generic store in ``store/sqlite/``.
-
-* A running handler reports progress (:meth:`ProgressStore.record_progress`) and writes a
-  checkpoint (:meth:`ProgressStore.save_checkpoint`). Both are fenced on ``(id, lease_token,
-  state = 'leased')`` like every write after the claim: a zombie (a run whose lease another
-  claim or the reaper took) writes nothing and gets :class:`~jobqueue.errors.LeaseLost`.
-* The next attempt reads the checkpoint back (:meth:`ProgressStore.read_checkpoint`).
-* :meth:`ProgressStore.watch` marks a job as waited on: on PostgreSQL, finishing it then sends
+* A running handler reports progress (:meth:`Store.record_progress`) and writes a checkpoint
+  (:meth:`Store.save_checkpoint`). Both are fenced on ``(id, lease_token, state = 'leased')``
+  like every write after the claim: a zombie (a run whose lease another claim or the reaper took)
+  writes nothing and gets :class:`~jobqueue.errors.LeaseLost`.
+* The next attempt reads the checkpoint back (:meth:`Store.read_checkpoint`).
+* :meth:`Store.watch` marks a job as waited on: on PostgreSQL, finishing it then sends
   ``pg_notify(FINISHED_CHANNEL, '<id>')`` (migration 0013_progress's trigger), so
   ``jobqueue.wait`` sleeps on LISTEN instead of reading the row in a loop. Jobs nobody waits on
   send nothing: the finish path of a drain pays no notification.
@@ -96,100 +79,71 @@ in ``store/postgres/``, the generic store in ``store/sqlite/``.
 Breakers, deferrals and retry budgets
 -------------------------------------
 
-the store's circuit-breaker and retry-budget operations: interface and value objects.
-
-:class:`DependencyStore` is one part of the composite :class:`~jobqueue.store.interface.Store`
-(see the ``StoreContract`` breaker and budget tests). Each state change of a breaker is one
-statement that reads and writes the row under its lock, so workers in different processes never
-lose each other's counts or both win the probe. Times come from the database clock; ``now`` is
-for tests.
+Each state change of a circuit breaker is one statement that reads and writes the row under its
+lock, so workers in different processes never lose each other's counts or both win the probe
+(see the ``StoreContract`` breaker and budget tests).
 
 Rate limits
 -----------
 
-the rate-limit part of the store seam (issue 18), and the claim's rate parameters.
-
-The wake-up time of drained buckets, and each limiter's state for the dashboard and the metrics.
-
-One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
-in ``store/postgres/``, the generic store in ``store/sqlite/``. Both claims spend
-the buckets (``sql/claim.sql``; ``store/sqlite/jobs.py``); this part only reads them.
+The store reads the rate limiters (issue 18): the wake-up time of drained buckets, and each
+limiter's state for the dashboard and the metrics. Both claims spend the buckets
+(``sql/claim.sql``; ``store/sqlite/jobs.py``); the claim's rate parameters are
+:func:`~jobqueue.store.shared.claim_params`.
 
 Pauses
 ------
 
-the pause part of the store seam: pause and resume a queue or a job type.
-
-One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
-in ``store/postgres/``, the generic store in ``store/sqlite/``. The claim of each store
-reads the same rows (``jobqueue_pause``) and leaves the jobs they name where they are.
+A queue or a job type is paused and resumed by a row in ``jobqueue_pause``; the claim of each
+store reads the same rows and leaves the jobs they name where they are.
 
 Cron and the leader lease
 -------------------------
 
-the store's cron and leader-lease operations: their interface and value objects.
-
-:class:`CronStore` is one part of the composite :class:`~jobqueue.store.interface.Store` (see the
-``StoreContract`` cron tests). Exactly once per (cron entry, fire time) rests on one rule:
-:meth:`CronStore.fire_cron` inserts the fire record and the job in one transaction, under a
-unique constraint on (entry, fire time), and a conflict there means "already fired". The leader
-lease and the compare-and-set on ``next_fire_at`` only keep a second scheduler from trying.
+Exactly once per (cron entry, fire time) rests on one rule: :meth:`Store.fire_cron` inserts the
+fire record and the job in one transaction, under a unique constraint on (entry, fire time), and a
+conflict there means "already fired". The leader lease and the compare-and-set on
+``next_fire_at`` only keep a second scheduler from trying (see the ``StoreContract`` cron tests).
 
 The metrics' gauges
 -------------------
 
-the metrics' part of the store seam: bounded reads of the jobs table for gauges.
-
-One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
-in ``store/postgres/`` (``queue_gauges.sql``, ``dead_gauges.sql``, ``waiting_gauges.sql``,
-``running_gauges.sql``, ``count_prunable.sql``, each walking a partial index, never the table:
-FIELD-CASES 30), the generic store in ``store/sqlite/`` (plain ORM counts: SQLite sites are
-small).
-
-Counts are exact up to a cap and read as the cap past it ("that many or more"), so a scrape
-reads a bounded number of index entries however many jobs there are.
+The gauges are bounded reads of the jobs table. Counts are exact up to a cap and read as the cap
+past it ("that many or more"), so a scrape reads a bounded number of index entries however many
+jobs there are. On PostgreSQL each statement (``queue_gauges.sql``, ``dead_gauges.sql``,
+``waiting_gauges.sql``, ``running_gauges.sql``, ``count_prunable.sql``) walks a partial index,
+never the table (FIELD-CASES 30); on the ORM they are plain counts (SQLite sites are small).
 
 The per-minute rollup
 ---------------------
 
-the rollup part of the store seam: per-minute outcome counts and depth samples.
-
-One part of the composite :class:`~jobqueue.store.interface.Store`. Outcomes reach the rollup
-inside ``finish_many`` itself (PostgreSQL: the same statement, ``finish_many.sql``; the ORM
-store: :func:`tally`, then one upsert per key, ``store/sqlite/``); this part adds the
-once-a-minute depth sample and the pruning. The rows are ``jobqueue.models.Rollup``.
+Per-minute outcome counts and depth samples; the rows are ``jobqueue.models.Rollup``. Outcomes
+reach the rollup inside ``finish_many`` itself (PostgreSQL: the same statement,
+``finish_many.sql``; the ORM store: :func:`~jobqueue.store.shared.tally`, then one upsert per key);
+the rollup's own operations are the once-a-minute depth sample and the pruning.
 
 The outbox
 ----------
 
-the outbox part of the store seam: jobs written in a caller's transaction.
+Jobs written in a caller's transaction, on the caller's database, then relayed to their queue's
+database by the workers. On PostgreSQL the statements are ``outbox_put.sql``, ``outbox_take.sql``,
+``outbox_delete.sql``, ``relay_jobs.sql`` and ``outbox_gauges.sql``.
 
-They are written on the caller's database, then relayed to their queue's database by the workers.
-
-One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps it
-in ``store/postgres/`` (``outbox_put.sql``, ``outbox_take.sql``, ``outbox_delete.sql``,
-``relay_jobs.sql``, ``outbox_gauges.sql``), the generic store in ``store/sqlite/``.
-
-The job's id is drawn from the queue database's sequence at enqueue (:meth:`reserve_job_id`) and
-written in the outbox row; the relay inserts the job under that id and does nothing when the id
-is taken already, so relaying a row twice (a relay killed between its insert and its delete)
+The job's id is drawn from the queue database's sequence at enqueue (:meth:`Store.reserve_job_id`)
+and written in the outbox row; the relay inserts the job under that id and does nothing when the
+id is taken already, so relaying a row twice (a relay killed between its insert and its delete)
 makes one job.
 
 Operator writes
 ---------------
 
-the operator's part of the store seam: cancel, retry, run now, prune.
-
-One part of the composite :class:`~jobqueue.store.interface.Store`. The PostgreSQL store keeps
-it in ``store/postgres/``, the generic store in ``store/sqlite/``.
+Cancel, retry, run now, prune.
 
 Worker rows
 -----------
 
-the worker registry's part of the store seam (the ``Worker`` rows).
-
-One part of the composite :class:`~jobqueue.store.interface.Store`. Both stores implement it with
-the ORM mixin :class:`~jobqueue.store.interface.WorkerRegistry`: the rows are written rarely.
+The worker registry (the ``Worker`` rows) is written rarely, so both stores implement it with
+the same plain ORM class, :class:`~jobqueue.store.shared.WorkerRegistry`.
 """
 
 from __future__ import annotations
@@ -223,9 +177,9 @@ class ClaimedJob:
         lease_token: the fencing token every later write must present.
         lease_until: when the lease runs out (aware datetime, database clock).
         queue, priority, tenant_id: as enqueued.
-        tag: the job's weighted-fair tag in this claim (``jobqueue/fairness.py``).
+        tag: the job's weighted-fair tag in this claim (``jobqueue/limits/fairness.py``).
         suspect: its worker process died while it ran beside other jobs; it must run alone
-            (``jobqueue/solo.py``).
+            (``jobqueue/worker/solo.py``).
     """
 
     id: int
@@ -795,7 +749,7 @@ class Store(Protocol):
 
         Each claim adds one attempt and mints a new lease token. Concurrent claims never hand
         out the same job. Each returned job's ``tag`` is its weighted-fair tag (see
-        ``jobqueue/fairness.py``).
+        ``jobqueue/limits/fairness.py``).
         """
 
     def extend_leases(

@@ -1,7 +1,19 @@
-"""Internal: rules both drivers share, written once (no SQL here).
+"""Internal: the rules both drivers share, written once in Python (no SQL here).
 
-Parents' start checks, the rate limiters' claim parameters, the rollup tally, worker rows on
-the ORM, finish-then-claim in turn.
+The areas of :class:`~jobqueue.store.postgres.PostgresStore` and
+:class:`~jobqueue.store.sqlite.GenericStore` both use:
+
+* a child's start from its parents' states (:func:`start`) and the history entries a parent's
+  failure or retry writes on its children (:func:`failed_entry`, :func:`retried_entry`);
+* a job as the JSON object an outbox row holds and the relay inserts (:func:`job_json`,
+  ``relay_jobs.sql``);
+* the rate limiters' claim parameters (:func:`claim_params`) and the second claim after a short
+  one (:func:`claim_again`);
+* the rollup's tally of outcomes (:func:`tally`) and its depth samples (:func:`depth_samples`);
+* finish-then-claim in turn, two calls (:func:`finish_then_claim_in_turn`), for a claim that
+  cannot share the finish's round trip;
+* the rows written rarely, in plain ORM on every database: the worker rows
+  (:class:`WorkerRegistry`) and a batch's own row (:class:`BatchRows`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A worker process whose settings and job types declare no limit learns of one from the first
 keyed job it claims; that first claim did not take turns, so a claim beside it could read the
 same free slots. The store checks such a claim before its jobs run and gives back what passes
-the limit (``PostgresStore._within_limits``; docs/decisions.md, "Enqueue-only concurrency
+the limit (``PostgresJobs._within_limits``; docs/decisions.md, "Enqueue-only concurrency
 limits are exact"). SQLite serializes writers from the start of a claim (IMMEDIATE), so it has
 no such gap: the generic store's contract tests cover it.
 """

@@ -1,8 +1,11 @@
 """Internal: cron entries, fires and the scheduler's leader lease on PostgreSQL.
 
-the PostgreSQL store's cron and leader-lease statements (part of PostgresStore).
-
-One statement each, from ``sql/``; each runs in the caller's transaction when there is one.
+:class:`PostgresCron` is the cron area of :class:`~jobqueue.store.postgres.PostgresStore`: the
+entries due (``due_cron_entries.sql``), a fire and its job (``fire_cron.sql``), the
+compare-and-set on ``next_fire_at`` (``advance_cron.sql``), the fire records' pruning
+(``prune_cron_fires.sql``), the leader lease (``elect_leader.sql``, ``resign_leader.sql``) and
+the database clock (``db_now.sql``). One statement each; each runs in the caller's transaction
+when there is one.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 :class:`Executor` runs the statements of ``store/sql/`` by name on one database alias; each
 area (``jobs.py``, ``finishing.py``, ``cron.py``, ``flows.py``, ``limits.py``, ``operator.py``,
 ``metrics.py``, ``outbox.py``) receives it and reaches the database through it alone.
+
+Also here, for the areas that insert jobs (``jobs.py``, ``flows.py``): a new job's statement
+parameters, written once (:func:`enqueue_params`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from django.db import connections
 from django.db.backends.utils import CursorWrapper
 
 from jobqueue.store import bounded
+from jobqueue.store.interface import NewJob
 from jobqueue.store.rows import fetchall, fetchone
 from jobqueue.store.sqltext import sql
 
@@ -53,3 +57,26 @@ class PostgresArea:
     def __init__(self, db: Executor) -> None:
         self.db = db
         self.alias = db.alias
+
+
+def enqueue_params(job: NewJob) -> dict[str, Any]:
+    """Return ``job`` as the parameters of ``enqueue.sql``.
+
+    ``enqueue_plain.sql``, ``enqueue_in_order.sql`` and ``enqueue_child.sql`` read a subset of
+    them (``test_insert_columns.py`` checks each file's ``%(name)s`` against these keys).
+    """
+    return {
+        "queue": job.queue,
+        "type": job.type,
+        "payload": job.payload_json,
+        "priority": job.priority,
+        "tenant_id": job.tenant_id,
+        "run_at": job.run_at,
+        "delay_s": job.delay_s,
+        "max_attempts": job.max_attempts,
+        "timeout_s": job.timeout_s,
+        "dedupe_key": job.dedupe_key,
+        "ordering_key": job.ordering_key,
+        "concurrency_key": job.concurrency_key,
+        "concurrency_limit": job.concurrency_limit,
+    }

@@ -1,13 +1,19 @@
 """Internal: heartbeats, outcomes, releases, reaping and dead workers' jobs on PostgreSQL.
 
-The PostgreSQL store runs the statements in ``sql/`` on a Django connection.
+:class:`PostgresFinishing` is the area of :class:`~jobqueue.store.postgres.PostgresStore` that
+writes a held job's end: heartbeats (``heartbeat.sql``), outcomes (``finish_many.sql``),
+give-backs (``release.sql``), the reaper's expired leases (``expired_leases.sql``,
+``lease_info.sql``) and a worker process's death (``dead_worker_leases.sql``,
+``hand_back.sql``; contract: ``Store.hand_back``).
 
-Each public method is one statement (``reap`` is two, in one transaction) and runs in the caller's
-transaction when there is one, so an enqueue commits or rolls back with the caller's business data.
-A transaction the store opens itself (a statement in autocommit included) runs under the
-transaction limits (``bounded.py``); a caller's transaction, and an enqueue, get none.
+Each public method is one statement (``reap`` is two, in one transaction) and runs in the
+caller's transaction when there is one. A transaction the store opens itself (a statement in
+autocommit included) runs under the transaction limits (``bounded.py``); a caller's
+transaction gets none.
 
-the PostgreSQL statements of a worker process's death (contract: ``Store.hand_back``).
+Also here: which text of ``finish_many.sql`` the outcomes need (:func:`finish_statement`): the
+batch bookkeeping is sent only when an outcome may be a batch member, which this process knows
+for the jobs it claimed (:func:`note_claimed`).
 """
 
 from __future__ import annotations
@@ -45,8 +51,8 @@ from jobqueue.store.rows import fetchall, fetchone
 
 #: Per database alias, ids of jobs this process claimed that have no batch (claim.sql returns
 #: batch_id). A job's batch_id is written in the transaction that inserts it (the batch block's
-#: ``atomic()``: ``jobqueue/batches.py``, ``add_batch_members.sql`` sets it only where NULL, on
-#: the ids just enqueued) and never changes, so an id here stays true for good: the set can be
+#: ``atomic()``: ``jobqueue/flows/batches.py``, ``add_batch_members.sql`` sets it only where NULL,
+#: on the ids just enqueued) and never changes, so an id here stays true for good: the set can be
 #: stale only by missing ids, which sends the full text. Ids leave at their outcome's statement.
 _UNBATCHED: dict[str, set[int]] = {}
 

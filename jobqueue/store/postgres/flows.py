@@ -1,29 +1,23 @@
 """Internal: jobs after parents, batches, progress and checkpoints on PostgreSQL.
 
-jobs enqueued after other jobs, on PostgreSQL.
+:class:`PostgresFlows` is the flows area of :class:`~jobqueue.store.postgres.PostgresStore`.
 
-Also a job with an ordering key, enqueued behind its key's last job (``enqueue_in_order.sql``):
-the same waiting, with that job as its parent, but taking no lock (issue 33); a follower whose
-parent ended unseen before the enqueue committed is released by :meth:`release_stranded`.
+Jobs after other jobs: ``mark_parents.sql``, ``enqueue_child.sql`` and ``link_parents.sql``, in
+one savepoint of the caller's transaction (or a transaction of their own). Settling the children
+when a parent finishes or is retried is migration 0015_parents's row trigger, in the statement
+that moved the parent.
 
-The statements: ``mark_parents.sql``, ``enqueue_child.sql``, ``link_parents.sql``, in one savepoint
-of the caller's transaction (or a transaction of their own). Settling the children when a parent
-finishes or is retried is migration 0015_parents's row trigger, in the statement that moved the
-parent. Part of :class:`~jobqueue.store.postgres.PostgresStore`;
+A job with an ordering key is enqueued behind its key's last job (``enqueue_in_order.sql``): the
+same waiting, with that job as its parent, but taking no lock (issue 33). A follower whose parent
+ended unseen before the enqueue committed is released by :meth:`~PostgresFlows.release_stranded`
+(``release_stranded.sql``).
 
-batches on PostgreSQL.
+Batches: ``add_batch_members.sql``, one per ``enqueue_many`` of a batch, however many members.
+The batch row itself and an empty batch's end are once per batch: the ORM writes them
+(:class:`~jobqueue.store.shared.BatchRows`).
 
-The statement: ``add_batch_members.sql`` (one per ``enqueue_many`` of a batch, however many
-members). The batch row itself and an empty batch's end are once per batch: the ORM writes them, as
-:class:`~jobqueue.store.shared.BatchRows` does.
-
-Part of :class:`~jobqueue.store.postgres.PostgresStore`;
-
-progress, checkpoints and waiters on PostgreSQL.
-
-The statements: ``record_progress.sql``, ``save_checkpoint.sql``, ``watch.sql``.
-
-Part of :class:`~jobqueue.store.postgres.PostgresStore`;
+Progress, checkpoints and waiters: ``record_progress.sql``, ``save_checkpoint.sql``,
+``watch.sql``.
 """
 
 from __future__ import annotations
@@ -40,7 +34,7 @@ from django.utils import timezone
 from jobqueue.errors import JobNotFound, LeaseLost
 from jobqueue.models import Job
 from jobqueue.store.interface import NewJob
-from jobqueue.store.postgres.db import PostgresArea
+from jobqueue.store.postgres.db import PostgresArea, enqueue_params
 from jobqueue.store.rows import fetchall, fetchone, json_value
 from jobqueue.store.shared import BatchRows, start
 
@@ -68,19 +62,9 @@ class PostgresFlows(BatchRows, PostgresArea):
                 now=timezone.now(),
             )
             params = {
-                "queue": job.queue,
-                "type": job.type,
+                **enqueue_params(job),
                 "payload": begin.payload_json,
-                "priority": job.priority,
-                "tenant_id": job.tenant_id,
                 "state": begin.state,
-                "run_at": job.run_at,
-                "delay_s": job.delay_s,
-                "max_attempts": job.max_attempts,
-                "timeout_s": job.timeout_s,
-                "ordering_key": job.ordering_key,
-                "concurrency_key": job.concurrency_key,
-                "concurrency_limit": job.concurrency_limit,
                 "errors": json.dumps(list(begin.errors)),
                 "waiting_for": begin.waiting_for,
             }

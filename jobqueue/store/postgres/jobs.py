@@ -1,43 +1,43 @@
 """Internal: enqueue and claims on PostgreSQL, and the finish-then-claim pipeline.
 
-The insert forms (VALUES, JSON, COPY), the claim and its concurrency check.
+:class:`PostgresJobs` is the area of :class:`~jobqueue.store.postgres.PostgresStore` that
+inserts jobs and claims them: the insert forms (VALUES, JSON, COPY), the claim and its
+concurrency check, and ``finish_then_claim``.
 
-The PostgreSQL store runs the statements in ``sql/`` on a Django connection.
+Each public method runs in the caller's transaction when there is one, so an enqueue commits or
+rolls back with the caller's business data. A transaction the store opens itself (a statement in
+autocommit included) runs under the transaction limits (``bounded.py``); a caller's transaction,
+and an enqueue, get none.
 
-Each public method is one statement (``reap`` is two, in one transaction) and runs in the caller's
-transaction when there is one, so an enqueue commits or rolls back with the caller's business data.
-A transaction the store opens itself (a statement in autocommit included) runs under the
-transaction limits (``bounded.py``); a caller's transaction, and an enqueue, get none.
+Enqueue. One job is ``enqueue_plain.sql``, or ``enqueue.sql`` and ``find_live_dedupe.sql`` with
+a dedupe key; a job with an ordering key goes to the flows area (``enqueue_in_order.sql``).
+``enqueue_many.sql`` takes a JSON array (:func:`_jobs_json`) and carries what a job with a dedupe
+key (``ON CONFLICT`` against the live holder) needs; it takes the jobs with an ordering key too
+(they took the key's lock there until issue 33; not moved to COPY since, unmeasured). A batch
+larger than one statement's chunk is several such statements in one transaction, its ids drawn
+first (``reserve_ids.sql``). A batch with neither key is plain rows, and binary COPY writes them
+(:func:`copy_jobs`, ``enqueue_copy.sql``) without the JSON array, its parse and the conflict
+check: about half the time of the statement per job (docs/performance.md, "Bulk enqueue by
+COPY"). The COPY rows are the statement's, column for column: the ids are drawn first, ascending
+in input order (``enqueue_copy_ids.sql``, which also reads the transaction's ``now()``), and
+state, ``run_at`` and ``created_at`` are computed here from that ``now()`` as the statement
+computes them in SQL.
 
-``enqueue_many`` by binary COPY, for the batches that need no statement logic.
+Claim. ``claim.sql`` (its text without the rate limiters, ``claim~rates``, when none is declared),
+under ``claim_turn.sql`` when claims must take turns (caps, limits, rates); ``"*"`` adds windows
+of other queues (``claimable_queues.sql``). A worker that knows of no concurrency limit (none
+declared in its settings or job types) claims without the claim turn; the limit of a job
+enqueued with ``concurrency_limit=`` alone is learned from the first keyed job such a claim
+returns. That claim is checked here before its jobs run, under the turn, and what passes a key's
+limit is given back unspent (``claim_recount.sql``, ``unclaim.sql``; issue 18); docs/decisions.md,
+"Enqueue-only concurrency limits are exact".
 
-``enqueue_many.sql`` carries what a job with a dedupe key (``ON CONFLICT`` against the live holder)
-needs, and takes the jobs with an ordering key too (they took the key's lock there until issue 33;
-not moved to COPY since, unmeasured); a batch with neither is plain rows, and COPY writes them
-without the JSON array, its parse and the conflict check: about half the time of the statement per
-job (docs/performance.md, "Bulk enqueue by COPY"). The rows are the statement's, column for column:
-the ids are drawn first, ascending in input order (``enqueue_copy_ids.sql``, which also reads the
-transaction's ``now()``), and state, ``run_at`` and ``created_at`` are computed here from that
-``now()`` as the statement computes them in SQL.
-
-a claim that did not take turns, checked against concurrency limits (issue 18).
-
-A worker that knows of no concurrency limit (none declared in its settings or job types) claims
-without the claim turn; the limit of a job enqueued with ``concurrency_limit=`` alone is learned
-from the first keyed job such a claim returns. That claim is checked here before its jobs run,
-under the turn, and what passes a key's limit is given back unspent (``claim_recount.sql``,
-``unclaim.sql``); docs/decisions.md, "Enqueue-only concurrency limits are exact".
-
-record outcomes and claim the next jobs in one round trip, on PostgreSQL (issue 15).
-
-``finish_many`` and the claim go in one psycopg pipeline with one Sync, each in its own transaction
-under the transaction limits (``bounded.execute_each``): two commits, one round trip. Only a claim
-that is one statement in autocommit goes this way; one that takes turns (caps, limits, rates,
-``"*"``) records, then claims, in two calls. docs/decisions.md, "The ack and the next claim share a
-round trip, not a transaction".
-
-Also here: which text of ``finish_many.sql`` the outcomes need (:func:`finish_statement`): the
-batch bookkeeping is sent only when an outcome may be a batch member.
+Finish, then claim, in one round trip (issue 15). ``finish_many`` and the claim go in one psycopg
+pipeline with one Sync, each in its own transaction under the transaction limits
+(``bounded.execute_each``): two commits, one round trip. Only a claim that is one statement in
+autocommit goes this way; one that takes turns (caps, limits, rates, ``"*"``) records, then
+claims, in two calls. docs/decisions.md, "The ack and the next claim share a round trip, not a
+transaction".
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from jobqueue.store.interface import (
     Store,
 )
 from jobqueue.store.plan import ClaimPlan, ConcurrencyLimits, window
-from jobqueue.store.postgres.db import Executor, PostgresArea
+from jobqueue.store.postgres.db import Executor, PostgresArea, enqueue_params
 from jobqueue.store.postgres.finishing import PostgresFinishing, finish_statement, note_claimed
 from jobqueue.store.postgres.flows import PostgresFlows
 from jobqueue.store.postgres.limits import PostgresLimits
@@ -103,27 +103,29 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
 COPY_MIN_JOBS = 200
 
 
-#: enqueue_copy.sql's columns' types, in its order: binary COPY sends each value in its column's
-#: exact binary format (``varchar`` as ``text``).
-_TYPES = (
-    "int8",  # id
-    "text",  # queue
-    "text",  # type
-    "jsonb",  # payload
-    "int2",  # priority
-    "text",  # tenant_id
-    "text",  # state
-    "timestamptz",  # run_at
-    "int4",  # attempts
-    "int4",  # max_attempts
-    "float8",  # timeout_s
-    "text",  # leased_by
-    "jsonb",  # errors
-    "text",  # dead_reason
-    "timestamptz",  # created_at
-    "text",  # concurrency_key
-    "int4",  # concurrency_limit
+#: enqueue_copy.sql's columns and their types, in its order (``test_insert_columns.py`` checks the
+#: file's list against it): binary COPY sends each value in its column's exact binary format
+#: (``varchar`` as ``text``). :func:`copy_jobs` writes each row's values in this order.
+COPY_COLUMNS = (
+    ("id", "int8"),
+    ("queue", "text"),
+    ("type", "text"),
+    ("payload", "jsonb"),
+    ("priority", "int2"),
+    ("tenant_id", "text"),
+    ("state", "text"),
+    ("run_at", "timestamptz"),
+    ("attempts", "int4"),
+    ("max_attempts", "int4"),
+    ("timeout_s", "float8"),
+    ("leased_by", "text"),
+    ("errors", "jsonb"),
+    ("dead_reason", "text"),
+    ("created_at", "timestamptz"),
+    ("concurrency_key", "text"),
+    ("concurrency_limit", "int4"),
 )
+_TYPES = tuple(kind for _, kind in COPY_COLUMNS)
 
 
 def _as_is(text: str) -> str:
@@ -238,21 +240,7 @@ class PostgresJobs(PostgresArea):
         return job_id, created
 
     def enqueue_stamped(self, job: NewJob) -> tuple[int, bool, datetime]:
-        params = {
-            "queue": job.queue,
-            "type": job.type,
-            "payload": job.payload_json,
-            "priority": job.priority,
-            "tenant_id": job.tenant_id,
-            "run_at": job.run_at,
-            "delay_s": job.delay_s,
-            "max_attempts": job.max_attempts,
-            "timeout_s": job.timeout_s,
-            "dedupe_key": job.dedupe_key,
-            "ordering_key": job.ordering_key,
-            "concurrency_key": job.concurrency_key,
-            "concurrency_limit": job.concurrency_limit,
-        }
+        params = enqueue_params(job)
         if job.dedupe_key is None:
             if job.ordering_key is not None:
                 return self.flows.enqueue_in_order(params)

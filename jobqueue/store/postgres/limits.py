@@ -1,13 +1,16 @@
 """Internal: breakers, retry budgets, rate limits and pauses on PostgreSQL.
 
-the PostgreSQL statements of circuit breakers, deferrals and retry budgets.
+:class:`PostgresLimits` is the limits area of :class:`~jobqueue.store.postgres.PostgresStore`.
 
-Part of :class:`~jobqueue.store.postgres.PostgresStore`;
+Circuit breakers: ``ensure_breakers.sql``, ``breaker_states.sql``,
+``record_breaker_outcomes.sql``, ``open_breaker.sql``, ``close_breaker.sql``, ``claim_probe.sql``.
+Deferrals: ``defer_many.sql``, ``release_deferred.sql``. Retry budgets: ``take_retry_tokens.sql``,
+``credit_retry_tokens.sql``, ``delete_retry_budgets.sql``.
 
-rate limiters read on PostgreSQL (``rate_limit_wait.sql``, ``rate_limit_rows.sql``). ``claim.sql``
-spends the buckets.
+Rate limiters are read here (``rate_limit_wait.sql``, ``rate_limit_rows.sql``) and their missing
+buckets created (``ensure_rate_buckets.sql``); ``claim.sql`` spends the buckets.
 
-pause and resume on PostgreSQL (``pause.sql``, ``resume.sql``). ``claim.sql`` reads the rows.
+Pause and resume: ``pause.sql``, ``resume.sql``; ``claim.sql`` reads the rows.
 """
 
 from __future__ import annotations

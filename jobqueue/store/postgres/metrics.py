@@ -1,15 +1,15 @@
 """Internal: the metrics' gauges and the per-minute rollup on PostgreSQL.
 
-the metrics' bounded reads on PostgreSQL.
+:class:`PostgresMetrics` is the metrics area of :class:`~jobqueue.store.postgres.PostgresStore`.
 
-Each statement walks a partial index of ``jobqueue_job`` (see its ``sql/*.sql`` header); they run
-in one transaction of jobqueue's own with JIT off (``gauges_begin.sql``).
+The gauges are bounded reads. ``queue_gauges.sql``, ``dead_gauges.sql``, ``waiting_gauges.sql``
+and ``count_prunable.sql`` each walk a partial index of ``jobqueue_job`` (see its ``sql/*.sql``
+header) and run in one transaction of jobqueue's own with JIT off (``gauges_begin.sql``); the
+others are ``running_gauges.sql``, ``concurrency_gauges.sql`` and ``estimate_prunable.sql``.
 
-the rollup's depth sample and pruning on PostgreSQL.
-
-``sample_depth.sql`` (then ``queue_gauges.sql`` and ``record_depth.sql``) and
-``prune_rollups.sql``. Part of :class:`~jobqueue.store.postgres.PostgresStore`; the outcome
-counts are written by ``finish_many.sql``.
+The rollup: the depth sample (``sample_depth.sql``, then ``queue_gauges.sql`` and
+``record_depth.sql``) and the pruning (``prune_rollups.sql``). The outcome counts are written by
+``finish_many.sql``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """Internal: operator writes and reads on PostgreSQL: cancel, retry, run now, prune.
 
-the operator's writes on PostgreSQL: cancel, retry, run now, prune.
+:class:`PostgresOperator` is the operator area of
+:class:`~jobqueue.store.postgres.PostgresStore`: ``cancel.sql``, ``cancel_many.sql``,
+``retry.sql``, ``retry_many.sql``, ``run_now.sql``, ``job_exists.sql``, ``count_prunable.sql``,
+``prune.sql`` and ``prune_batches.sql``, and the worker rows
+(:class:`~jobqueue.store.shared.WorkerRegistry`, plain ORM).
 
 A prune deletes the parent links of the jobs it deletes (``prune.sql``) and then the batches left
 done with no member (``prune_batches.sql``).

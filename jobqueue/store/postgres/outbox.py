@@ -1,11 +1,13 @@
 """Internal: the transactional outbox on PostgreSQL.
 
-the outbox on PostgreSQL.
+:class:`PostgresOutbox` is the outbox area of :class:`~jobqueue.store.postgres.PostgresStore`.
 
 ``outbox_put.sql`` and ``outbox_put_many.sql`` run in the caller's transaction (``callers``: never
 bounded by jobqueue's limits); each wakes the relays listening on this database at its commit
-(``pg_notify('jobqueue_outbox', <target>)``). The relay's statements run in its own bounded
-transactions (``jobqueue.maintenance.relay``).
+(``pg_notify('jobqueue_outbox', <target>)``). A job's id is drawn from the queue database's
+sequence at enqueue (``reserve_ids.sql``). The relay's statements (``outbox_take.sql``,
+``relay_jobs.sql``, ``outbox_delete.sql``) run in its own bounded transactions
+(``jobqueue.maintenance.relay``); ``outbox_gauges.sql`` reads the metrics.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Internal: cron entries, fires and the scheduler's leader lease on the ORM.
 
-the ORM store's cron and leader-lease operations (part of GenericStore).
-
-Same contract as the PostgreSQL statements, in short transactions of a few ORM statements. Time is
-this process's clock (SQLite has no shared server clock); on SQLite the IMMEDIATE transaction mode
-serializes writers, which is what makes the lease and the compare-and-sets safe.
+:class:`GenericCron` is the cron area of :class:`~jobqueue.store.sqlite.GenericStore`, with the
+same contract as the PostgreSQL statements (``store/postgres/cron.py``), each operation in a
+short transaction of a few ORM statements. Time is this process's clock (SQLite has no shared
+server clock); on SQLite the IMMEDIATE transaction mode serializes writers, which is what makes
+the lease and the compare-and-sets safe.
 """
 
 from __future__ import annotations

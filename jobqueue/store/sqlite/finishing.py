@@ -1,15 +1,12 @@
 """Internal: heartbeats, outcomes, releases, reaping and dead workers' jobs on the ORM.
 
-The ORM store, for SQLite (the zero-setup default) and other Django databases.
-
-It keeps the same contract as the PostgreSQL store, with these costs: a claim is a short
-transaction of a few statements instead of one, and time comes from this process's clock
-(``django.utils.timezone.now``), since SQLite has no shared server clock. On SQLite, configure
-``OPTIONS = {"transaction_mode": "IMMEDIATE", "timeout": 30}`` so writers queue for the lock
-instead of failing with "database is locked"; SQLite serializes writers, which is what keeps two
-claims from taking the same job.
-
-a worker process's death on the ORM (contract: ``Store.hand_back``).
+:class:`GenericFinishing` is the area of :class:`~jobqueue.store.sqlite.GenericStore` that writes
+a held job's end: heartbeats, outcomes (``finish_many``, which also feeds the rollup), give-backs,
+the reaper's expired leases and a worker process's death (contract: ``Store.hand_back``). Each
+end of a held job goes through :meth:`~GenericFinishing._finish`, the ORM twin of
+``finish_many.sql``'s cancel-requested ``CASE``; a parent with children settles them in the same
+transaction (:meth:`~jobqueue.store.sqlite.flows.GenericFlows.settle_children`). Time is this
+process's clock, as everywhere in this driver (:mod:`jobqueue.store.sqlite`).
 """
 
 from __future__ import annotations

@@ -1,21 +1,23 @@
 """Internal: jobs after parents, batches, progress and checkpoints on the ORM.
 
-jobs enqueued after other jobs, on the ORM (SQLite and other Django databases).
+:class:`GenericFlows` is the flows area of :class:`~jobqueue.store.sqlite.GenericStore`, for
+SQLite and other Django databases; the contract and the rules are
+:mod:`jobqueue.store.interface`.
 
-The ORM twin of migration 0015_parents's trigger: :meth:`GenericParentStore._settle_children` runs
-in the transaction that moved a parent with children (``GenericStore._finish``, the operator's
-cancel and retry), only when the row read there says ``has_children``, so jobs nobody waits for pay
-no extra statement. SQLite serializes writers, so a child's ``waiting_for`` is counted down by one
-writer at a time. Part of :class:`~jobqueue.store.sqlite.GenericStore`; the contract and the
-rules are :mod:`jobqueue.store.interface`.
+Jobs after other jobs. :meth:`~GenericFlows.settle_children` is the ORM twin of migration
+0015_parents's trigger: it runs in the transaction that moved a parent with children
+(:meth:`~jobqueue.store.sqlite.finishing.GenericFinishing._finish`, the operator's cancel and
+retry), only when the row read there says ``has_children``, so jobs nobody waits for pay no extra
+statement. SQLite serializes writers, so a child's ``waiting_for`` is counted down by one writer
+at a time. A job with an ordering key waits behind its key's last job the same way
+(:meth:`~GenericFlows.enqueue_in_order`).
 
-batches on the ORM (the batch rows are ``shared.BatchRows``, as on PostgreSQL, which replaces
-the member update with one statement). Every write runs in the caller's transaction.
+Batches: the batch rows are :class:`~jobqueue.store.shared.BatchRows`, as on PostgreSQL; the
+members are updated here in chunks, where PostgreSQL sends one statement
+(``add_batch_members.sql``). Every write runs in the caller's transaction.
 
-progress, checkpoints and waiters on the ORM.
-
-Part of :class:`~jobqueue.store.sqlite.GenericStore`; There is no notification here:
-``jobqueue.wait`` polls on these databases, so :meth:`watch` only reads the state.
+Progress, checkpoints and waiters. There is no notification here: ``jobqueue.wait`` polls on
+these databases, so :meth:`~GenericFlows.watch` only reads the state.
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ class GenericFlows(BatchRows, GenericArea):
 
         The ORM twin of ``enqueue_in_order.sql``: when the key has a live or waiting job, the new
         job waits (``waiting_for`` 1) with the key's last one as its parent, run on failure too,
-        so :meth:`_settle_children` releases it when that one ends. SQLite serializes writers,
+        so :meth:`settle_children` releases it when that one ends. SQLite serializes writers,
         so the last job read here is the key's last.
 
         Returns:

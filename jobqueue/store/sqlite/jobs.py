@@ -1,21 +1,14 @@
 """Internal: enqueue and claims on the ORM.
 
-The claim's candidates: tenant caps, ordering keys, concurrency limits.
+:class:`GenericJobs` is the area of :class:`~jobqueue.store.sqlite.GenericStore` that inserts jobs
+and claims them, with the contract of ``store/postgres/jobs.py``. A claim is a short transaction
+of a few statements instead of one; SQLite serializes writers, which is what keeps two claims from
+taking the same job (the IMMEDIATE transaction mode: :mod:`jobqueue.store.sqlite`).
 
-The ORM store, for SQLite (the zero-setup default) and other Django databases.
-
-It keeps the same contract as the PostgreSQL store, with these costs: a claim is a short
-transaction of a few statements instead of one, and time comes from this process's clock
-(``django.utils.timezone.now``), since SQLite has no shared server clock. On SQLite, configure
-``OPTIONS = {"transaction_mode": "IMMEDIATE", "timeout": 30}`` so writers queue for the lock
-instead of failing with "database is locked"; SQLite serializes writers, which is what keeps two
-claims from taking the same job.
-
-the ORM claim's reads: which due jobs a claim may take, per (queue, tenant).
-
-Part of :class:`~jobqueue.store.sqlite.GenericStore`: the ORM twin
-of ``claim.sql``'s "heads": tenant caps, ordering keys and concurrency limits, each job read past
-rather than blocking the ones behind it.
+The claim's candidates (:meth:`~GenericJobs._candidates`): which due jobs a claim may take, per
+(queue, tenant). This is the ORM twin of ``claim.sql``'s "heads": tenant caps, ordering keys and
+concurrency limits, each job read past rather than blocking the ones behind it. The rate limiters
+are the limits area's (:class:`~jobqueue.store.sqlite.limits.RateGate`).
 """
 
 from __future__ import annotations

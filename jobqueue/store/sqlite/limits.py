@@ -1,24 +1,20 @@
 """Internal: breakers, retry budgets, rate limits and pauses on the ORM.
 
-the ORM store's breakers, deferrals and retry budgets (part of GenericStore).
+:class:`GenericLimits` is the limits area of :class:`~jobqueue.store.sqlite.GenericStore`.
 
-Same contract as the PostgreSQL statements, each in one short transaction that locks the rows it
-reads (``select_for_update``; on SQLite the IMMEDIATE transaction mode serializes writers). Time is
-this process's clock.
+Circuit breakers, deferrals and retry budgets keep the contract of the PostgreSQL statements,
+each in one short transaction that locks the rows it reads (``select_for_update``; on SQLite the
+IMMEDIATE transaction mode serializes writers). Time is this process's clock.
 
-rate limits on the ORM.
+Rate limits: the same buckets (``jobqueue_rate_limit``) and arithmetic as ``sql/claim.sql``, in
+Python, inside the generic claim's transaction: :meth:`~GenericLimits.rate_gate` refills the
+buckets the claim may draw on, the claim leaves out the jobs of empty ones (so they never crowd
+out other jobs) and :meth:`RateGate.admit` spends a token per limiter for each job it takes.
+Correct for one process and for SQLite, whose writers take turns (the claim's transaction is the
+lock); on other databases without row locks concurrent claims may over-admit (docs/decisions.md).
 
-The same buckets (``jobqueue_rate_limit``) and arithmetic as ``sql/claim.sql``, in Python, inside
-the generic claim's transaction: :meth:`GenericRateLimitStore._rate_gate` refills the buckets the
-claim may draw on, the claim leaves out the jobs of empty ones (so they never crowd out other jobs)
-and :meth:`RateGate.admit` spends a token per limiter for each job it takes. Correct for one
-process and for SQLite, whose writers take turns (the claim's transaction is the lock); on other
-databases without row locks concurrent claims may over-admit (docs/decisions.md).
-
-pause and resume on the ORM.
-
-No wake-up on resume: the generic store has no LISTEN/NOTIFY, workers find the jobs at their next
-poll (``POLL_INTERVAL_SECONDS``).
+Pause and resume: no wake-up on resume, since this store has no LISTEN/NOTIFY; workers find the
+jobs at their next poll (``POLL_INTERVAL_SECONDS``).
 """
 
 from __future__ import annotations

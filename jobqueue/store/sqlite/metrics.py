@@ -1,15 +1,14 @@
 """Internal: the metrics' gauges and the per-minute rollup on the ORM.
 
-the metrics' reads on the ORM.
+:class:`GenericMetrics` is the metrics area of :class:`~jobqueue.store.sqlite.GenericStore`.
 
-Plain grouped counts, capped afterwards to match the PostgreSQL store's answers: a SQLite queue is
-small, and SQLite has no planner estimate to fall back on.
+The gauges are plain grouped counts, capped afterwards to match the PostgreSQL store's answers: a
+SQLite queue is small, and SQLite has no planner estimate to fall back on.
 
-the rollup on the ORM.
-
-``_roll_up`` is called by ``finish_many`` inside its transaction: one read of the batch's rows
-before they change (their ``run_at``), then one upsert per (queue, type) of the batch, in this
-process's shard (process id mod ``ROLLUP_SHARDS``).
+The rollup: :meth:`~GenericMetrics.roll_up` is called by ``finish_many`` inside its transaction,
+after one read of the batch's rows before they change (:meth:`~GenericMetrics.before`: their
+``run_at``), then makes one upsert per (queue, type) of the batch, in this process's shard
+(process id mod ``ROLLUP_SHARDS``). The depth sample and the pruning are here too.
 """
 
 from __future__ import annotations

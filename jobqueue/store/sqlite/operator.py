@@ -1,9 +1,11 @@
 """Internal: operator writes and reads on the ORM: cancel, retry, run now, prune.
 
-the operator's writes on the ORM: cancel, retry, run now, prune.
-
-A prune deletes the parent links of the jobs it deletes and then the batches left done with no
-member, as the PostgreSQL store's ``prune.sql`` and ``prune_batches.sql`` do.
+:class:`GenericOperator` is the operator area of :class:`~jobqueue.store.sqlite.GenericStore`,
+with the worker rows (:class:`~jobqueue.store.shared.WorkerRegistry`). A cancel or retry of a
+parent with children settles them in the same transaction
+(:meth:`~jobqueue.store.sqlite.flows.GenericFlows.settle_children`). A prune deletes the parent
+links of the jobs it deletes and then the batches left done with no member, as the PostgreSQL
+store's ``prune.sql`` and ``prune_batches.sql`` do.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Internal: the transactional outbox on the ORM.
 
-the outbox on the ORM.
-
-Same rows and answers as ``postgres/outbox.py``. SQLite takes its write lock for the whole relay
-transaction (``transaction_mode = "IMMEDIATE"``), so there is no row to skip; ids drawn by
-:meth:`reserve_job_id` are never reused because Django's SQLite primary keys are AUTOINCREMENT.
+:class:`GenericOutbox` is the outbox area of :class:`~jobqueue.store.sqlite.GenericStore`, with
+the same rows and answers as ``store/postgres/outbox.py``. SQLite takes its write lock for the
+whole relay transaction (``transaction_mode = "IMMEDIATE"``), so there is no row to skip; ids
+drawn by :meth:`~GenericOutbox.reserve_job_id` are never reused because Django's SQLite primary
+keys are AUTOINCREMENT.
 """
 
 from __future__ import annotations
