@@ -14,7 +14,6 @@ the areas share the one executor and call each other's operations through the st
 
 from __future__ import annotations
 
-
 from jobqueue.store.composed import ComposedStore
 from jobqueue.store.postgres.cron import PostgresCron
 from jobqueue.store.postgres.db import Executor

@@ -13,7 +13,6 @@ One module per area, as in ``store/postgres/``, each a class that receives the
 
 from __future__ import annotations
 
-
 from jobqueue.store.composed import ComposedStore
 from jobqueue.store.sqlite.cron import GenericCron
 from jobqueue.store.sqlite.db import Executor
