@@ -13,7 +13,7 @@ and ``created_at`` are computed here from that ``now()`` as the statement comput
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, timedelta
+from datetime import timedelta, timezone
 
 from django.db import connections, transaction
 from psycopg.types.json import Jsonb
@@ -23,6 +23,9 @@ from jobqueue.store.base import MAX_STATEMENT_BYTES, NewJob
 from jobqueue.store.chunks import job_bytes
 from jobqueue.store.rows import fetchone
 from jobqueue.store.sqltext import sql
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 #: Fewest jobs written by COPY: below it the statement's one round trip wins over COPY's two
 #: (ids, stream; four in autocommit, with BEGIN and COMMIT). Measured in autocommit (load 14,

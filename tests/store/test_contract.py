@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
 import pytest
@@ -31,6 +32,9 @@ from tests.store.contract_dependencies import DependencyContract
 from tests.store.contract_finish import FinishContract
 from tests.store.contract_outbox import OutboxContract
 from tests.store.contract_rollup import RollupContract
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = dt_timezone.utc
 
 NOOP = "tests.testapp.jobs.noop"
 
