@@ -257,7 +257,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         return [
             checks.Error(
                 str(exc),
-                hint="Fix the key in settings.JOBQUEUE; the README lists every key and its type.",
+                hint=(
+                    "Fix the key in settings.JOBQUEUE; docs/settings.md lists every key and "
+                    "its range."
+                ),
                 id="jobqueue.E001",
             )
         ]
@@ -313,7 +316,7 @@ def check_database(app_configs: Any = None, **kwargs: Any):
     """Warn when the default database is not PostgreSQL (jobqueue.W001, jobqueue.W002).
 
     It reads ``DATABASES`` only (no connection), so it is not tagged ``database``: a plain
-    ``manage.py check`` shows it, as the README says (the tag would hide it unless
+    ``manage.py check`` shows it, as docs/settings.md says (the tag would hide it unless
     ``--database`` is given).
     """
     if "default" not in connections:

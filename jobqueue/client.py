@@ -263,7 +263,7 @@ def enqueue_many(
         using: database alias of the queues; default: each job's alias by
             ``JOBQUEUE["QUEUE_DATABASES"]``, the batch split into one insert per alias
             (all or nothing per alias; across aliases only with the caller's transactions
-            open on each, see the README's "Scaling out"), else ``"default"``.
+            open on each, see docs/scaling.md), else ``"default"``.
         chunk_bytes: most bytes of jobs per statement (>= 1); default
             ``ENQUEUE_MANY_CHUNK_BYTES`` (8 MiB). The client's extra memory stays near it. A
             job larger than it goes in a statement of its own.
@@ -460,8 +460,8 @@ def job(
             several types may share one. Its failures feed that dependency's circuit breaker,
             and while the breaker is open, jobs of the type wait without spending attempts.
         rate_limit: at most this many jobs of the type start, across all workers: ``"10/s"``,
-            ``"600/min"``, or ``{"rate": "10/s", "burst": 20}`` (README, "Flow control: rate
-            limits"). ``JOBQUEUE["RATE_LIMITS"]["type"]`` overrides it. Every worker that may
+            ``"600/min"``, or ``{"rate": "10/s", "burst": 20}`` (docs/rate-limits.md).
+            ``JOBQUEUE["RATE_LIMITS"]["type"]`` overrides it. Every worker that may
             claim the type must have it registered (as for ``dependency``).
         concurrency_key: what at most ``concurrency_limit`` jobs may run of at once, across all
             workers: a fixed key, or a function of the payload's keyword arguments returning

@@ -48,7 +48,7 @@ def claim(
         using: database alias.
 
     The queues get equal shares, and ``JOBQUEUE["TENANT_MAX_RUNNING"]`` caps hold, as in a
-    worker (see the README's "Fairness and priorities").
+    worker (see docs/fairness.md).
 
     Returns:
         The claimed jobs, in the order they were served; each carries its lease token.

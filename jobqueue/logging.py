@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 __all__ = ["JOB_FIELDS", "JSONFormatter", "job_extra"]
 

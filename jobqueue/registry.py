@@ -146,8 +146,8 @@ def registry() -> dict[str, JobType]:
     return dict(_registry)
 
 
-# A TypeVar, not PEP 695 syntax: the shape tools (house.py) parse this with Python 3.11.
-def declare(  # noqa: UP047
+# A TypeVar, not PEP 695 syntax: jobqueue supports Python 3.10.
+def declare(
     f: Callable[..., Any],
     cls: type[T],
     *,

@@ -121,7 +121,7 @@ def _plain(value: float) -> str:
 
 
 def describe_range(low: float, high: float, unit: str = "") -> str:
-    """Return a range as the README and error messages write it, e.g. ``1..43200 seconds``."""
+    """Return a range as the docs and error messages write it, e.g. ``1..43200 seconds``."""
     text = f"{_plain(low)}..{_plain(high)}"
     return f"{text} {unit}" if unit else text
 

@@ -52,7 +52,8 @@ def _pooler_stage(request: pytest.FixtureRequest) -> Iterator[None]:
     request.getfixturevalue("django_db_setup")
     yield
     connections.close_all()
-    pooler_stage.release(connections["default"].settings_dict["NAME"])
+    given = connections["default"].settings_dict
+    pooler_stage.release(given["NAME"], given["USER"] or "postgres")
 
 
 @pytest.fixture

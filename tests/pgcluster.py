@@ -3,6 +3,10 @@
 Such tests must never touch the shared server: this starts a throwaway cluster (initdb, pg_ctl)
 on a free port in a temporary folder, as the ``postgres`` OS user when the tests run as root
 (initdb refuses root), and removes it afterwards.
+
+Two test runs on one machine each make their own: the port is asked of the kernel
+(``bind(0)``), and a first start that finds it taken by then (another run's server or bouncer)
+is retried on a fresh port; the socket directory and data are in the cluster's own folder.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class PrivateCluster:
         self.root = Path(tempfile.mkdtemp(prefix="jobqueue-pg-"))
         self.datadir = self.root / "data"
         self.as_postgres = os.geteuid() == 0
+        self._started = False
         if self.as_postgres:
             shutil.chown(self.root, "postgres", "postgres")
         self._run("initdb", "-D", str(self.datadir), "-U", "postgres", "--auth=trust", "-E", "UTF8")
@@ -52,8 +57,27 @@ class PrivateCluster:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
         return subprocess.run(cmd, capture_output=True, text=True, check=check, cwd=self.root)
 
-    def start(self) -> None:
-        """Start the server and wait until it accepts connections."""
+    def start(self, attempts: int = 5) -> None:
+        """Start the server and wait until it accepts connections.
+
+        Before the first successful start, a port found taken is given up for a fresh one
+        (``attempts`` in all); a restart keeps the port its clients know.
+        """
+        for attempt in range(attempts):
+            try:
+                self._start()
+            except subprocess.CalledProcessError:
+                log = self.root / "server.log"
+                text = log.read_text(errors="replace") if log.exists() else ""
+                if self._started or "could not bind" not in text or attempt + 1 == attempts:
+                    raise
+                log.unlink()
+                self.port = _free_port()
+            else:
+                self._started = True
+                return
+
+    def _start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
         self._run(
             "pg_ctl",

@@ -82,12 +82,15 @@ def _install_guard(sender: Any, connection: Any, **kwargs: Any) -> None:
         connection.execute_wrappers.append(guard_statement)
 
 
-def _bouncer_port(server_port: int) -> int:
-    """Return the port of the stage's PgBouncer, starting it in this process if none runs."""
+def _bouncer_port(server_port: int, user: str) -> int:
+    """Return the port of the stage's PgBouncer, starting it in this process if none runs.
+
+    It lets in ``user`` only, the role ``DATABASE_URL`` names (any role the server trusts).
+    """
     if os.environ.get(PORT_ENV):
         return int(os.environ[PORT_ENV])
     # Only here: the other processes of the stage find the port in their environment.
-    bouncer = PrivateBouncer(server_port, default_pool_size=20, max_db_connections=40)
+    bouncer = PrivateBouncer(server_port, user=user, default_pool_size=20, max_db_connections=40)
     bouncer.start()
     atexit.register(bouncer.stop)
     os.environ[PORT_ENV] = str(bouncer.port)
@@ -112,7 +115,7 @@ def configure(databases: dict[str, dict[str, Any]], jobqueue: dict[str, Any]) ->
     databases["direct"] = {**direct, "TEST": {"MIRROR": "default"}}
     databases["default"] = {
         **direct,
-        "PORT": _bouncer_port(port),
+        "PORT": _bouncer_port(port, direct.get("USER") or "postgres"),
         # Django's own advice behind PgBouncer (docs/deployment.md says it for a pooled alias).
         "DISABLE_SERVER_SIDE_CURSORS": True,
     }
@@ -120,7 +123,7 @@ def configure(databases: dict[str, dict[str, Any]], jobqueue: dict[str, Any]) ->
     connection_created.connect(_install_guard, dispatch_uid="tests.pooler_stage")
 
 
-def release(dbname: str) -> None:
+def release(dbname: str, user: str) -> None:
     """Close PgBouncer's server connections to ``dbname`` (before the test database is dropped).
 
     A transaction pooler keeps idle server connections open after their clients left; DROP
@@ -129,7 +132,7 @@ def release(dbname: str) -> None:
     port = os.environ.get(PORT_ENV)
     if not port:
         return
-    with psycopg.connect(f"postgres://postgres@127.0.0.1:{port}/pgbouncer", autocommit=True) as c:
+    with psycopg.connect(f"postgres://{user}@127.0.0.1:{port}/pgbouncer", autocommit=True) as c:
         # The console speaks the simple query protocol; RESUME lets the drop's clients in.
         cursor = psycopg.ClientCursor(c)
         cursor.execute(f"KILL {dbname}")

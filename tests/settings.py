@@ -58,6 +58,15 @@ else:
         "NAME": f"{DATABASES['default']['NAME']}_queues2",
     }
 
+# Two runs of the suite on one PostgreSQL server (two checkouts side by side, .ci/test in each):
+# JOBQUEUE_TEST_RUN (.ci/test sets a fresh one) goes into the names of the test databases, which
+# otherwise both runs would call test_<name>_gw0 and drop under each other.
+if env("JOBQUEUE_TEST_RUN", default=""):
+    for alias in ("default", "outbox_queue", "queues2"):
+        given = DATABASES[alias]
+        if given["ENGINE"] != "django.db.backends.sqlite3" and not given.get("TEST"):
+            given["TEST"] = {"NAME": f"test_{given['NAME']}_{env('JOBQUEUE_TEST_RUN')}"}
+
 # The migration router test (tests/client/test_queue_databases.py) adds SQLite files
 # "alias=path,...".
 for extra in filter(None, env("JOBQUEUE_TEST_EXTRA_SQLITE", default="").split(",")):

@@ -5,14 +5,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from jobqueue.settings.conf import get_settings
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = dt_timezone.utc
 
 #: What a masked value is shown as, whatever its type.
 MASK = "********"
@@ -235,8 +240,12 @@ def history_time(value: Any) -> SafeString:
     """
     text = str(value or "")
     try:
-        moment = datetime.fromisoformat(text)
+        # Django's parser, not datetime.fromisoformat: before Python 3.11 that refuses the 1-5
+        # fractional digits PostgreSQL writes (``05:55:00.12345+00:00``).
+        moment = parse_datetime(text)
     except ValueError:
+        moment = None
+    if moment is None:
         return format_html("{}", text)
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment, UTC)

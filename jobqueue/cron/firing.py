@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from django.db import IntegrityError, transaction
 
@@ -23,6 +23,9 @@ from jobqueue.settings.cron import FIRE_TIME_KEY
 from jobqueue.store import NewJob, Store
 from jobqueue.store.bounded import own_transaction
 from jobqueue.store.interface import Advance, DueEntry, Fire, Fired, Leadership
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 logger = logging.getLogger("jobqueue.cron")
 

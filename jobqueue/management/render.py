@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, time
+from datetime import date, datetime, time, timezone
 from typing import Any
 
 from jobqueue.ops.clock import humanize_seconds
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 #: The columns of ``manage.py jobqueue status`` (WAITING: jobs waiting for parent jobs).
 STATUS = ["QUEUE", "READY", "SCHEDULED", "LEASED", "DEAD", "WAITING", "LAG", "OK/MIN", "WORKERS"]

@@ -6,8 +6,9 @@ jobqueue.E001 through it) and by the argparse types of ``runworkers`` and ``prun
 (:data:`FLAGS`). A value outside its range is refused at start with an error naming the key or
 flag; NaN, infinity, negatives and huge values never reach a timer, a ``timedelta`` or SQL.
 
-The README's settings table lists the same ranges. The sources of the bounds are given per
-row; ``docs/decisions.md`` ("One table of ranges") says why the rest were chosen.
+The settings table of the docs (docs/settings.md) lists the same ranges. The sources of the
+bounds are given per row; ``docs/decisions.md`` ("One table of ranges") says why the rest
+were chosen.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class Range:
     integer: bool = False
 
     def describe(self) -> str:
-        """Return the range as the README and error messages write it, e.g. ``1..43200 seconds``."""
+        """Return the range as the docs and error messages write it, e.g. ``1..43200 seconds``."""
         return describe_range(self.low, self.high, self.unit)
 
 

@@ -75,7 +75,7 @@ class JobQueueTask(Task):
             ``JOBQUEUE["CONCURRENCY_LIMITS"]`` entry.
         rate_limit: at most this many of the task's jobs start, across all workers, as
             ``@job(rate_limit=)`` takes it (``"10/s"``, ``"600/min"``, ``{"rate": "10/s",
-            "burst": 20}``; README, "Flow control: rate limits"); ``JOBQUEUE["RATE_LIMITS"]
+            "burst": 20}``; docs/rate-limits.md); ``JOBQUEUE["RATE_LIMITS"]
             ["type"]`` (keyed by the task's import path) overrides it. Declared on ``@task``.
     """
 

@@ -14,6 +14,7 @@ keep the handler's local variables alive (FIELD-CASES 32), even with the cycle c
 from __future__ import annotations
 
 import asyncio
+import builtins
 import inspect
 import json
 import logging
@@ -34,6 +35,9 @@ from jobqueue.retries import RunOutcome, decide
 from jobqueue.states import JobState
 from jobqueue.store.interface import ClaimedJob
 from jobqueue.worker.context import JobContext
+
+# BaseExceptionGroup is Python 3.11+ (None on 3.10, which has no exception groups).
+_EXCEPTION_GROUP: type[BaseException] | None = getattr(builtins, "BaseExceptionGroup", None)
 
 __all__ = ["execute", "failure_outcome", "send_outcome_signal"]
 
@@ -85,8 +89,8 @@ def _clear_frames(exc: BaseException) -> None:
         seen.add(id(current))
         traceback.clear_frames(current.__traceback__)
         todo += [current.__cause__, current.__context__]
-        if isinstance(current, BaseExceptionGroup):
-            todo += current.exceptions
+        if _EXCEPTION_GROUP is not None and isinstance(current, _EXCEPTION_GROUP):
+            todo += current.exceptions  # type: ignore[attr-defined]
 
 
 def resolve_handler(type_name: str) -> JobType:

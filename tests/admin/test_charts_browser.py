@@ -3,7 +3,7 @@
 Runs go through the store with known times (``claim``/``finish_many`` with ``now``), and the depth
 sampler's ``sample_depth`` at three minutes; the page must draw each series with its number of
 points, say what each chart is, and switch to the 24-hour span. A screenshot of the charts goes
-to ``docs/images/dashboard-charts.png`` (the README shows it).
+to ``docs/images/dashboard-charts.png`` (docs/admin.md shows it).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import pytest
 from django.contrib import admin
@@ -18,6 +18,9 @@ from jobqueue import cron
 from jobqueue.admin.cron import CronEntryAdmin
 from jobqueue.models import CronEntry, CronFire, Job
 from jobqueue.settings.crontab import Schedule
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 NOOP = "tests.testapp.jobs.noop"
 CHANGELIST = "admin:jobqueue_cronentry_changelist"

@@ -5,7 +5,7 @@ cannot be deleted (no button, and a refused POST). The layout half is in test_ad
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -17,6 +17,9 @@ from jobqueue.models import CronEntry
 from jobqueue.states import JobState
 from tests.admin.test_cron import text  # admin_client: pytest-django's own (a superuser)
 from tests.factories import error_entry, make_job
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 NOOP = "tests.testapp.jobs.noop"
 

@@ -12,7 +12,7 @@ import random
 import threading
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -43,6 +43,9 @@ from tests import factories
 from tests.conftest import requires_postgres, wait_for
 from tests.factories import claim_params, make_job, make_jobs
 from tests.store.contract_deaths import decide_retry_in
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 pytestmark = requires_postgres()
 

@@ -5,7 +5,7 @@ Runs on the default database, PostgreSQL or SQLite.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import pytest
 from django.db import connection, transaction
@@ -15,6 +15,9 @@ from jobqueue.errors import InvalidJobOption, InvalidPayload
 from jobqueue.models import Job
 from jobqueue.signals import job_enqueued
 from jobqueue.states import JobState
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 NOOP = "tests.testapp.jobs.noop"
 ADD = "tests.testapp.jobs.add"

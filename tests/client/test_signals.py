@@ -11,7 +11,7 @@ import json
 import logging
 import signal
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import pytest
 from django.db import transaction
@@ -26,6 +26,9 @@ from jobqueue.worker.context import JobContext
 from jobqueue.worker.executor import execute, send_outcome_signal
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
 from tests.testapp import jobs
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 #: The lease token of an outcome built by hand (these tests record none).
 TOKEN = uuid.uuid4()

@@ -1,9 +1,9 @@
 """Hardening item 8: every duration, size and count setting and flag has one documented range.
 
 The table is ``jobqueue.settings.ranges.RANGES``; ``conf.build_settings`` (so ``manage.py check``,
-jobqueue.E001), the ``runworkers`` and ``prunejobs`` flags and the README's settings table all
-follow it. Out-of-range values, NaN, infinity, negatives and huge numbers are refused at start,
-naming the key or flag.
+jobqueue.E001), the ``runworkers`` and ``prunejobs`` flags and the docs' settings table
+(docs/settings.md) all follow it. Out-of-range values, NaN, infinity, negatives and huge
+numbers are refused at start, naming the key or flag.
 """
 
 from __future__ import annotations
@@ -165,8 +165,8 @@ def test_prunejobs_refuses_out_of_range_flags_and_deletes_nothing(flag, text):
     assert Job.objects.count() == 1
 
 
-def test_the_readme_settings_table_gives_every_settings_range():
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_settings_table_gives_every_settings_range():
+    readme = (ROOT / "docs" / "settings.md").read_text()
     rows = {
         m.group(1): m.group(0)
         for m in re.finditer(r"^\| `([A-Z_]+)` \|.*$", readme, flags=re.MULTILINE)
@@ -174,7 +174,7 @@ def test_the_readme_settings_table_gives_every_settings_range():
     for key, limit in limits.RANGES.items():
         top = key.split(".")[0]
         if top in FLAG_ONLY:
-            continue  # flags only; the commands' help and README sections give them
+            continue  # flags only; the commands' help and docs/runworkers.md give them
         assert top in rows, key
         inner = key.split(".")[1] if "." in key else None
         expected = f"{inner} {limit.describe()}" if inner else limit.describe()

@@ -11,13 +11,16 @@ import itertools
 import math
 import os
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from jobqueue.cron import MAX_COUNTED_MISSES, plan
 from jobqueue.errors import InvalidCronExpression
 from jobqueue.settings.crontab import InvalidTimezone, Schedule, parse_cron_expression
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 
 def utc(*args: int) -> datetime:

@@ -4,7 +4,7 @@ runworkers start) and "run now". Bad input raises a clear error and writes nothi
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from django.core.management import call_command
@@ -25,6 +25,9 @@ from jobqueue.errors import (
 from jobqueue.models import CronEntry, CronFire, Job
 from jobqueue.settings.conf import CronSpec, build_settings
 from jobqueue.settings.crontab import Schedule
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 NOOP = "tests.testapp.jobs.noop"
 ADD = "tests.testapp.jobs.add"  # add(a, b): no fire_time parameter

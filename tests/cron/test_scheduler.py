@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from unittest import mock
 
 import pytest
@@ -29,6 +29,9 @@ from jobqueue.models import CronEntry, CronFire, Job, LeaderLease
 from jobqueue.settings.crontab import Schedule
 from jobqueue.states import JobState
 from tests.conftest import ROOT, requires_postgres, subprocess_env
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 NOOP = "tests.testapp.jobs.noop"
 
@@ -341,7 +344,8 @@ def test_field_case_9_a_crash_between_fire_record_and_commit_leaves_nothing_then
 CRASH_SCRIPT = """
 import os, django
 django.setup()
-from datetime import datetime, UTC
+from datetime import datetime, timezone
+UTC = timezone.utc
 from jobqueue.cron.scheduler import Scheduler
 from jobqueue.models import CronFire
 s = Scheduler(holder="crasher", reconcile=False)

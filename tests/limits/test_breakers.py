@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
 from django.core.management import call_command
@@ -31,6 +32,9 @@ from jobqueue.worker.executor import failure_outcome
 from jobqueue.worker.guard import DependencyGuard
 from tests.conftest import requires_postgres
 from tests.factories import make_job
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = dt_timezone.utc
 
 #: The lease token of an outcome built by hand (these tests record none).
 TOKEN = uuid.uuid4()

@@ -8,11 +8,14 @@ entry start from the first fire time after the store's clock; a disabled one has
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from jobqueue.models import CronEntry
 from jobqueue.settings.crontab import Schedule
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 T = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 

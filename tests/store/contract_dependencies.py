@@ -7,7 +7,7 @@ Settings used throughout: threshold 3 failures that are >= 50 % of the window's 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -15,6 +15,9 @@ from jobqueue.models import DependencyBreaker, RetryBudget
 from jobqueue.settings.conf import Breaker, RetryBudgetSettings
 from jobqueue.states import JobState
 from jobqueue.store.interface import BreakerOutcomes, Deferral
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 T = datetime(2030, 1, 1, tzinfo=UTC)
 CONF = Breaker(

@@ -9,7 +9,7 @@ row is unchanged. The reaper's and the hand-back's default decision is ``retries
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -18,6 +18,9 @@ from jobqueue.retries import RunOutcome
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store.interface import HandBack
 from tests.factories import ack, nack
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 RETRY_AT = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
 

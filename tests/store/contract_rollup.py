@@ -9,7 +9,7 @@ minute; ``prune_rollups`` deletes rows of old minutes.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -21,6 +21,9 @@ from jobqueue.ops.rates import families as rate_families
 from jobqueue.ops.rollup import window_totals
 from jobqueue.retries import RunOutcome
 from jobqueue.states import DeadReason, JobState
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 T = datetime(2030, 1, 2, 12, 0, 30, tzinfo=UTC)
 MINUTE = datetime(2030, 1, 2, 12, 0, tzinfo=UTC)

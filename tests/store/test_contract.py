@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
 import pytest
@@ -41,6 +42,9 @@ from tests.store.contract_pauses import PauseContract
 from tests.store.contract_rates import RateContract
 from tests.store.contract_results import ResultsContract
 from tests.store.contract_rollup import RollupContract
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = dt_timezone.utc
 
 NOOP = "tests.testapp.jobs.noop"
 

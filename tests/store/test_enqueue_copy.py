@@ -3,7 +3,7 @@ order, all or nothing, and the same wake-ups (``jobqueue/store/postgres/jobs.py`
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
@@ -14,6 +14,9 @@ from jobqueue.models import Job
 from jobqueue.store.interface import NOTIFY_CHANNEL
 from jobqueue.store.postgres import jobs as postgres_jobs
 from tests.conftest import database_url, requires_postgres
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 pytestmark = [pytest.mark.django_db(transaction=True), requires_postgres()]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from types import SimpleNamespace
 
 import pytest
@@ -26,6 +26,9 @@ from jobqueue.worker.completer import Completer
 from jobqueue.worker.context import JobContext
 from jobqueue.worker.runs import Run, Runs
 from jobqueue.worker.wakeups import WakeUps
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 #: How long each write of the stand-in store takes on the stand-in clock, seconds.
 ROUND_TRIP_S = 0.005

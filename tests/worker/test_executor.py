@@ -7,7 +7,7 @@ import json
 import logging
 import random
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -20,6 +20,9 @@ from jobqueue.states import DeadReason
 from jobqueue.store import ClaimedJob
 from jobqueue.worker.context import JobContext
 from jobqueue.worker.executor import execute, failure_outcome
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 ADD = "tests.testapp.jobs.add"
 FAIL = "tests.testapp.jobs.fail"
@@ -290,7 +293,7 @@ def test_retry_after_keeps_integer_seconds_exact():
 def test_a_handler_module_that_fails_to_import_records_the_import_error():
     """resolve() must not turn a broken handler module into "unknown job type"."""
     import uuid as _uuid
-    from datetime import UTC, datetime
+    from datetime import datetime
 
     from jobqueue.store import ClaimedJob
     from jobqueue.worker.context import JobContext

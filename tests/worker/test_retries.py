@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import random
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import pytest
 
 from jobqueue.errors import JobTimeout, PermanentError, RetryAfter, UnknownJobType
 from jobqueue.retries import Backoff, RunOutcome, backoff_delay, dead_reason, decide
 from jobqueue.states import DeadReason, JobState
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 TOKEN = uuid.uuid4()
 POLICY = Backoff(policy="full", base_seconds=2.0, cap_seconds=60.0)

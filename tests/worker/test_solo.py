@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from jobqueue.store import ClaimedJob
 from jobqueue.worker.solo import SoloGate
+
+# datetime.UTC is Python 3.11+; jobqueue supports 3.10.
+UTC = timezone.utc
 
 
 def job(job_id: int, *, suspect: bool = False) -> ClaimedJob:

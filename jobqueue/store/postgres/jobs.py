@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
@@ -175,7 +175,7 @@ def copy_jobs(alias: str, jobs: Sequence[NewJob]) -> list[int]:
         row = fetchone(cursor)
         # The transaction's now(), as enqueue_many.sql reads it: the UTC wall time, made aware
         # here whatever USE_TZ makes Django's loaders return.
-        now = row.now_utc.replace(tzinfo=UTC)
+        now = row.now_utc.replace(tzinfo=timezone.utc)
         ids: list[int] = row.ids
         # Errors raised by the stream are psycopg's: Django's wrapper makes them its own, as
         # for a statement (QueueUnavailable is raised for an OperationalError).

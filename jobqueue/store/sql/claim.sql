@@ -1,6 +1,6 @@
 -- claim: lease up to max_jobs due jobs of the given queues, sharing them fairly.
 --
--- Order of service (jobqueue/limits/fairness.py and the README's "Fairness and priorities"):
+-- Order of service (jobqueue/limits/fairness.py and docs/fairness.md):
 --   across queues: by weighted-fair tag start[q] + k/weight[q] (k = the job's rank in its queue),
 --     or, with strict, by the queue's position in the list;
 --   within a queue: priority DESC, then the tenant with the lowest (leased jobs + the ones this
