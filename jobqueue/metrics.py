@@ -42,7 +42,7 @@ from django.http import HttpRequest, HttpResponse
 
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import CronEntry, GaugeSnapshot, Pause, RetryBudget
-from jobqueue.models.metrics import LAST_PRUNE
+from jobqueue.models.metrics import DEATHS_PREFIX, LAST_PRUNE
 from jobqueue.ops import queues as _queues
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.exposition import DATABASE_LABEL, merge
@@ -428,6 +428,17 @@ def compute(using: str = "default") -> str:
         "jobqueue_last_prune_timestamp_seconds",
         "When the last prune ended, Unix time (database clock).",
         [({}, pruned[1].timestamp())] if pruned and pruned[1] else [],
+    )
+    deaths = (
+        GaugeSnapshot.objects.using(using)
+        .filter(name__startswith=DEATHS_PREFIX)
+        .values_list("name", "body")[:100]
+    )
+    out += family(
+        "jobqueue_worker_process_deaths_total",
+        "Supervised worker processes that died, by cause (a signal, OOM when the kernel said "
+        "so, or an exit status), counted by their supervisors for the whole cluster.",
+        [({"cause": name[len(DEATHS_PREFIX) :]}, float(body or 0)) for name, body in deaths],
     )
     for name, help_text, samples in rollup_families(now, using):
         out += family(name, help_text, samples)

@@ -15,6 +15,7 @@ import signal
 import pytest
 from django.db import connection
 
+from jobqueue.metrics import compute
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
 from tests.factories import insert_ready_jobs
 from tests.testapp.models import Run
@@ -67,3 +68,6 @@ def test_a_child_killed_after_it_served_is_replaced_at_once_every_time(workers):
     assert log.count("it had served: replacing it now") == KILLS, log
     assert "restarting in" not in log, log
     assert f"deaths by cause: SIGKILL: {KILLS}" in log, log
+    # The hand-back process counted each where the metrics read it, before the slot restarted.
+    metrics = compute()
+    assert f'jobqueue_worker_process_deaths_total{{cause="SIGKILL"}} {KILLS}' in metrics, metrics
