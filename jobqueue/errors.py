@@ -16,6 +16,11 @@ from jobqueue.validation import MAX_DELAY_SECONDS, is_number, validate_dependenc
 __all__ = [
     "BatchNotFound",
     "CronConfigurationError",
+    "DatabaseFull",
+    "DatabaseNotMigrated",
+    "DatabasePermissionDenied",
+    "DatabaseReadOnly",
+    "DatabaseTimeout",
     "DuplicateJob",
     "InvalidCronExpression",
     "InvalidJobOption",
@@ -215,7 +220,39 @@ class InvalidCronExpression(JobQueueError, ValueError):
 
 
 class QueueUnavailable(JobQueueError):
-    """The queue's database could not be reached; nothing was written."""
+    """The queue's database could not be reached; nothing was written.
+
+    Its subclasses name why, where the caller can act on it: :class:`DatabaseReadOnly`,
+    :class:`DatabaseTimeout`, :class:`DatabaseFull`, :class:`DatabasePermissionDenied`,
+    :class:`DatabaseNotMigrated`. A lost connection, a server shutting down or too many
+    connections raise this class itself.
+
+    Attributes:
+        failure: the classification (``jobqueue.store.failures.Failure``: ``kind``, ``alias``,
+            ``sqlstate``, ``message``), or None when raised without one.
+    """
+
+    failure: object | None = None
+
+
+class DatabaseReadOnly(QueueUnavailable):
+    """The queue's database is read-only (a failover to a replica?); nothing was written."""
+
+
+class DatabaseTimeout(QueueUnavailable):
+    """A statement or lock timeout ended the queue's statement; nothing was written."""
+
+
+class DatabaseFull(QueueUnavailable):
+    """The queue's database is out of disk space; nothing was written."""
+
+
+class DatabasePermissionDenied(QueueUnavailable):
+    """The queue's database role lacks a privilege jobqueue needs; nothing was written."""
+
+
+class DatabaseNotMigrated(QueueUnavailable):
+    """The queue's tables are missing or behind: run ``manage.py migrate``; nothing was written."""
 
 
 class JobQueueConfigurationError(ImproperlyConfigured):

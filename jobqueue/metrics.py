@@ -35,13 +35,14 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 
 from django.core.cache import caches
+from django.db import DatabaseError
 from django.db.models import DurationField, ExpressionWrapper, F, Q
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import CronEntry, GaugeSnapshot, Pause, RetryBudget
-from jobqueue.models.metrics import LAST_PRUNE
+from jobqueue.models.metrics import DEATHS_PREFIX, LAST_PRUNE
 from jobqueue.ops import queues as _queues
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.exposition import DATABASE_LABEL, merge
@@ -57,6 +58,7 @@ from jobqueue.ops.rates import families as rollup_families
 from jobqueue.routing import all_queue_aliases
 from jobqueue.settings.conf import get_settings
 from jobqueue.store import Store, get_store
+from jobqueue.store.failures import KINDS, Failure, classify
 from jobqueue.store.interface import COUNT_CAP
 from jobqueue.store.plan import ConcurrencyLimits
 
@@ -127,7 +129,11 @@ def collect(using: str | None = None, max_age_s: float | None = None) -> str:
     if max_age_s is None:
         max_age_s = get_settings().metrics_interval_seconds
     aliases = (using,) if using is not None else all_queue_aliases()
-    readings = [(alias, *_reading(alias, max_age_s)) for alias in aliases]
+    failures: dict[str, Failure | None] = {}
+    readings = []
+    for alias in aliases:
+        body, age_s, failures[alias] = _failing_reading(alias, max_age_s)
+        readings.append((alias, body, age_s))
     age_help = (
         "Age of the cluster-wide reading this scrape served (recomputed once per "
         "METRICS_INTERVAL_SECONDS for the whole cluster), seconds."
@@ -143,12 +149,49 @@ def collect(using: str | None = None, max_age_s: float | None = None) -> str:
             age_help,
             [({DATABASE_LABEL: alias}, age_s) for alias, _, age_s in readings],
         )
+    several = len(readings) > 1
+    out += family(
+        "jobqueue_database_failure",
+        "1 while the queue database fails jobqueue's statements in this way (read_only: a "
+        "failover?; not_migrated; permission_denied...), else 0 (jobqueue/store/failures.py).",
+        [
+            (
+                {**({DATABASE_LABEL: alias} if several else {}), "kind": kind},
+                float(failure is not None and failure.kind == kind),
+            )
+            for alias, failure in failures.items()
+            for kind in KINDS
+            if kind not in ("connection_lost", "other")
+        ],
+    )
     out += family(
         "jobqueue_scrape_duration_seconds",
         "Time this scrape spent reading the database, seconds.",
         [({}, time.perf_counter() - started)],
     )
     return "\n".join(out) + "\n"
+
+
+def _failing_reading(using: str, max_age_s: float) -> tuple[str, float, Failure | None]:
+    """Return :func:`_reading`'s, and how the database fails us (None: it does not).
+
+    A read-only database (a failover) still answers reads: once the shared reading is stale
+    its write fails, and the gauges are computed afresh without it. A database that fails
+    otherwise (not migrated, a privilege revoked) gives no gauges, only its failure. A fresh
+    shared reading costs no statement more: the failure shows within one interval.
+
+    Raises:
+        django.db.Error: the database cannot be reached (the scrape fails: ``up == 0``).
+    """
+    try:
+        return *_reading(using, max_age_s), None
+    except DatabaseError as exc:
+        failure = classify(exc, using)
+        if failure.kind in ("connection_lost", "other"):
+            raise
+    if failure.kind == "read_only":
+        return compute(using), 0.0, failure
+    return "", 0.0, failure
 
 
 def _reading(using: str, max_age_s: float) -> tuple[str, float]:
@@ -385,6 +428,17 @@ def compute(using: str = "default") -> str:
         "jobqueue_last_prune_timestamp_seconds",
         "When the last prune ended, Unix time (database clock).",
         [({}, pruned[1].timestamp())] if pruned and pruned[1] else [],
+    )
+    deaths = (
+        GaugeSnapshot.objects.using(using)
+        .filter(name__startswith=DEATHS_PREFIX)
+        .values_list("name", "body")[:100]
+    )
+    out += family(
+        "jobqueue_worker_process_deaths_total",
+        "Supervised worker processes that died, by cause (a signal, OOM when the kernel said "
+        "so, or an exit status), counted by their supervisors for the whole cluster.",
+        [({"cause": name[len(DEATHS_PREFIX) :]}, float(body or 0)) for name, body in deaths],
     )
     for name, help_text, samples in rollup_families(now, using):
         out += family(name, help_text, samples)

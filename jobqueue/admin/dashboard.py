@@ -30,7 +30,6 @@ from django.http import (
 )
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.http import urlencode
 
 from jobqueue.admin.charts import DEFAULT_SPAN, charts
@@ -42,7 +41,7 @@ from jobqueue.errors import InvalidJobOption
 from jobqueue.limits import pauses as pausing
 from jobqueue.models import CronEntry, DependencyBreaker, Job, Pause, RetryBudget, Worker
 from jobqueue.ops import queues as queue_ops
-from jobqueue.ops.clock import humanize_seconds
+from jobqueue.ops.clock import db_now, humanize_seconds
 from jobqueue.ops.queues import concurrency_rows, rate_limit_rows, served_queues, top_queues
 from jobqueue.routing import all_queue_aliases
 from jobqueue.settings.crontab import has_seconds
@@ -196,10 +195,11 @@ def queue_stats(
 
     Args:
         using: database alias of the queue.
-        now: the time lag and "last 5 minutes" are measured from (default: now).
+        now: the time lag and "last 5 minutes" are measured from (default: the database's
+            time now).
         dead_by_queue_and_type: :func:`dead_letters` output, if the caller already has it.
     """
-    now = now or timezone.now()
+    now = now or db_now(using)
     if dead_by_queue_and_type is None:
         dead_by_queue_and_type = dead_letters(using)
     jobs = Job.objects.using(using)
@@ -292,7 +292,7 @@ def merged_dead_letters(lists: Iterable[list[Mapping[str, Any]]]) -> list[Mappin
 
 def workers(using: str = "default") -> list[Worker]:
     """Return every worker row, with ``is_alive`` to tell the running from the vanished."""
-    return list(Worker.objects.using(using).order_by("host", "pid"))
+    return list(Worker.objects.using(using).with_clock().order_by("host", "pid"))
 
 
 def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
@@ -305,7 +305,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
     # and pickup percentiles of two databases do not add up.
     aliases = all_queue_aliases()
     chart_alias = selected_alias(request)
-    now = timezone.now()
+    now = db_now(aliases[0])  # the database clock, as everywhere (issue 32)
     dead_per_alias = {alias: dead_letters(alias) for alias in aliases}
     dead = merged_dead_letters(dead_per_alias.values())
     by_name: dict[str, QueueStats] = {}

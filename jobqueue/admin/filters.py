@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from jobqueue.admin.databases import selected_alias
 from jobqueue.models import Job, Worker
@@ -47,9 +47,9 @@ class StateFilter(admin.SimpleListFilter):
         value = self.value()
         claimable = sorted(CLAIMABLE)
         if value == JobState.READY:
-            return queryset.filter(state__in=claimable, run_at__lte=timezone.now())
+            return queryset.filter(state__in=claimable, run_at__lte=Now())
         if value == JobState.SCHEDULED:
-            return queryset.filter(state__in=claimable, run_at__gt=timezone.now())
+            return queryset.filter(state__in=claimable, run_at__gt=Now())
         if value == RETRYING:
             return queryset.filter(state=JobState.SCHEDULED, attempts__gt=0)
         if value in JobState.values:

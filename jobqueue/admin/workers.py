@@ -6,12 +6,16 @@ alias), so the page lists the selected database's (``?db=``, :mod:`.databases`).
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from jobqueue.admin.databases import QueueDatabaseMixin
 from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.models import Worker
+from jobqueue.models.workers import WorkerQuerySet
 
 
 @admin.register(Worker)
@@ -37,6 +41,11 @@ class WorkerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
 
     class Media:
         css = {"all": ("jobqueue/admin.css",)}
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Worker]:
+        """Read the rows with the database's time beside them: liveness on the database clock."""
+        queryset = cast(WorkerQuerySet, super().get_queryset(request))
+        return queryset.with_clock()
 
     @admin.display(description="queues")
     def queue_names(self, worker: Worker) -> str:

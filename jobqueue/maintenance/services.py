@@ -27,6 +27,7 @@ from typing import Protocol
 from django.db import DatabaseError, connections
 
 from jobqueue.store import get_store
+from jobqueue.store.failures import classify
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -73,26 +74,37 @@ class DatabaseWatcher(Protocol):
 class OutageLog:
     """One log line when a thread's database calls start failing, one when they work again.
 
-    A database restart must not turn into a line per heartbeat tick from every thread.
+    A database restart must not turn into a line per heartbeat tick from every thread. The
+    failure is classified (``jobqueue/store/failures.py``) and a change of kind within an
+    outage gets its line too (connection lost, then read-only after a failover).
+
+    Args:
+        what: the thread's name in the log.
+        using: the database alias the failures are on.
     """
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, using: str = "default") -> None:
         self.what = what
+        self.using = using
         self.failures = 0
+        self._kind = ""
 
     def failed(self, exc: Exception) -> None:
-        """Count a failure; log the first one."""
+        """Count a failure; log the first one, and each that changes the kind."""
         self.failures += 1
-        if self.failures == 1:
-            logger.error("%s: database unavailable (%s); retrying", self.what, exc)
+        failure = classify(exc, self.using)
+        if failure.kind != self._kind:
+            self._kind = failure.kind
+            logger.error("%s: %s", self.what, failure.describe("retrying"))
         else:
-            logger.debug("%s: database still unavailable (%d): %s", self.what, self.failures, exc)
+            logger.debug("%s: %s (%d failures)", self.what, failure.describe(), self.failures)
 
     def ok(self) -> None:
         """Say once that the database is back, if it was away."""
         if self.failures:
             logger.warning("%s: database is back after %d failure(s)", self.what, self.failures)
             self.failures = 0
+            self._kind = ""
 
 
 class ServiceRunner:
@@ -122,7 +134,7 @@ class ServiceRunner:
         self.using = using
         self._stop = stop
         self._watcher = watcher
-        self._outage = OutageLog(name)
+        self._outage = OutageLog(name, using)
         #: Seconds between ticks: the shortest interval.
         self.tick_s = min(s.interval_s for s in self.services)
         self._first_at_once = first_at_once

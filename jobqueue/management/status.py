@@ -23,6 +23,7 @@ from jobqueue.ops.queues import (
     queue_status,
     top_queues,
 )
+from jobqueue.store.failures import read_only_failure
 
 __all__ = ["status"]
 
@@ -52,15 +53,21 @@ def status(
         every_queue: a row for every queue, however many (``--all``).
 
     Returns:
-        True when no queue with ready jobs lacks a live worker (on its database).
+        True when no queue with ready jobs lacks a live worker (on its database) and no
+        database is read-only (a failover: the first lines name it).
 
     Raises:
         django.db.Error: a database cannot be reached.
     """
     several = len(aliases) > 1
     queues, workers, breakers, types = [], [], [], []
+    # A database that turned read-only still answers these reads: say so (issue 32).
+    failures = []
     for alias in aliases:
         now = db_now(alias)
+        failure = read_only_failure(alias)
+        if failure is not None:
+            failures.append(failure)
         alive = live_workers(now, alias)
         queues += [(alias, q) for q in queue_status(now, alias, alive)]
         workers += [(alias, w) for w in alive]
@@ -72,6 +79,10 @@ def status(
             render.to_json(
                 {
                     "databases": list(aliases),
+                    "database_failures": [
+                        {"database": f.alias, "failure": f.kind, "detail": f.describe()}
+                        for f in failures
+                    ],
                     "queues": [{**q.as_dict(), "database": a} for a, q in queues],
                     "workers_alive": len(workers),
                     "workers": [
@@ -108,7 +119,9 @@ def status(
                 }
             )
         )
-        return not unserved
+        return not unserved and not failures
+    for failure in failures:
+        write(f"{failure.describe('workers wait, nothing is claimed')}\n")
     rows = [
         [
             *([alias] if several else []),
@@ -153,7 +166,7 @@ def status(
             f"Unserved: {named}: ready jobs "
             "that no live worker serves (start runworkers with --queues naming them)."
         )
-    return not unserved
+    return not unserved and not failures
 
 
 def _summarised(

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from jobqueue.states import CLAIMABLE, FINISHED, LIVE, DeadReason, JobState
@@ -25,12 +26,12 @@ class JobQuerySet(models.QuerySet["Job"]):
     """Read-side filters over jobs."""
 
     def claimable(self) -> JobQuerySet:
-        """Return jobs a claim could take now (ready or scheduled, run_at due by this clock)."""
-        return self.filter(_claimable, run_at__lte=timezone.now())
+        """Return jobs a claim could take now (ready or scheduled, run_at due: database clock)."""
+        return self.filter(_claimable, run_at__lte=Now())
 
     def expired_leases(self) -> JobQuerySet:
-        """Return leased jobs whose lease has run out by this process's clock."""
-        return self.filter(state=JobState.LEASED, lease_until__lt=timezone.now())
+        """Return leased jobs whose lease has run out by the database clock."""
+        return self.filter(state=JobState.LEASED, lease_until__lt=Now())
 
     def for_tenant(self, tenant_id: str) -> JobQuerySet:
         """Return the jobs of one tenant."""

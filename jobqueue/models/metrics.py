@@ -11,6 +11,9 @@ from django.db import models
 #: The ``name`` of the row that records the last prune
 #: (``jobqueue.maintenance.pruning.record_prune``).
 LAST_PRUNE = "last_prune"
+#: The ``name`` prefix of the rows that count worker process deaths by cause, e.g.
+#: ``"deaths:SIGKILL"`` (``jobqueue.worker.deaths.count_death``; ``body`` the count as text).
+DEATHS_PREFIX = "deaths:"
 
 
 class GaugeSnapshot(models.Model):

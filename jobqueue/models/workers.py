@@ -5,7 +5,21 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import models
+from django.db.models.functions import Now
 from django.utils import timezone
+
+
+class WorkerQuerySet(models.QuerySet):
+    """Worker rows, read with the database's clock beside them."""
+
+    def with_clock(self) -> WorkerQuerySet:
+        """Annotate each row with ``db_now``, the database's time: :attr:`Worker.is_alive` uses it.
+
+        A row's ``last_seen_at`` is the database's time of its last heartbeat; comparing it
+        with this host's clock would call a live worker dead, or a killed one alive, as far as
+        the clocks differ (issue 32).
+        """
+        return self.annotate(db_now=Now())
 
 
 class Worker(models.Model):
@@ -31,6 +45,8 @@ class Worker(models.Model):
         help_text="Its LISTEN connection is up (None: it polls, no LISTEN).",
     )
 
+    objects = WorkerQuerySet.as_manager()
+
     class Meta:
         ordering = ["host", "pid"]
 
@@ -39,9 +55,15 @@ class Worker(models.Model):
 
     @property
     def is_alive(self) -> bool:
-        """Return True if the worker heartbeated within three of its heartbeat intervals."""
+        """Return True if the worker heartbeated within three of its heartbeat intervals.
+
+        Judged on the database clock when the row was read with
+        :meth:`WorkerQuerySet.with_clock` (the admin and the dashboard do), else on this
+        process's clock.
+        """
         silence = timedelta(seconds=3 * self.heartbeat_interval_s)
-        return timezone.now() - self.last_seen_at <= silence
+        now = getattr(self, "db_now", None) or timezone.now()
+        return now - self.last_seen_at <= silence
 
     @property
     def reported_status(self) -> str:

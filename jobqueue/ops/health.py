@@ -24,6 +24,7 @@ from django.db import DatabaseError, connections
 from jobqueue.models import CronEntry, LeaderLease, Worker
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.outbox import lag_check as outbox_lag
+from jobqueue.store.failures import Failure, classify, read_only_failure
 
 #: Default for ``--cron-max-delay``: how late an enabled entry's next fire may be, seconds.
 DEFAULT_CRON_MAX_DELAY_SECONDS = 120.0
@@ -90,27 +91,38 @@ def check(
     try:
         connections[using].ensure_connection()
         now = db_now(using)
+        read_only = read_only_failure(using)
     except DatabaseError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return Health(checks=(Check(name="database", ok=False, detail=f"unreachable: {first}"),))
+        return Health(checks=(_failed(classify(exc, using)),))
     elapsed_ms = (time.perf_counter() - started) * 1000
-    database = Check(
-        name="database",
-        ok=True,
-        detail=f"reachable ({elapsed_ms:.0f} ms)",
-        data={"latency_ms": round(elapsed_ms, 1)},
-    )
-    workers = _workers(using, host, now, max_silence_s)
-    ok, detail, data = outbox_lag(using)
-    relay = Check(name="outbox", ok=ok, detail=detail, data=data)
-    return Health(
-        checks=(
-            database,
-            workers,
-            _listeners(workers),
-            _scheduler(using, now, cron_max_delay_s),
-            relay,
+    if read_only is not None:
+        # It answers reads, so the checks below still say what they can; workers wait.
+        database = _failed(read_only, f"reachable ({elapsed_ms:.0f} ms) but ")
+    else:
+        database = Check(
+            name="database",
+            ok=True,
+            detail=f"reachable ({elapsed_ms:.0f} ms)",
+            data={"latency_ms": round(elapsed_ms, 1)},
         )
+    try:
+        workers = _workers(using, host, now, max_silence_s)
+        ok, detail, data = outbox_lag(using)
+        relay = Check(name="outbox", ok=ok, detail=detail, data=data)
+        scheduler = _scheduler(using, now, cron_max_delay_s)
+    except DatabaseError as exc:
+        # Not migrated, a privilege revoked, a connection lost meanwhile: the one check says so.
+        return Health(checks=(_failed(classify(exc, using)),))
+    return Health(checks=(database, workers, _listeners(workers), scheduler, relay))
+
+
+def _failed(failure: Failure, prefix: str = "") -> Check:
+    """Return the failed database check naming ``failure``'s kind (``jobqueue.store.failures``)."""
+    return Check(
+        name="database",
+        ok=False,
+        detail=f"{prefix}{failure.short}: {failure.message}",
+        data={"failure": failure.kind, "sqlstate": failure.sqlstate},
     )
 
 

@@ -1,8 +1,14 @@
-"""Internal: one mapping of a lost database to ``QueueUnavailable``, for every public function.
+"""Internal: one mapping of a failed database to ``QueueUnavailable``, for every public function.
+
+The failure is classified once (``failures.py``) and raised as the typed error of its kind: a
+read-only database as ``DatabaseReadOnly``, a missing table as ``DatabaseNotMigrated``, a lost
+connection as ``QueueUnavailable`` itself... (issue 32: ``enqueue`` on a read-only database
+raised Django's raw ``InternalError``).
 
 A serialization failure or deadlock (SQLSTATE class 40) is not an outage: the database asks the
 caller to retry its transaction, and retry wrappers look for that very error (e.g. a dedupe key
-committed by a competitor under REPEATABLE READ), so it passes through unchanged.
+committed by a competitor under REPEATABLE READ), so it passes through unchanged, as does an
+error that says nothing about the database (an integrity or data error).
 
 A lost connection is closed here, inside a block or not. Inside the caller's
 ``transaction.atomic()``: otherwise the block's exit tries to roll back and reconnect, fails, and
@@ -19,27 +25,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, connections
 
-from jobqueue.errors import QueueUnavailable
+from jobqueue.store.failures import raise_typed
 
 
 @contextmanager
 def writing(using: str | None) -> Iterator[None]:
-    """Turn a lost database into ``QueueUnavailable``; let SQLSTATE class 40 through.
+    """Turn a failed database into the typed ``QueueUnavailable`` of its kind.
 
     Raises:
-        QueueUnavailable: the database of ``using`` could not be reached or was lost.
+        QueueUnavailable: the database of ``using`` could not be reached or was lost, or a
+            subclass naming why (``DatabaseReadOnly``, ``DatabaseNotMigrated``...).
+        DatabaseError: unchanged for SQLSTATE class 40 and errors that are not the database's.
     """
     try:
         yield
-    except (OperationalError, InterfaceError) as exc:
-        if (getattr(exc.__cause__, "sqlstate", None) or "").startswith("40"):
-            raise
+    except DatabaseError as exc:
         _drop_if_lost(using)
-        raise QueueUnavailable(
-            f"queue database {using or 'default'!r} is unavailable: {exc}"
-        ) from exc
+        raise_typed(exc, using)
 
 
 def _drop_if_lost(using: str | None) -> None:

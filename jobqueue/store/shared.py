@@ -25,7 +25,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError
-from django.db.models import F
+from django.db.models import DurationField, F, Value
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from jobqueue.errors import InvalidJobOption
@@ -81,7 +82,10 @@ class WorkerRegistry:
         self, worker_id: str, queues: Sequence[str], concurrency: int, heartbeat_interval_s: float
     ) -> None:
         """Insert or refresh this process's Worker row (a reused id takes the row over)."""
-        now = timezone.now()
+        # The database's clock (``Now()``), never this host's: ``health``, ``status``, the metrics
+        # and the admin judge liveness on the database clock (issue 32: a worker whose host clock
+        # was 60 s behind was reported dead while it served).
+        now = Now()
         with own_transaction(self.alias):
             Worker.objects.using(self.alias).update_or_create(
                 worker_id=worker_id,
@@ -100,7 +104,7 @@ class WorkerRegistry:
         """Mark the worker seen now, with how many jobs it runs and whether it is draining."""
         with own_transaction(self.alias):
             Worker.objects.using(self.alias).filter(worker_id=worker_id).update(
-                last_seen_at=timezone.now(), running_jobs=running_jobs, status=status
+                last_seen_at=Now(), running_jobs=running_jobs, status=status
             )
 
     def set_listener_up(self, worker_id: str, up: bool | None) -> None:
@@ -114,7 +118,7 @@ class WorkerRegistry:
         Those processes died without a clean exit (SIGKILL, a lost host). Their jobs were
         recovered by lease expiry long before; the row is only history.
         """
-        cutoff = timezone.now() - timedelta(seconds=silent_for_s)
+        cutoff = Now() - Value(timedelta(seconds=silent_for_s), output_field=DurationField())
         with own_transaction(self.alias):
             deleted, _ = Worker.objects.using(self.alias).filter(last_seen_at__lt=cutoff).delete()
         return deleted

@@ -20,6 +20,7 @@ from jobqueue.store.bounded import timed_out
 from jobqueue.store.interface import ClaimRequest, FinishedThenClaimed
 from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.outage import DatabaseBackoff
+from jobqueue.worker.served import mark_served
 from jobqueue.worker.solo import SoloGate, give_back
 from jobqueue.worker.starting import Starter, resolve_type
 from jobqueue.worker.wakeups import WakeUps
@@ -87,6 +88,7 @@ class Claimer:
             self._failed(exc)
             return None
         self._backoff.recovered()
+        mark_served()  # the supervisor's restart backoff is for children that never got here
         return self._start(claimed)
 
     def took(self, made: FinishedThenClaimed) -> list[ClaimedJob] | None:
@@ -98,6 +100,7 @@ class Claimer:
             self._failed(made.error)
             return None
         self._backoff.recovered()
+        mark_served()
         return self._start(made.claimed)
 
     def _failed(self, exc: Exception) -> None:

@@ -22,8 +22,11 @@ from __future__ import annotations
 import logging
 
 from django.db import connections
+from django.db.models import BigIntegerField, TextField, Value
+from django.db.models.functions import Cast, Now
 
 from jobqueue.maintenance.reaper import charge_by_type
+from jobqueue.models.metrics import DEATHS_PREFIX, GaugeSnapshot
 from jobqueue.store import get_store
 from jobqueue.store.interface import HandBack
 
@@ -66,3 +69,28 @@ def hand_back_leases(worker_id: str, using: str = "default") -> HandBack:
             done.cancelled,
         )
     return done
+
+
+def count_death(cause: str, using: str = "default") -> None:
+    """Count one death of a supervised worker process by ``cause``, where the metrics read it.
+
+    Run by the supervisor's short-lived hand-back process (the supervisor itself touches no
+    database); one small row per cause (``GaugeSnapshot`` named ``deaths:<cause>``), read as
+    ``jobqueue_worker_process_deaths_total{cause=...}``: the whole cluster's count.
+
+    Args:
+        cause: ``"SIGKILL"``, ``"OOM"``, ``"exit status 1"``... (``jobqueue.worker.causes``).
+        using: database alias of the queue.
+
+    Raises:
+        django.db.DatabaseError: the database could not be reached (the death is then only
+            in the supervisor's log).
+    """
+    name = f"{DEATHS_PREFIX}{cause}"[:100]
+    rows = GaugeSnapshot.objects.using(using).filter(name=name)
+    bump = Cast(Cast("body", BigIntegerField()) + Value(1), TextField())
+    try:
+        GaugeSnapshot.objects.using(using).get_or_create(name=name, defaults={"body": "0"})
+        rows.update(body=bump, computed_at=Now())
+    finally:
+        connections[using].close()

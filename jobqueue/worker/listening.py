@@ -49,6 +49,9 @@ class ListenerHealth:
         self._written: bool | None = None
         self._lost = False
         self._wake: Callable[[float], None] = lambda delay_s: None
+        #: Called on the listener's thread each time its connection is up again: the worker
+        #: wakes its claim loop out of a database backoff (``outage.py``).
+        self.on_up: Callable[[], None] = lambda: None
         self.listener: ReadyListener | None = None
 
     def attach(self, serves: Callable[[str], bool], wake: Callable[[float], None]) -> None:
@@ -83,6 +86,8 @@ class ListenerHealth:
         if not up:
             # The loop may be inside a long poll wait: claim now, then every FAST_POLL_S.
             self._wake(0.0)
+        else:
+            self.on_up()
 
     def run_once(self) -> bool:
         """Write the state to the worker's row if it changed since the last write.

@@ -174,6 +174,9 @@ class Worker:
         # of our connections never lock the same rows in different orders (no deadlock).
         db_lock = threading.Lock()
         self._backoff = DatabaseBackoff(self.using, self._stopping)
+        # The first statement of another thread that works after an outage (the listener's
+        # reconnect, a service's round) ends the claim loop's backoff pause (issue 32).
+        self._listener.on_up = self._backoff.answered
         self.stats = dict.fromkeys(("succeeded", "retried", "dead", "cancelled", "lost"), 0)
         self.stats["released"] = 0
         #: The ``max_tasks`` count (``quota.py``); it caps every claim.
@@ -221,7 +224,8 @@ class Worker:
             db_lock=db_lock,
             stopping=self._stopping,
         )
-        hold = ReapHold(self.heartbeat_interval_s)
+        # The first round that works after failures also ends the claim loop's backoff pause.
+        hold = ReapHold(self.heartbeat_interval_s, on_back=self._backoff.answered)
         self.reaper = Reaper(
             self.store, interval_s=self.reaper_interval_s, hold=hold, stopping=self._stopping
         )

@@ -1,6 +1,15 @@
 """Internal: a worker through a database outage: waiting it out, then holding the reaper back.
 
-:class:`DatabaseBackoff`: how the claim loop's thread waits out a database that is down.
+:class:`DatabaseBackoff`: how the claim loop's thread waits out a database that is down. Every
+failure is classified once (``jobqueue/store/failures.py``) and the log says what it is:
+``database 'default' is read-only (failover?): cannot execute UPDATE in a read-only
+transaction; waiting, nothing claimed``. The first failure of an outage is logged loudly, and so
+is every change of kind within it (a failover first cuts the connection, then the reconnected
+session finds the database read-only: issue 32 found no line naming it). The pause between
+attempts grows to :data:`MAX_RECONNECT_DELAY_S`, but another thread of the worker whose
+statement works again after failures (the heartbeat's runner through :class:`ReapHold`, the
+listener) cuts it short (:meth:`DatabaseBackoff.answered`): the claim loop resumes with the
+first sign of life, not up to ten seconds later (issue 32).
 
 :class:`ReapHold`: after a database outage, reapers wait one heartbeat interval before reaping.
 Every worker sees an outage of the database, and every lease runs out during one longer than the
@@ -25,14 +34,24 @@ from collections.abc import Callable
 
 from django.db import connections
 
+from jobqueue.store.failures import Failure, classify
+
 logger = logging.getLogger("jobqueue.worker")
 
 #: Longest pause between attempts to reach a database that is down, seconds.
 MAX_RECONNECT_DELAY_S = 10.0
+#: How often a pause looks at the stop event while it waits for a wake-up, seconds.
+STOP_CHECK_S = 0.1
+
+#: What the claim loop does meanwhile, by what failed (the log line's last words).
+_MEANWHILE = {
+    "claiming": "waiting, nothing claimed",
+    "registering": "waiting to register, nothing claimed",
+}
 
 
 class DatabaseBackoff:
-    """Log a database outage once, and pause longer after each failure (up to a cap).
+    """Log a database outage by its kind, and pause longer after each failure (up to a cap).
 
     Args:
         using: database alias (its connection is closed after each failure).
@@ -42,25 +61,51 @@ class DatabaseBackoff:
     def __init__(self, using: str, stopping: threading.Event) -> None:
         self.using = using
         self._stopping = stopping
+        self._answered = threading.Event()
         self.failures = 0
+        #: The last failure's classification, or None while the database answers.
+        self.failure: Failure | None = None
 
     def failed(self, exc: Exception, doing: str) -> None:
-        """Log the failure (the first one loudly), close the connection, and pause."""
+        """Log the failure (loudly when it starts an outage or changes kind), close, pause.
+
+        Args:
+            exc: the database error.
+            doing: what failed (``"claiming"``, ``"registering"``, ``"recording 3 outcome(s)"``).
+        """
         self.failures += 1
-        delay = min(0.5 * 2 ** (self.failures - 1), MAX_RECONNECT_DELAY_S)
-        if self.failures == 1:
-            logger.error("database unavailable while %s: %s; retrying", doing, exc)
+        failure = classify(exc, self.using)
+        meanwhile = _MEANWHILE.get(doing, f"{doing} failed; retrying")
+        if self.failure is None or failure.kind != self.failure.kind:
+            logger.error("%s", failure.describe(meanwhile), extra={"db_failure": failure.kind})
         else:
-            logger.debug("database still unavailable (%d): %s", self.failures, exc)
+            logger.debug("%s (%d failures)", failure.describe(meanwhile), self.failures)
+        self.failure = failure
+        delay = min(0.5 * 2 ** (self.failures - 1), MAX_RECONNECT_DELAY_S)
         connections[self.using].close()
-        # Sleep, but wake for a stop signal.
-        self._stopping.wait(delay)
+        self._pause(delay)
+
+    def _pause(self, delay: float) -> None:
+        """Sleep ``delay`` seconds, or until a stop or :meth:`answered`."""
+        self._answered.clear()
+        end = time.monotonic() + delay
+        while not self._stopping.is_set():
+            left = end - time.monotonic()
+            if left <= 0 or self._answered.wait(min(left, STOP_CHECK_S)):
+                return
+
+    def answered(self) -> None:
+        """Say that another of the worker's statements worked: cut a pause short (thread-safe)."""
+        if self.failures:
+            self._answered.set()
 
     def recovered(self) -> None:
         """Say once that the database is back, if it was away."""
         if self.failures:
-            logger.warning("database is back after %d failed attempt(s)", self.failures)
+            last = f" (last: {self.failure.summary})" if self.failure is not None else ""
+            logger.warning("database is back after %d failed attempt(s)%s", self.failures, last)
             self.failures = 0
+            self.failure = None
 
 
 class ReapHold:
@@ -70,11 +115,19 @@ class ReapHold:
         hold_s: how long after the database answers again reaping waits, seconds (the
             heartbeat interval).
         clock: monotonic clock, seconds (a stand-in in tests).
+        on_back: called at the first database call that works after failures (the worker
+            wakes its claim loop there: :meth:`DatabaseBackoff.answered`).
     """
 
-    def __init__(self, hold_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        hold_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        on_back: Callable[[], None] | None = None,
+    ) -> None:
         self.hold_s = hold_s
         self._clock = clock
+        self._on_back = on_back
         self._down = False
         # At start: as if the database had just come back.
         self._resume_at = clock() + hold_s
@@ -88,6 +141,8 @@ class ReapHold:
         if self._down:
             self._down = False
             self._resume_at = self._clock() + self.hold_s
+            if self._on_back is not None:
+                self._on_back()
 
     def may_reap(self) -> bool:
         """Return whether the reaper may run now."""

@@ -1,10 +1,16 @@
 """Internal: ``runworkers --processes N``: start N worker processes, restart the ones that die.
 
 The supervisor itself touches no database. It forks each worker (so Django is set up once, and a
-child starts in milliseconds), watches them, and restarts a child that died, after a backoff that
-grows while a slot keeps dying young, so a crash loop does not spin. A child that exits with
-:data:`EXIT_RECYCLE` (its handler ran past its timeout and its thread could not be stopped, or it
-finished its ``--max-tasks``) is replaced at once.
+child starts in milliseconds), watches them, and restarts a child that died. A child that died
+before it served (its first claim statement had not returned: ``served.py``) is restarted after
+a backoff that grows while its slot keeps dying so, so a crash loop at start-up does not spin; a
+child that served is replaced at once, however young (issue 32: a worker killed from outside,
+by the OOM killer, an eviction or an operator, is not a crash loop, and the backoff had idled
+whole fleets under repeated kills). A child that exits with :data:`EXIT_RECYCLE` (its handler
+ran past its timeout and its thread could not be stopped, or it finished its ``--max-tasks``)
+is replaced at once. Deaths are named and counted by cause (``causes.py``: a signal, an exit
+status, or the OOM killer when the kernel says so) in the log and, through ``record_death``, in
+the metrics.
 
 A child that dies (killed, or exiting with an error) may leave leases behind. When given a
 ``hand_back`` callable, the supervisor forks a short-lived process that runs it with the dead
@@ -36,6 +42,8 @@ from typing import NoReturn
 
 from django.db import connections
 
+from jobqueue.worker.causes import DeathCauses
+from jobqueue.worker.served import ServedFlags
 from jobqueue.worker.stopping import DRAIN_SIGNAL, FORCE_SIGNAL, SUPERVISED, record_cause
 
 logger = logging.getLogger("jobqueue.supervisor")
@@ -43,12 +51,11 @@ logger = logging.getLogger("jobqueue.supervisor")
 #: A worker's exit status asking to be replaced now (not a crash: no restart backoff).
 EXIT_RECYCLE = 3
 
-#: First restart delay of a slot whose process died, seconds; doubles per quick death.
+#: First restart delay of a slot whose process died before it served, seconds; doubles per
+#: such death in a row. A process that served is replaced at once (and resets the slot's count).
 RESTART_BACKOFF_BASE_S = 0.5
 #: Longest restart delay, seconds.
 RESTART_BACKOFF_CAP_S = 30.0
-#: A process that lived this long resets its slot's backoff, seconds.
-STABLE_AFTER_S = 30.0
 #: How long after the stop signal's grace period children get before SIGKILL, seconds.
 KILL_AFTER_GRACE_S = 10.0
 #: Longest a hand-back process may run before it is killed (its leases then expire), seconds.
@@ -68,6 +75,8 @@ class _Slot:
     #: The process handing back the leases of this slot's dead child, and its deadline.
     hand_back_pid: int | None = None
     hand_back_until: float = 0.0
+    #: Why its last child died (``causes.py``), for the hand-back process to record.
+    cause: str = ""
 
 
 def _terminate_with_parent() -> None:
@@ -100,8 +109,11 @@ class Supervisor:
             pid: called in the child and in the supervisor after the fork with the same
             ``nonce`` (drawn before it), so both agree and the supervisor knows whose leases a
             dead child held.
-        hand_back: ``hand_back(worker_id)``, run in a forked process after a child died (not
-            while stopping) to hand back its leases; None leaves them to expire.
+        hand_back: ``hand_back(worker_id)``, run in a forked process after a child died to
+            hand back its leases; None leaves them to expire.
+        record_death: ``record_death(cause)``, run in that same forked process after the
+            hand-back, to count the death by cause where the metrics read it (the supervisor
+            itself touches no database); None counts them in the log only.
 
     Raises:
         ValueError: ``processes`` is below 1.
@@ -115,6 +127,7 @@ class Supervisor:
         grace_s: float,
         worker_id_for: Callable[[int, int, str], str],
         hand_back: Callable[[str], object] | None = None,
+        record_death: Callable[[str], object] | None = None,
     ) -> None:
         if processes < 1:
             raise ValueError(f"processes must be >= 1, got {processes}")
@@ -122,6 +135,11 @@ class Supervisor:
         self.run_worker = run_worker
         self.worker_id_for = worker_id_for
         self.hand_back = hand_back
+        self.record_death = record_death
+        #: Whether each slot's child has served (shared memory: ``served.py``).
+        self.served = ServedFlags(processes)
+        #: Deaths by cause (``causes.py``).
+        self.causes = DeathCauses()
         self.grace_s = grace_s
         self._stop_signal: int | None = None
         self._stop_deadline: float | None = None
@@ -161,6 +179,7 @@ class Supervisor:
         # The child is born with the stop signals blocked; its worker unblocks them once its
         # handlers are in place, so a stop sent in between is held, not lost or fatal.
         nonce = uuid.uuid4().hex[:6]
+        self.served.reset(slot.index)
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED.handled)
         pid = os.fork()
         if pid == 0:  # the child
@@ -169,6 +188,7 @@ class Supervisor:
                 for signum in SUPERVISED.handled:
                     signal.signal(signum, signal.SIG_DFL)
                 _terminate_with_parent()
+                self.served.install(slot.index)
                 worker_id = self.worker_id_for(slot.index, os.getpid(), nonce)
                 code = self.run_worker(slot.index, worker_id)
             except BaseException:
@@ -184,7 +204,6 @@ class Supervisor:
         logger.info("started worker process %d (slot %d, %s)", pid, slot.index, slot.worker_id)
 
     def _start_hand_back(self, slot: _Slot) -> None:
-        assert self.hand_back is not None
         connections.close_all()
         # Born with the stop signals blocked: it is short, and a stop must not cut it off.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED.handled)
@@ -192,13 +211,19 @@ class Supervisor:
         if pid == 0:
             code = 1
             try:
-                self.hand_back(slot.worker_id)
+                if self.hand_back is not None:
+                    self.hand_back(slot.worker_id)
                 code = 0
             except BaseException:
                 logger.exception(
                     "could not hand back the leases of %s; they expire by themselves",
                     slot.worker_id,
                 )
+            try:
+                if self.record_death is not None:
+                    self.record_death(slot.cause)
+            except BaseException:
+                logger.exception("could not count the death of %s", slot.worker_id)
             finally:
                 logging.shutdown()
                 os._exit(code)
@@ -226,17 +251,27 @@ class Supervisor:
     def _exited(self, slot: _Slot, status: int) -> None:
         slot.pid = None
         lived = time.monotonic() - slot.started
+        served = self.served.served(slot.index)
         if os.WIFSIGNALED(status):
-            how = f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
             code = -os.WTERMSIG(status)
         else:
             code = os.WEXITSTATUS(status)
-            how = f"exited with status {code}"
         dead = code not in (0, EXIT_RECYCLE)
-        if dead and self.hand_back is not None:
-            # Draining too: a child killed meanwhile (OOM, kill -9, or by us after the grace)
-            # left leases that would otherwise wait out their expiry and be charged.
-            self._start_hand_back(slot)
+        if dead:
+            slot.cause = self.causes.cause(status)
+            how = (
+                f"died ({slot.cause}: the kernel's OOM killer)"
+                if slot.cause == "OOM"
+                else f"killed by {slot.cause}"
+                if code < 0
+                else f"exited with status {code}"
+            )
+            if self.hand_back is not None or self.record_death is not None:
+                # Draining too: a child killed meanwhile (OOM, kill -9, or by us after the
+                # grace) left leases that would otherwise wait out their expiry and be charged.
+                self._start_hand_back(slot)
+        else:
+            how = f"exited with status {code}"
         if self._stop_signal is not None:
             slot.done = True
             logger.info("worker process of slot %d %s", slot.index, how)
@@ -254,17 +289,29 @@ class Supervisor:
                 slot.index,
             )
             return
-        slot.quick_deaths = 0 if lived >= STABLE_AFTER_S else slot.quick_deaths + 1
-        delay = min(
-            RESTART_BACKOFF_CAP_S, RESTART_BACKOFF_BASE_S * 2 ** max(slot.quick_deaths - 1, 0)
-        )
+        if served:
+            # It started and claimed: killed from outside, or a job took it down (the hand-back
+            # charges that job). Not a crash loop: its slot comes back at once.
+            slot.quick_deaths = 0
+            delay = 0.0
+            why = "it had served: replacing it now"
+        else:
+            slot.quick_deaths += 1
+            delay = min(
+                RESTART_BACKOFF_CAP_S, RESTART_BACKOFF_BASE_S * 2 ** max(slot.quick_deaths - 1, 0)
+            )
+            why = (
+                f"before it served ({slot.quick_deaths} such death(s) in a row); "
+                f"restarting in {delay:.1f} s"
+            )
         slot.restart_at = time.monotonic() + delay
         logger.error(
-            "worker process of slot %d %s after %.1f s; restarting in %.1f s",
+            "worker process of slot %d %s after %.1f s, %s; deaths by cause: %s",
             slot.index,
             how,
             lived,
-            delay,
+            why,
+            self.causes.summary(),
         )
 
     def _kill_late_hand_backs(self) -> None:

@@ -45,6 +45,7 @@ from jobqueue.ops.queues import TOP_QUEUES
 from jobqueue.ops.where import UnknownDatabase, locate, report_aliases
 from jobqueue.routing import all_queue_aliases, queue_aliases
 from jobqueue.states import CANCELLABLE, RETRYABLE
+from jobqueue.store.failures import classify
 
 
 class Command(BaseCommand):
@@ -455,6 +456,8 @@ def _criteria(options: dict[str, Any]) -> JobFilter:
 
 
 def _unreachable(alias: str, exc: DatabaseError) -> str:
-    """Return the message for a queue database that does not answer (its error's first line)."""
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return f"the queue database {alias!r} is unreachable: {first}"
+    """Return the message for a queue database that failed us, by its kind (``failures.py``).
+
+    ``the queue database 'default' is not migrated (run manage.py migrate): relation ...``.
+    """
+    return f"the queue {classify(exc, alias).describe()}"

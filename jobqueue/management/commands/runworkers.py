@@ -36,7 +36,7 @@ from jobqueue.settings.conf import get_settings
 from jobqueue.settings.queues import EVERY_QUEUE
 from jobqueue.store.pooler import refuse_unmarked_pooler
 from jobqueue.worker.aliases import AliasShare, alias_shares
-from jobqueue.worker.deaths import hand_back_leases
+from jobqueue.worker.deaths import count_death, hand_back_leases
 from jobqueue.worker.loop import Worker, default_worker_id
 from jobqueue.worker.stopping import STANDALONE, SUPERVISED
 from jobqueue.worker.supervisor import EXIT_RECYCLE, Supervisor, reexec
@@ -361,6 +361,7 @@ class Command(BaseCommand):
             grace_s=grace,
             worker_id_for=slot_worker_id,
             hand_back=hand_back,
+            record_death=lambda cause: count_death(cause, shares[0].alias),
         ).run()
 
     def _configure_logging(self, verbosity: int) -> None:
