@@ -174,6 +174,9 @@ class Command(BaseCommand):
         return parser
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Every line this command writes has its control characters escaped.
+        self.stdout = render.SafeOutput(self.stdout)
+        self.stderr = render.SafeOutput(self.stderr)
         verb = options["verb"]
         if verb == "prune":
             self._prune(options["rest"])
@@ -269,7 +272,9 @@ class Command(BaseCommand):
             )
             if entry.get("by"):
                 head += f" by {entry['by']}"
-            said = ": ".join(str(entry[k]) for k in ("type", "message") if entry.get(k))
+            said = ": ".join(
+                render.cell_text(entry[k]) for k in ("type", "message") if entry.get(k)
+            )
             self.stdout.write(f"- {head}: {said}" if said else f"- {head}")
             tail = (entry.get("traceback") or "").rstrip()
             if tail:
