@@ -47,11 +47,14 @@ def test_every_sample_of_every_queue_database_is_labelled_with_it(two_databases)
     samples = [line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1] != "#"]
     seen = [name for i, name in enumerate(samples) if i == 0 or samples[i - 1] != name]
     assert len(seen) == len(set(seen)), seen  # no family's samples are split
-    # Every sample but the scrape's own duration names its database.
+    # Every sample but the process's versions and the scrape's own duration names its database.
     unlabelled = [
         line for line in text.splitlines() if line[:1] != "#" and "{database=" not in line
     ]
-    assert [line.split(" ")[0] for line in unlabelled] == ["jobqueue_scrape_duration_seconds"]
+    assert [line.split("{")[0].split(" ")[0] for line in unlabelled] == [
+        "jobqueue_build_info",
+        "jobqueue_scrape_duration_seconds",
+    ]
 
 
 def test_one_named_database_is_read_alone_without_the_label(two_databases):
