@@ -33,11 +33,10 @@ each keeps its own reading and every sample carries a ``database`` label
 from __future__ import annotations
 
 import hmac
-import math
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from importlib import metadata
 
@@ -48,12 +47,11 @@ from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
 from jobqueue.limits.fairness import rate_limits
-from jobqueue.masking import mask_text
 from jobqueue.models import CronEntry, GaugeSnapshot, Pause, RetryBudget
 from jobqueue.models.metrics import LAST_PRUNE
 from jobqueue.ops import queues as _queues
 from jobqueue.ops.clock import db_now
-from jobqueue.ops.exposition import DATABASE_LABEL, merge
+from jobqueue.ops.exposition import DATABASE_LABEL, family, histogram, merge
 from jobqueue.ops.outbox import families as outbox_families
 from jobqueue.ops.queues import (
     OTHER_QUEUES_LABEL,
@@ -91,68 +89,6 @@ def _version() -> str:
 
 
 Sample = tuple[dict[str, str], float]
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _help(text: str) -> str:
-    # HELP text escapes backslash and newline only: a quote there is a parse error.
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _labels(labels: dict[str, str]) -> str:
-    # Label values are masked as every output is (a concurrency key or tenant "token=...").
-    return ",".join(f'{k}="{_escape(v if k == "le" else mask_text(v))}"' for k, v in labels.items())
-
-
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if not float(value).is_integer() else str(int(value))
-
-
-def family(name: str, help_text: str, samples: Iterable[Sample], kind: str = "gauge") -> list[str]:
-    """Return the lines of one gauge or counter family: HELP, TYPE and a line per sample.
-
-    Args:
-        name: the metric name (a counter's ends in ``_total``).
-        help_text: one line saying what it measures, with its unit.
-        samples: ``(labels, value)`` pairs; label values are masked and escaped here.
-        kind: ``"gauge"`` or ``"counter"``.
-    """
-    lines = [f"# HELP {name} {_help(help_text)}", f"# TYPE {name} {kind}"]
-    for labels, value in samples:
-        text = _labels(labels)
-        lines.append(f"{name}{{{text}}} {_number(value)}" if text else f"{name} {_number(value)}")
-    return lines
-
-
-def histogram(
-    name: str,
-    help_text: str,
-    series: Iterable[tuple[dict[str, str], Sequence[tuple[str, float]], float, float]],
-) -> list[str]:
-    """Return the lines of one histogram family: ``_bucket{le}``, ``_sum`` and ``_count``.
-
-    Args:
-        name: the metric name (without the suffixes).
-        help_text: one line saying what it measures, with its unit.
-        series: per label set, its cumulative ``(le, count)`` buckets (``+Inf`` last), its
-            sum and its count.
-    """
-    lines = [f"# HELP {name} {_help(help_text)}", f"# TYPE {name} histogram"]
-    for labels, buckets, total, count in series:
-        for le, n in buckets:
-            lines.append(f"{name}_bucket{{{_labels({**labels, 'le': le})}}} {_number(n)}")
-        text = _labels(labels)
-        tail = f"{{{text}}}" if text else ""
-        lines.append(f"{name}_sum{tail} {_number(total)}")
-        lines.append(f"{name}_count{tail} {_number(count)}")
-    return lines
 
 
 def collect(using: str | None = None, max_age_s: float | None = None) -> str:
@@ -582,8 +518,6 @@ __all__ = [
     "cached_view",
     "collect",
     "compute",
-    "family",
-    "histogram",
     "refusal",
     "view",
 ]
