@@ -48,7 +48,7 @@ from django.http import HttpRequest, HttpResponse
 
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import CronEntry, GaugeSnapshot, Pause, RetryBudget
-from jobqueue.models.metrics import LAST_PRUNE
+from jobqueue.models.metrics import LAST_PRUNE, RECYCLE_REASONS, RECYCLES
 from jobqueue.ops import queues as _queues
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.exposition import DATABASE_LABEL, family, histogram, merge
@@ -382,6 +382,21 @@ def compute(using: str = "default") -> str:
         .filter(name=LAST_PRUNE, computed_at__isnull=False)
         .values_list("body", "computed_at")
         .first()
+    )
+    recycled = dict(
+        GaugeSnapshot.objects.using(using)
+        .filter(name__in=[f"{RECYCLES}:{reason}" for reason in RECYCLE_REASONS])
+        .values_list("name", "body")
+    )
+    out += family(
+        "jobqueue_worker_recycles_total",
+        "Worker processes that ended to be replaced, by reason: overrun (handlers ran past their "
+        "timeout and kept their threads: a job type that does not stop) or max_tasks.",
+        [
+            ({"reason": reason}, float(recycled.get(f"{RECYCLES}:{reason}") or 0))
+            for reason in RECYCLE_REASONS
+        ],
+        "counter",
     )
     # Absent until a pruner (the worker's or prunejobs) has run once.
     out += family(

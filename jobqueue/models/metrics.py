@@ -11,6 +11,12 @@ from django.db import models
 #: The ``name`` of the row that records the last prune
 #: (``jobqueue.maintenance.pruning.record_prune``).
 LAST_PRUNE = "last_prune"
+#: The ``name`` of the row counting worker recycles, its ``body`` the count as text
+#: (``jobqueue.maintenance.pruning.record_recycle``).
+RECYCLES = "recycles"
+#: Why a worker process recycled: a handler overran its timeout and kept its thread, or the
+#: worker finished ``--max-tasks`` jobs.
+RECYCLE_REASONS = ("overrun", "max_tasks")
 
 
 class GaugeSnapshot(models.Model):

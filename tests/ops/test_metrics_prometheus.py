@@ -162,3 +162,16 @@ def test_e001_reports_every_bad_key_at_once():
     assert [e.id for e in errors] == ["jobqueue.E001"] * 3
     said = " ".join(e.msg for e in errors)
     assert "NOPE" in said and "CONCURRENCY" in said and "LISTEN_NOTIFY" in said
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_that_recycles_is_counted_by_reason(client):
+    import jobqueue
+    from jobqueue.worker.loop import Worker
+
+    jobqueue.enqueue("w", "tests.testapp.jobs.noop", {})
+    worker = Worker(queues=["w"], max_tasks=1, install_signal_handlers=False, listen_notify=False)
+    assert worker.run() == 0
+    m = parse(exposition(client))
+    assert m['jobqueue_worker_recycles_total{reason="max_tasks"}'] == 1
+    assert m['jobqueue_worker_recycles_total{reason="overrun"}'] == 0
