@@ -151,3 +151,11 @@ def test_the_job_page_escapes_control_characters(dead_job, admin_client):
     html = response.content.decode()
     assert raw_escapes(html.replace("\r\n", "\n")) == []
     assert TOKEN not in html
+
+
+def test_a_custom_consumers_nack_is_recorded_masked():
+    job_id = jobqueue.enqueue("custom", "tests.testapp.jobs.noop", {})
+    [held] = jobqueue.claim("custom", "consumer-1", 1)
+    jobqueue.nack(held.id, held.lease_token, f"upstream said: token={TOKEN} {ESCAPES}")
+    [entry] = Job.objects.get(id=job_id).errors
+    assert TOKEN not in entry["message"] and f"token={MASK}" in entry["message"]
