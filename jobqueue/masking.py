@@ -32,6 +32,7 @@ __all__ = [
     "MASK",
     "MIN_SECRET_CHARS",
     "escape_control",
+    "escape_page",
     "is_masked_key",
     "mask",
     "mask_entry",
@@ -68,6 +69,8 @@ def _escape_of(code: int) -> str:
 
 _MULTI_LINE = {code: _escape_of(code) for code in _CONTROL}
 _ONE_LINE = {**_MULTI_LINE, 0x0A: "\\n"}
+# A page keeps CR too: in HTML it is whitespace, and a template may end its lines with CRLF.
+_PAGE = {code: text for code, text in _MULTI_LINE.items() if code != 0x0D}
 
 
 def masked_keys() -> tuple[str, ...]:
@@ -190,6 +193,18 @@ def escape_control(text: str, *, one_line: bool = False) -> str:
         one_line: escape LF too.
     """
     return text.translate(_ONE_LINE if one_line else _MULTI_LINE)
+
+
+def escape_page(html: str) -> str:
+    r"""Return a rendered page with control characters (but TAB, LF, CR) written as escapes.
+
+    Markup never holds them, so only text read from the database changes: a job type holding
+    ``ESC[2J`` or a tenant holding a bidi override shows as ``[2J`` or ``‮``.
+
+    Args:
+        html: the page's text.
+    """
+    return html.translate(_PAGE)
 
 
 def safe_text(

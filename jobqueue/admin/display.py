@@ -7,11 +7,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from django.template.response import SimpleTemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from jobqueue.masking import escape_control, mask, safe_text
+from jobqueue.masking import escape_control, escape_page, mask, safe_text
 
 #: Longest string shown whole on a page; longer ones are cut (the JSON view has them whole).
 MAX_STRING_CHARS = 300
@@ -56,6 +57,26 @@ def shorten(value: Any) -> tuple[Any, bool]:
         return node
 
     return walk(value), cut
+
+
+def escaped_page(response: Any) -> Any:
+    """Return ``response``; a template response gets its control characters escaped once rendered.
+
+    Every jobqueue admin page passes through here (``QueueDatabaseMixin``, the dashboard), so a
+    job type, tenant, key or message read from the database cannot carry raw ESC, BEL or a bidi
+    override onto a page (issue 32 item 6), whatever field shows it.
+    """
+    if isinstance(response, SimpleTemplateResponse):
+        response.add_post_render_callback(_escape_rendered)
+    return response
+
+
+def _escape_rendered(response: SimpleTemplateResponse) -> None:
+    charset = response.charset or "utf-8"
+    text = response.content.decode(charset)
+    escaped = escape_page(text)
+    if escaped != text:
+        response.content = escaped.encode(charset)
 
 
 def pretty_json(value: Any) -> str:

@@ -159,3 +159,24 @@ def test_a_custom_consumers_nack_is_recorded_masked():
     jobqueue.nack(held.id, held.lease_token, f"upstream said: token={TOKEN} {ESCAPES}")
     [entry] = Job.objects.get(id=job_id).errors
     assert TOKEN not in entry["message"] and f"token={MASK}" in entry["message"]
+
+
+def test_every_admin_page_escapes_control_characters_in_any_field(admin_client):
+    """A job type may hold ESC, a tenant a bidi override: no page carries them raw."""
+    odd_type = "evil\x1b]0;owned\x07.job"
+    job = make_job(JobState.DEAD, type=odd_type, tenant_id="acme\u202egnp.exe", errors=ERRORS)
+    pages = [
+        reverse("admin:jobqueue_job_changelist"),
+        reverse("admin:jobqueue_job_change", args=[job.pk]),
+        reverse("admin:jobqueue_deadletter_changelist"),
+        reverse("admin:jobqueue_deadletter_change", args=[job.pk]),
+        reverse("admin:jobqueue_dashboard"),
+    ]
+    for url in pages:
+        response = admin_client.get(url)
+        assert response.status_code == 200, url
+        html = response.content.decode()
+        assert raw_escapes(html.replace("\r\n", "\n")) == [], url
+        assert "\u202e" not in html, url
+    html = admin_client.get(reverse("admin:jobqueue_job_change", args=[job.pk])).content.decode()
+    assert "evil\\x1b]0;owned\\x07.job" in html
