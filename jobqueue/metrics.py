@@ -88,9 +88,6 @@ def _version() -> str:
         return str(getattr(sys.modules.get("jobqueue"), "__version__", "unknown"))
 
 
-Sample = tuple[dict[str, str], float]
-
-
 def collect(using: str | None = None, max_age_s: float | None = None) -> str:
     """Return every metric in the Prometheus text format (version 0.0.4).
 

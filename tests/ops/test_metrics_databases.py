@@ -91,3 +91,20 @@ def test_merge_writes_a_family_seen_on_one_database_only_once():
         "# TYPE b gauge",
         'b{database="x"} 2',
     ]
+
+
+def test_promtool_accepts_the_merged_exposition_of_two_databases(two_databases):
+    """Issue 31: the merged text (a ``database`` label on each sample, outbox families) is valid."""
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian: apt-get install prometheus; .ci/run does)")
+    make_job(queue="bulk")
+    make_job(JobState.DEAD, queue="bulk", using="queues2")
+    text = metrics.collect(max_age_s=0)
+    done = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
