@@ -131,7 +131,7 @@ def explain(cfg: argparse.Namespace) -> None:
 
     from jobqueue.settings.rates import parse_rate_limits
     from jobqueue.store.plan import ClaimPlan
-    from jobqueue.store.ratelimits import claim_params
+    from jobqueue.store.shared import claim_params
     from jobqueue.store.sqltext import sql
 
     reps = 9 if cfg.quick else 31

@@ -16,7 +16,7 @@ Simulation (no sleeping; time advances from event to event, counted in 0.5 s tic
 
 Columns: the peak of calls per 0.5 s tick after recovery, total calls (counted until all are done
 or until 60 s), calls during the outage (all wasted), and when the last client succeeded (or how
-many still fail at 60 s). The breaker rows feed ``jobqueue.store.generic_breakers._apply`` (the
+many still fail at 60 s). The breaker rows feed ``jobqueue.store.sqlite.limits._apply`` (the
 same transitions as ``record_breaker_outcomes.sql``) with the default ``BREAKER`` settings; the
 budget rows spend tokens as ``take_retry_tokens.sql`` does and wait ``budgets.debt_delays``.
 
@@ -55,8 +55,8 @@ django.setup()
 from jobqueue import backoff  # noqa: E402
 from jobqueue.limits.budgets import debt_delays  # noqa: E402
 from jobqueue.settings.conf import Breaker, RetryBudgetSettings  # noqa: E402
-from jobqueue.store.breakers import BreakerOutcomes  # noqa: E402
-from jobqueue.store.generic_breakers import _apply  # noqa: E402
+from jobqueue.store.interface import BreakerOutcomes  # noqa: E402
+from jobqueue.store.sqlite.limits import _apply  # noqa: E402
 
 TICK_S = 0.5
 #: Where the real run's worker processes write their output.

@@ -34,7 +34,7 @@ def without_rollup(text: str) -> str:
 
 def drain(store, jobs: int, batch: int) -> tuple[float, float, int]:
     """Claim and finish ``jobs`` in batches; return (finish seconds, drain seconds, passes)."""
-    from jobqueue.retries import Outcome
+    from jobqueue.retries import RunOutcome
 
     finish_s = 0.0
     passes = 0
@@ -44,7 +44,7 @@ def drain(store, jobs: int, batch: int) -> tuple[float, float, int]:
         if not held:
             break
         outcomes = [
-            Outcome(job_id=j.id, lease_token=j.lease_token, state="succeeded") for j in held
+            RunOutcome(job_id=j.id, lease_token=j.lease_token, state="succeeded") for j in held
         ]
         t0 = time.perf_counter()
         recorded = store.finish_many(outcomes)
@@ -66,8 +66,8 @@ def main() -> None:
     django.setup()
     import core
 
-    from jobqueue.store import postgres
     from jobqueue.store.postgres import PostgresStore
+    from jobqueue.store.postgres import db as postgres
 
     rolled = postgres.sql("finish_many")
     plain = without_rollup(rolled)

@@ -26,7 +26,7 @@ from jobqueue.options import new_job as build_job
 from jobqueue.options import new_jobs as build_jobs
 from jobqueue.registry import ENQUEUE_OPTIONS, JOB_OPTIONS, PARENT_OPTIONS, JobType, declare
 from jobqueue.store import NewJob, get_store
-from jobqueue.store.base import ENQUEUE_MANY_CHUNK_BYTES
+from jobqueue.store.interface import ENQUEUE_MANY_CHUNK_BYTES
 from jobqueue.store.outage import writing as _writing
 
 __all__ = [

@@ -64,7 +64,7 @@ from jobqueue.ops.rates import families as rollup_families
 from jobqueue.routing import all_queue_aliases
 from jobqueue.settings.conf import get_settings
 from jobqueue.store import Store, get_store
-from jobqueue.store.gauges import COUNT_CAP
+from jobqueue.store.interface import COUNT_CAP
 from jobqueue.store.plan import ConcurrencyLimits
 
 #: The exposition format's media type.

@@ -34,7 +34,7 @@ from jobqueue.registry import (
     signature_of,
 )
 from jobqueue.settings.conf import get_settings
-from jobqueue.store.base import NewJob
+from jobqueue.store.interface import NewJob
 
 __all__ = [
     "ENQUEUE_MANY_KEYS",

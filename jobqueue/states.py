@@ -25,7 +25,8 @@ class JobState(models.TextChoices):
     # In: enqueue with ``after=`` parents not all succeeded; a parent's operator retry (a
     # dependant its failure had cancelled). Out: the last parent succeeds (-> ready/scheduled,
     # in that parent's transaction), a parent ends dead or cancelled (-> cancelled), cancel.
-    # Outside the claim index: waiting jobs cost claims nothing (jobqueue/store/parents.py).
+    # Outside the claim index: waiting jobs cost claims nothing (jobqueue/store/interface.py,
+    # "Jobs after other jobs").
     WAITING = "waiting", "waiting"
 
 

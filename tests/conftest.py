@@ -15,7 +15,7 @@ import pytest
 from django.db import connections
 
 from jobqueue import registry
-from jobqueue.store import postgres as postgres_store
+from jobqueue.store.postgres import jobs as postgres_jobs
 from tests import pooler_stage
 from tests.pgcluster import PrivateCluster
 
@@ -40,7 +40,7 @@ def _forget_claimed_concurrency_keys() -> Iterator[None]:
     it would change what a test of the claim's statements counts.
     """
     yield
-    postgres_store._KEYED_SEEN.clear()
+    postgres_jobs._KEYED_SEEN.clear()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -22,7 +22,7 @@ from jobqueue.settings.rates import RateLimits
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome, finished
-from jobqueue.store.ratelimits import claim_params as rate_params
+from jobqueue.store.shared import claim_params as rate_params
 from jobqueue.worker.context import JobContext
 from jobqueue.worker.executor import execute
 

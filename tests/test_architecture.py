@@ -77,7 +77,7 @@ ARROWS: dict[str, set[str]] = {
     "settings": {"leaves", "settings"},
     "schema": {"leaves", "settings", "schema"},
     "registry": {"leaves", "settings", "registry"},
-    "store": {"leaves", "settings", "schema", "registry", "store"},
+    "store": {"leaves", "settings", "schema", "store"},
     "limits": {"leaves", "settings", "schema", "registry", "store", "limits"},
     "consumer": {"leaves", "settings", "schema", "registry", "store", "limits", "consumer"},
     "producers": {"leaves", "settings", "schema", "registry", "store", "producers"},
@@ -117,7 +117,7 @@ FORBIDDEN: dict[tuple[str, str], str] = {
 }
 
 #: The store's value types: importing them is not reaching the store's SQL.
-VALUES = {"jobqueue.store.claimed", "jobqueue.store.interface", "jobqueue.store.plan"}
+VALUES = {"jobqueue.store.interface", "jobqueue.store.plan"}
 
 #: Packages that only their own modules import (Django discovers them: admin.autodiscover and
 #: the management-command loader).

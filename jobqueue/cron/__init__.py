@@ -32,7 +32,6 @@ __all__ = [
     "MAX_COUNTED_MISSES",
     "MISSED_POLICIES",
     "Advance",
-    "CronStore",
     "DueEntry",
     "Fire",
     "FireOutcome",
@@ -59,7 +58,7 @@ __all__ = [
 
 _LAZY = {
     **dict.fromkeys(
-        ("Advance", "CronStore", "DueEntry", "Fire", "Fired", "Leadership"), "jobqueue.store.cron"
+        ("Advance", "DueEntry", "Fire", "Fired", "Leadership"), "jobqueue.store.interface"
     ),
     "refresh_next_fire": "jobqueue.store.cron_entries",
     **dict.fromkeys(

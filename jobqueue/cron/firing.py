@@ -2,7 +2,7 @@
 
 Every fire goes through :func:`fire` (the scheduler) or :func:`run_now` (code, the admin): the
 fire record of (entry, fire time) and the job commit together, and a fire time that already
-fired writes nothing (:meth:`~jobqueue.store.cron.CronStore.fire_cron`).
+fired writes nothing (:meth:`~jobqueue.store.interface.Store.fire_cron`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from jobqueue.settings.conf import get_settings
 from jobqueue.settings.cron import FIRE_TIME_KEY
 from jobqueue.store import NewJob, Store
 from jobqueue.store.bounded import own_transaction
-from jobqueue.store.cron import Advance, DueEntry, Fire, Fired, Leadership
+from jobqueue.store.interface import Advance, DueEntry, Fire, Fired, Leadership
 
 logger = logging.getLogger("jobqueue.cron")
 

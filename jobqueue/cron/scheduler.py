@@ -26,7 +26,7 @@ from jobqueue.cron.planning import plan
 from jobqueue.logging import job_extra
 from jobqueue.settings.conf import get_settings
 from jobqueue.settings.crontab import Schedule
-from jobqueue.store.cron import SCHEDULER_LEASE, DueEntry, Leadership
+from jobqueue.store.interface import SCHEDULER_LEASE, DueEntry, Leadership
 
 logger = logging.getLogger("jobqueue.scheduler")
 

@@ -1,6 +1,6 @@
 """Internal: ``enqueue``'s ``after=`` options, checked (no SQL); the store does the rest.
 
-``after`` names the parents a job waits for (``jobqueue/store/parents.py`` has the rules); the
+``after`` names the parents a job waits for (``jobqueue/store/interface.py`` has the rules); the
 job starts ``waiting`` and is made ready in the transaction that records its last parent's
 success. ``run_on_parent_failure`` makes a dead or cancelled parent count as done instead of
 cancelling the job. ``takes_parent_results`` hands it its parents' results, in the order of
@@ -19,7 +19,7 @@ from jobqueue import arguments
 from jobqueue.errors import InvalidJobOption
 from jobqueue.registry import PARENT_OPTIONS
 from jobqueue.store import NewJob, Store
-from jobqueue.store.parents import PARENT_RESULTS_KEY
+from jobqueue.store.interface import PARENT_RESULTS_KEY
 
 __all__ = [
     "MAX_PARENTS",

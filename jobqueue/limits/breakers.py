@@ -37,7 +37,13 @@ from jobqueue.retries import RunOutcome
 from jobqueue.settings.conf import get_settings
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import ClaimedJob, Store, get_store
-from jobqueue.store.breakers import PROBE_FAILED, PROBE_NEUTRAL, PROBE_OK, BreakerOutcomes, Deferral
+from jobqueue.store.interface import (
+    PROBE_FAILED,
+    PROBE_NEUTRAL,
+    PROBE_OK,
+    BreakerOutcomes,
+    Deferral,
+)
 from jobqueue.store.outage import writing
 
 __all__ = ["BreakerGate", "close_breaker", "dependency_of", "open_breaker", "verdict"]

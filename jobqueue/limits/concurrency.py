@@ -1,4 +1,4 @@
-"""Internal: which concurrency key and limit a job gets at enqueue (the claim: store/policy.py).
+"""Internal: which concurrency key and limit a job gets at enqueue (the claim's: limits/policy.py).
 
 "At most N running at once, across all workers" (issue 18). A job has at most one key, the first
 that applies:

@@ -49,7 +49,7 @@ _RENORMALIZE_ABOVE = 1e6
 
 
 class Claimed(Protocol):
-    """What :meth:`QueueSelector.claimed` reads of a claimed job (``store.base.ClaimedJob``).
+    """What :meth:`QueueSelector.claimed` reads of a claimed job (``store.interface.ClaimedJob``).
 
     A protocol rather than an import: the generic store imports this module (``serve_order``).
     """

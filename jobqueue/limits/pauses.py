@@ -18,7 +18,7 @@ from jobqueue.ops import audit
 from jobqueue.registry import JobType
 from jobqueue.routing import all_queue_aliases, queue_aliases
 from jobqueue.store import get_store
-from jobqueue.store.pauses import Paused
+from jobqueue.store.interface import Paused
 
 __all__ = ["Paused", "pause", "pause_type", "paused", "resume", "resume_type"]
 

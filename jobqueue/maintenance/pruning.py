@@ -26,7 +26,7 @@ from jobqueue.settings import ranges as limits
 from jobqueue.settings.conf import get_settings
 from jobqueue.states import FINISHED
 from jobqueue.store import get_store
-from jobqueue.store.rollups import PRUNE_ROLLUPS_LIMIT
+from jobqueue.store.interface import PRUNE_ROLLUPS_LIMIT
 
 logger = logging.getLogger("jobqueue.pruner")
 

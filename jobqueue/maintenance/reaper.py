@@ -1,7 +1,7 @@
 """Internal: the reaper service: expired leases back to the queue, or dead-lettered.
 
 Every worker reaps (the store's statement is safe in many at once). After a database outage it
-waits one heartbeat interval before reaping again (``worker/recovery.py``), and it stops when
+waits one heartbeat interval before reaping again (``worker/outage.py``), and it stops when
 the worker stops claiming.
 """
 
@@ -12,6 +12,9 @@ import math
 import threading
 import time
 
+from jobqueue.registry import policy_for
+from jobqueue.store.finishing import charge_expired
+from jobqueue.store.interface import ExpiredLease, ReapDecision
 from jobqueue.worker.outage import ReapHold
 
 logger = logging.getLogger("jobqueue.worker")
@@ -53,8 +56,8 @@ class Reaper:
         Raises:
             DatabaseError: the database is unavailable.
         """
-        # The store's default decision is the one rule (``retries.decide`` with no exception).
-        retried, dead = self.store.reap()
+        # The one rule (``retries.decide`` with no exception), with each job type's backoff.
+        retried, dead = self.store.reap(charge_by_type)
         # Ordering-key followers whose parent ended before their enqueue committed (issue 33:
         # enqueues take no lock, so the parent's release could not see them).
         now = time.monotonic()
@@ -72,3 +75,19 @@ class Reaper:
                 "reaper: %d expired lease(s) back to the queue, %d dead-lettered", retried, dead
             )
         return retried, dead
+
+
+def charge_by_type(lease: ExpiredLease) -> ReapDecision:
+    """Return the decision for a lease that ran out, with its job type's backoff.
+
+    The store's own default uses ``JOBQUEUE["BACKOFF"]``: it knows no job types. The reaper and
+    the hand-back of a dead process (``jobqueue.worker.deaths``) pass this instead, so a type's
+    ``@job(backoff=...)`` holds for its expired leases as for its failed runs.
+
+    Args:
+        lease: the expired lease (its attempts include the run that ended).
+
+    Returns:
+        The :class:`~jobqueue.store.interface.ReapDecision`: dead, or the retry delay in seconds.
+    """
+    return charge_expired(lease, policy_for(lease.job_type))

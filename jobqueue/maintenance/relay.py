@@ -30,7 +30,7 @@ from django.db import DatabaseError, connections
 
 from jobqueue.settings.conf import get_settings
 from jobqueue.store import bounded, get_store
-from jobqueue.store.base import OUTBOX_CHANNEL
+from jobqueue.store.interface import OUTBOX_CHANNEL
 from jobqueue.store.notify import ReadyListener
 from jobqueue.store.pooler import listen_alias
 

@@ -18,7 +18,7 @@ Other databases get nothing: they poll (``POLL_INTERVAL_SECONDS``).
 from django.db import migrations
 
 #: The channel workers LISTEN on; the payload is the queue name. Keep in sync with
-#: ``jobqueue.store.postgres.NOTIFY_CHANNEL``.
+#: ``jobqueue.store.interface.NOTIFY_CHANNEL``.
 CHANNEL = "jobqueue_ready"
 
 NOTIFY_SQL = f"""

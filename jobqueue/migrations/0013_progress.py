@@ -10,7 +10,7 @@
 
 from django.db import migrations, models
 
-#: Keep in sync with ``jobqueue.store.progress.FINISHED_CHANNEL``.
+#: Keep in sync with ``jobqueue.store.interface.FINISHED_CHANNEL``.
 CHANNEL = "jobqueue_finished"
 
 NOTIFY_SQL = f"""

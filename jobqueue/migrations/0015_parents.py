@@ -12,7 +12,7 @@
 # Its WHEN clause is checked in C for each updated row and is false unless the row has children
 # (``has_children``, set by the enqueue that named it as a parent), so the finish path of jobs
 # nobody waits for runs no function and no extra statement. The ORM store does the same in Python
-# (jobqueue/store/generic_parents.py); jobqueue/store/parents.py documents the rules.
+# (jobqueue/store/sqlite/flows.py); jobqueue/store/interface.py documents the rules.
 
 from django.db import migrations, models
 

@@ -4,7 +4,7 @@
 # trigger of migration 0015 so also fires for a job with an ordering key as it finishes: one
 # function call and one index probe of jobqueue_parent_edge per keyed job's end, where a job
 # without children and without a key still runs no function. PostgreSQL only; the ORM store
-# settles in Python (jobqueue/store/generic_parents.py).
+# settles in Python (jobqueue/store/sqlite/flows.py).
 
 from django.db import migrations
 

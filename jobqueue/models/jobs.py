@@ -137,7 +137,7 @@ class Job(models.Model):
             ),
             # Ordering keys' followers: a job enqueued while its key has a job waits (state
             # waiting, off the claim index) for the key's last one, found here and in
-            # jobqueue_job_ordering (store/sql/ordering_tail.sql; issue 15).
+            # jobqueue_job_ordering (store/sql/enqueue_in_order.sql; issue 15).
             models.Index(
                 fields=["ordering_key", "id"],
                 name="jobqueue_job_ordering_wait",

@@ -1,11 +1,11 @@
 """Internal: the ``OutboxEntry`` model (jobs waiting to be relayed), kept beside ``models.py``.
 
 Import it from :mod:`jobqueue.models`. One row per job enqueued inside a transaction on this
-database for a queue that lives on another one (``jobqueue.outbox``): it commits or rolls back
-with the caller's rows. The workers of the queue's database (``target``) relay it there and
-delete it (``jobqueue.worker.relay``). ``job_id`` was drawn from the target's job id sequence at
-enqueue, so the relay inserts the job under that id: a second relay of the same row finds the id
-taken and inserts nothing.
+database for a queue that lives on another one (``jobqueue.outbox``): it commits or rolls back with
+the caller's rows. The workers of the queue's database (``target``) relay it there and delete it
+(``jobqueue.maintenance.relay``). ``job_id`` was drawn from the target's job id sequence at enqueue,
+so the relay inserts the job under that id: a second relay of the same row finds the id taken and
+inserts nothing.
 
 This table lives on every alias that may hold a caller's transaction (``OUTBOX_DATABASES``,
 default every alias); the job tables live where the queues do.

@@ -15,7 +15,7 @@ from django.db import DatabaseError
 
 from jobqueue.settings.conf import get_settings
 from jobqueue.store import get_store
-from jobqueue.store.outbox import OUTBOX_COUNT_CAP
+from jobqueue.store.interface import OUTBOX_COUNT_CAP
 
 #: Default of the health check's limit: the oldest outbox row may wait this long, seconds. The
 #: relay polls every ``OUTBOX_RELAY_INTERVAL_SECONDS`` (0.2 s by default): a minute is a relay

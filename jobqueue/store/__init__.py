@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from django.db import connections
 
-from jobqueue.store.base import ClaimedJob, ExpiredLease, NewJob, ReapDecision
-
-# Both stores implement the whole seam (``protocol.Store``).
-from jobqueue.store.generic import GenericStore
+from jobqueue.store.interface import ClaimedJob, ExpiredLease, NewJob, ReapDecision, Store
 from jobqueue.store.postgres import PostgresStore
-from jobqueue.store.protocol import Store
+
+# Both stores implement the whole seam (``interface.Store``).
+from jobqueue.store.sqlite import GenericStore
 
 __all__ = ["ClaimedJob", "ExpiredLease", "NewJob", "ReapDecision", "Store", "get_store"]
 
@@ -21,7 +20,7 @@ __all__ = ["ClaimedJob", "ExpiredLease", "NewJob", "ReapDecision", "Store", "get
 def get_store(using: str | None = None) -> Store:
     """Return the store for database alias ``using`` (default ``"default"``).
 
-    Typed as the whole seam, :class:`~jobqueue.store.protocol.Store`: mypy checks here that
+    Typed as the whole seam, :class:`~jobqueue.store.interface.Store`: mypy checks here that
     both stores implement every member of it.
 
     Raises:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from jobqueue.errors import InvalidPayload
-from jobqueue.store.base import ENQUEUE_MANY_CHUNK, MAX_STATEMENT_BYTES, NewJob
+from jobqueue.store.interface import ENQUEUE_MANY_CHUNK, MAX_STATEMENT_BYTES, NewJob
 
 #: Bytes of JSON one job adds to a statement besides its payload (field names, options).
 JOB_OVERHEAD_BYTES = 256

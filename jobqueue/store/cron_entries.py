@@ -1,10 +1,10 @@
-"""Internal: the writes of cron entries (a mixin of both stores), through the ORM.
+"""Internal: the writes of cron entries (a base of both drivers' cron areas), through the ORM.
 
 Entries are written rarely (``schedule()``, the settings at start, the admin), so one ORM
 implementation serves the PostgreSQL store and the generic store alike; the host store gives
 ``alias`` and its clock, ``db_now()``. Each method is one short transaction that locks the rows
 it changes, so two writers (two workers reconciling the settings, an admin edit) never lose an
-update, and the scheduler's compare-and-set (:meth:`CronStore.advance_cron`) sees an edit.
+update, and the scheduler's compare-and-set (:meth:`Store.advance_cron`) sees an edit.
 """
 
 from __future__ import annotations

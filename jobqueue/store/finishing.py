@@ -17,11 +17,10 @@ from typing import Any
 
 from jobqueue.errors import LeaseLost
 from jobqueue.models.metrics import EXPIRED_KIND
-from jobqueue.registry import policy_for
-from jobqueue.retries import Backoff, decide
-from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28)
+from jobqueue.retries import Backoff, RunOutcome, decide
+from jobqueue.settings.conf import get_settings
 from jobqueue.states import DeadReason, JobState
-from jobqueue.store.base import ExpiredLease, ReapDecision
+from jobqueue.store.interface import ExpiredLease, ReapDecision
 
 __all__ = [
     "ack_outcome",
@@ -35,9 +34,9 @@ __all__ = [
 ]
 
 
-def ack_outcome(job_id: int, lease_token: uuid.UUID, result_json: str) -> Outcome:
+def ack_outcome(job_id: int, lease_token: uuid.UUID, result_json: str) -> RunOutcome:
     """Return the outcome ``ack(job_id, lease_token, result_json)`` records: succeeded."""
-    return Outcome(
+    return RunOutcome(
         job_id=job_id, lease_token=lease_token, state=JobState.SUCCEEDED, result_json=result_json
     )
 
@@ -59,14 +58,16 @@ def charge_expired(lease: ExpiredLease, backoff: Backoff | None = None) -> ReapD
 
     The run counts as an attempt: :func:`jobqueue.retries.decide` with no exception, so the job
     is dead (``attempts_exhausted``) when its attempts are spent, else retried after the
-    backoff. This is the default ``decide`` of ``Store.reap`` and ``Store.hand_back``.
+    backoff. This is the default ``decide`` of ``Store.reap`` and ``Store.hand_back``; the
+    store knows no job types, so the workers' reaper and hand-back pass the type's backoff
+    (``jobqueue.maintenance.reaper.charge_by_type``).
 
     Args:
         lease: the expired lease (its attempts include the run that ended).
-        backoff: the policy to use; default the job type's (``jobqueue.backoff.policy_for``).
+        backoff: the policy to use; default ``JOBQUEUE["BACKOFF"]``.
 
     Returns:
-        A :class:`~jobqueue.store.base.ReapDecision`: dead, or the retry delay in seconds.
+        A :class:`~jobqueue.store.interface.ReapDecision`: dead, or the retry delay in seconds.
     """
     outcome = decide(
         lease.id,
@@ -74,7 +75,7 @@ def charge_expired(lease: ExpiredLease, backoff: Backoff | None = None) -> ReapD
         attempt=lease.attempts,
         max_attempts=lease.max_attempts,
         error=None,
-        backoff=backoff or policy_for(lease.job_type),
+        backoff=backoff or get_settings().backoff,
     )
     return ReapDecision(
         id=lease.id,
@@ -115,7 +116,7 @@ def expired_entry(lease: ExpiredLease) -> dict[str, Any]:
 
 
 def died_entry(lease: ExpiredLease, *, charged: bool, message: str) -> dict[str, Any]:
-    """Return the error entry of a job whose worker process died (``store/deaths.py``)."""
+    """Return the error entry of a job whose worker process died (``Store.hand_back``)."""
     return {
         "kind": "process_died",
         "attempt": lease.attempts,
@@ -126,21 +127,23 @@ def died_entry(lease: ExpiredLease, *, charged: bool, message: str) -> dict[str,
     }
 
 
-def charged_outcome(lease: ExpiredLease, decision: ReapDecision, entry: dict[str, Any]) -> Outcome:
+def charged_outcome(
+    lease: ExpiredLease, decision: ReapDecision, entry: dict[str, Any]
+) -> RunOutcome:
     """Return the outcome ``finish_many`` records for a lease charged as ``decision`` says.
 
     Dead (``attempts_exhausted``: a lease that ran out has no exception to read), or scheduled
     after ``decision.delay_s``; ``entry`` says why the run ended.
     """
     if decision.dead:
-        return Outcome(
+        return RunOutcome(
             job_id=lease.id,
             lease_token=lease.lease_token,
             state=JobState.DEAD,
             error=entry,
             dead_reason=DeadReason.ATTEMPTS_EXHAUSTED,
         )
-    return Outcome(
+    return RunOutcome(
         job_id=lease.id,
         lease_token=lease.lease_token,
         state=JobState.SCHEDULED,
@@ -170,7 +173,7 @@ def target_fields(
 
     Returns:
         Field values for ``QuerySet.update``; a cancel requested while it ran overrides them
-        (``GenericStore._finish``).
+        (``GenericFinishing._finish``).
     """
     if state == JobState.SUCCEEDED:
         return {

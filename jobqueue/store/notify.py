@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import connections
 
-from jobqueue.store.base import NOTIFY_CHANNEL
+from jobqueue.store.interface import NOTIFY_CHANNEL
 
 logger = logging.getLogger("jobqueue.worker")
 

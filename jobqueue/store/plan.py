@@ -77,7 +77,7 @@ class Limit:
       (state ``waiting``, released when that one ends); the rule covers the rest (an operator's
       retry of an earlier job, a bulk enqueue).
 
-    Both stores apply them: the ORM store through this type (``store/generic_candidates.py``),
+    Both stores apply them: the ORM store through this type (``store/sqlite/jobs.py``),
     the SQL claim with one shape per key kind (``store/sql/claim.sql``; docs/decisions.md,
     "One limit, three keys").
 

@@ -10,6 +10,7 @@ tuple type per column list, made once and cached.
 from __future__ import annotations
 
 import functools
+import json
 from collections import namedtuple
 from typing import Any
 
@@ -38,3 +39,12 @@ def fetchall(cursor: Any) -> list[Any]:
         return []
     make = _make(cursor)
     return [make(row) for row in rows]
+
+
+def json_value(value: Any) -> Any:
+    """Return a jsonb column's value decoded, whether the driver decoded it or not.
+
+    Django registers a text loader for jsonb on psycopg 3 (JSONField decodes it); raw SQL
+    decodes here.
+    """
+    return json.loads(value) if isinstance(value, str | bytes) else value

@@ -1,7 +1,7 @@
 """Internal: the PostgreSQL side of ``jobqueue.wait``: LISTEN for a job's finish.
 
 ``jobqueue.wait`` opens a :class:`FinishListener` (its own psycopg connection, LISTENing on
-:data:`~jobqueue.store.progress.FINISHED_CHANNEL`), then marks the job as watched
+:data:`~jobqueue.store.interface.FINISHED_CHANNEL`), then marks the job as watched
 (``Store.watch``): from then on the statement that finishes it notifies at commit (migration
 0013_progress's trigger), and the waiter reads the row again only when told, or after a long
 safety interval. Listening before marking leaves no gap: a job that finishes between the two is
@@ -18,8 +18,8 @@ try:
 except ImportError:  # SQLite only: wait() polls, and never builds a listener
     psycopg = None  # type: ignore[assignment]
 
+from jobqueue.store.interface import FINISHED_CHANNEL
 from jobqueue.store.notify import listen_connection_params
-from jobqueue.store.progress import FINISHED_CHANNEL
 
 
 class FinishListener:

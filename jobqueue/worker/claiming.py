@@ -16,8 +16,8 @@ from django.db import DatabaseError
 
 from jobqueue.limits.fairness import QueueSelector
 from jobqueue.store import ClaimedJob
-from jobqueue.store.base import ClaimRequest, FinishedThenClaimed
 from jobqueue.store.bounded import timed_out
+from jobqueue.store.interface import ClaimRequest, FinishedThenClaimed
 from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.outage import DatabaseBackoff
 from jobqueue.worker.solo import SoloGate, give_back

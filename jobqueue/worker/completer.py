@@ -33,7 +33,7 @@ from django.db import DatabaseError
 
 from jobqueue.logging import job_extra
 from jobqueue.retries import RunOutcome
-from jobqueue.store.base import ClaimRequest, FinishedThenClaimed
+from jobqueue.store.interface import ClaimRequest, FinishedThenClaimed
 from jobqueue.worker.executor import send_outcome_signal
 from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.runs import Run, Runs

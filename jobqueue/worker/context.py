@@ -22,7 +22,7 @@ __all__ = ["JobContext", "RunRecorder"]
 
 
 class RunRecorder(Protocol):
-    """Where a run's progress and checkpoints are written: the store (``store/progress.py``)."""
+    """Where a run's progress and checkpoints are written: the store (``jobqueue.store.Store``)."""
 
     def record_progress(
         self, job_id: int, lease_token: uuid.UUID, done: int, total: int | None

@@ -23,8 +23,9 @@ import logging
 
 from django.db import connections
 
+from jobqueue.maintenance.reaper import charge_by_type
 from jobqueue.store import get_store
-from jobqueue.store.deaths import HandBack
+from jobqueue.store.interface import HandBack
 
 logger = logging.getLogger("jobqueue.supervisor")
 
@@ -50,7 +51,7 @@ def hand_back_leases(worker_id: str, using: str = "default") -> HandBack:
     """
     store = get_store(using)
     try:
-        done = store.hand_back(worker_id)  # its default decision: the one rule
+        done = store.hand_back(worker_id, charge_by_type)  # the one rule, the type's backoff
         store.deregister_worker(worker_id)
     finally:
         connections[using].close()

@@ -33,7 +33,7 @@ from jobqueue.payloads import to_json
 from jobqueue.registry import JobType, policy_for, resolve
 from jobqueue.retries import RunOutcome, decide
 from jobqueue.states import JobState
-from jobqueue.store.claimed import ClaimedJob
+from jobqueue.store.interface import ClaimedJob
 from jobqueue.worker.context import JobContext
 
 __all__ = ["execute", "failure_outcome", "send_outcome_signal"]

@@ -44,7 +44,7 @@ from jobqueue.maintenance.reaper import Reaper
 from jobqueue.maintenance.services import Service, ServiceRunner, start_services
 from jobqueue.settings.conf import get_settings
 from jobqueue.store import get_store
-from jobqueue.store.base import ClaimRequest
+from jobqueue.store.interface import ClaimRequest
 from jobqueue.store.pooler import listen_alias
 from jobqueue.worker.claiming import Claimer
 from jobqueue.worker.completer import Completer

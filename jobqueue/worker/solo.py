@@ -1,11 +1,11 @@
 """Internal: a suspect job runs alone in its worker process.
 
-A job is *suspect* when its worker process died while it ran beside other jobs
-(``jobqueue/store/deaths.py``): the supervisor cannot tell which of them killed the process, so
-none was charged. Running each suspect alone settles it: if the process dies again while it
-holds only that job, the job is charged (it is the culprit); if it finishes, it was innocent.
-So only a job that kills its process keeps paying for it, and it pays at most one uncharged
-run (the one in company).
+A job is *suspect* when its worker process died while it ran beside other jobs (``Store.hand_back``
+in ``jobqueue/store/interface.py``): the supervisor cannot tell which of them killed the process, so
+none was charged. Running each suspect alone settles it: if the process dies again while it holds
+only that job, the job is charged (it is the culprit); if it finishes, it was innocent. So only a
+job that kills its process keeps paying for it, and it pays at most one uncharged run (the one in
+company).
 
 The rule, applied by the claim loop (``Worker._loop``):
 

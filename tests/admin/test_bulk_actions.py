@@ -19,7 +19,7 @@ import jobqueue
 from jobqueue.models import Job
 from jobqueue.states import JobState
 from jobqueue.store import get_store
-from jobqueue.store.base import ReapDecision
+from jobqueue.store.interface import ReapDecision
 from tests.factories import make_job, make_jobs
 
 pytestmark = pytest.mark.django_db

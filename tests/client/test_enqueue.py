@@ -37,7 +37,7 @@ from jobqueue.errors import (
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
-from jobqueue.store.postgres import sql
+from jobqueue.store.sqltext import sql
 from jobqueue.worker.executor import failure_outcome
 from tests import factories
 from tests.conftest import requires_postgres, wait_for

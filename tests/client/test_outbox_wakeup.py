@@ -17,7 +17,7 @@ import jobqueue
 from jobqueue.maintenance.relay import OutboxRelay
 from jobqueue.maintenance.services import ServiceRunner
 from jobqueue.models import Job, OutboxEntry
-from jobqueue.store.base import OUTBOX_CHANNEL
+from jobqueue.store.interface import OUTBOX_CHANNEL
 from jobqueue.store.notify import listen_connection_params
 from tests.conftest import requires_postgres, wait_for
 

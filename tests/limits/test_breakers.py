@@ -309,7 +309,7 @@ def test_open_and_close_breaker_from_code():
 def test_closing_a_breaker_runs_the_jobs_it_held_back_now():
     """An operator closes a breaker because the dependency is back: its held-back jobs must not
     wait out the cool-down they were pushed to (a new user waited 30 s to 5 min for them)."""
-    from jobqueue.store.breakers import Deferral
+    from jobqueue.store.interface import Deferral
     from tests.testapp import jobs
 
     store = get_store()

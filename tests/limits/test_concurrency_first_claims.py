@@ -3,7 +3,7 @@
 A worker process whose settings and job types declare no limit learns of one from the first
 keyed job it claims; that first claim did not take turns, so a claim beside it could read the
 same free slots. The store checks such a claim before its jobs run and gives back what passes
-the limit (``PostgresStore._within_limits``; docs/decisions.md, "Enqueue-only concurrency
+the limit (``PostgresJobs._within_limits``; docs/decisions.md, "Enqueue-only concurrency
 limits are exact"). SQLite serializes writers from the start of a claim (IMMEDIATE), so it has
 no such gap: the generic store's contract tests cover it.
 """
@@ -22,9 +22,9 @@ from django.utils import timezone
 
 from jobqueue.models import Job
 from jobqueue.states import JobState
-from jobqueue.store import postgres as postgres_store
-from jobqueue.store.base import ClaimedJob
+from jobqueue.store.interface import ClaimedJob
 from jobqueue.store.postgres import PostgresStore
+from jobqueue.store.postgres import jobs as postgres_jobs
 from jobqueue.store.sqltext import sql
 from tests.conftest import requires_postgres
 from tests.factories import make_jobs
@@ -66,7 +66,7 @@ def _first_claims_side_by_side(first_max: int, second_max: int) -> tuple[list, l
     with transaction.atomic():
         first = PostgresStore().claim(["q"], "w1", first_max, 30.0)
         # The second claimer stands for another process: it has claimed no keyed job yet.
-        postgres_store._KEYED_SEEN.discard("default")
+        postgres_jobs._KEYED_SEEN.discard("default")
         thread = threading.Thread(target=claim_beside)
         thread.start()
         deadline = time.monotonic() + GUARD_S

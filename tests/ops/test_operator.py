@@ -16,7 +16,7 @@ from jobqueue.errors import JobNotFound
 from jobqueue.models import Job
 from jobqueue.ops.repairs import BulkRetry
 from jobqueue.states import JobState
-from jobqueue.store import postgres
+from jobqueue.store.postgres.db import Executor
 from tests.conftest import requires_postgres
 from tests.factories import make_job, make_jobs
 
@@ -69,14 +69,14 @@ def test_retry_many_falls_back_to_one_row_at_a_time_when_a_key_is_taken_meanwhil
     first = make_job(JobState.DEAD, queue="q", dedupe_key="k1").id
     second = make_job(JobState.DEAD, queue="q", dedupe_key="k2").id
     jobqueue.enqueue("q", NOOP, dedupe_key="k1")
-    real_execute = postgres.PostgresStore._execute
+    real_execute = Executor.execute
 
-    def racing_execute(self, name, params):
+    def racing_execute(self, name, params, **kwargs):
         if name == "retry_many":
             raise IntegrityError("duplicate key value violates unique constraint")
-        return real_execute(self, name, params)
+        return real_execute(self, name, params, **kwargs)
 
-    monkeypatch.setattr(postgres.PostgresStore, "_execute", racing_execute)
+    monkeypatch.setattr(Executor, "execute", racing_execute)
     result = jobqueue.retry_many([first, second])
     assert result.retried == (second,)
     assert result.duplicate == (first,)

@@ -253,7 +253,7 @@ def insert_finished(n: int, state: str, age: timedelta, tag: str) -> None:
 def test_field_case_31_a_backlog_pruned_by_the_worker_pruner_and_prunejobs_at_once():
     import tracemalloc
 
-    from jobqueue.store.postgres import sql
+    from jobqueue.store.sqltext import sql
 
     insert_finished(EXPIRED, JobState.SUCCEEDED, timedelta(hours=2), "old")
     insert_finished(YOUNG, JobState.SUCCEEDED, timedelta(minutes=10), "young")

@@ -251,8 +251,15 @@ def test_a_child_killed_while_draining_has_its_leases_handed_back(workers, tmp_p
     wait_for(lambda: workers.log(sup).count("no new claims") == 2, timeout=300)
     os.kill(int(victim.split(":")[1]), signal.SIGKILL)
 
-    wait_for(lambda: not Job.objects.filter(id__in=victims, state="leased").exists(), timeout=300)
-    assert not Worker.objects.filter(worker_id=victim).exists()
+    # The hand-back gives the leases back, then deletes the Worker row, in two statements: wait
+    # for both (under load the second came after a check made between them).
+    wait_for(
+        lambda: (
+            not Job.objects.filter(id__in=victims, state="leased").exists()
+            and not Worker.objects.filter(worker_id=victim).exists()
+        ),
+        timeout=300,
+    )
     assert {(j.state, j.attempts) for j in Job.objects.filter(id__in=victims)} == {("ready", 0)}
     assert workers.exit_code(sup, timeout=300) == 0, workers.log(sup)
     others = Job.objects.filter(id__in=set(running) - victims)

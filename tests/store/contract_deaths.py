@@ -14,8 +14,8 @@ import pytest
 from jobqueue.errors import LeaseLost
 from jobqueue.retries import Backoff
 from jobqueue.states import DeadReason, JobState
-from jobqueue.store.deaths import HandBack
 from jobqueue.store.finishing import charge_expired
+from jobqueue.store.interface import HandBack
 from tests.factories import ack
 
 

@@ -14,7 +14,7 @@ import pytest
 from jobqueue.models import DependencyBreaker, RetryBudget
 from jobqueue.settings.conf import Breaker, RetryBudgetSettings
 from jobqueue.states import JobState
-from jobqueue.store.breakers import BreakerOutcomes, Deferral
+from jobqueue.store.interface import BreakerOutcomes, Deferral
 
 T = datetime(2030, 1, 1, tzinfo=UTC)
 CONF = Breaker(

@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobqueue.errors import LeaseLost
-from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28); the store keeps its word
+from jobqueue.retries import RunOutcome
 from jobqueue.states import DeadReason, JobState
-from jobqueue.store.deaths import HandBack
+from jobqueue.store.interface import HandBack
 from tests.factories import ack, nack
 
 RETRY_AT = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
@@ -103,30 +103,30 @@ class FinishContract:
         assert store.claim(["q"], "w3", 10, 30.0) == []
         assert ack(store, thief.id, thief.lease_token, "null") == JobState.SUCCEEDED
 
-    def _outcomes(self, token: dict[int, uuid.UUID], ids: dict[str, int]) -> list[Outcome]:
+    def _outcomes(self, token: dict[int, uuid.UUID], ids: dict[str, int]) -> list[RunOutcome]:
         error = {"kind": "error", "attempt": 1, "type": "ValueError", "message": "m"}
         return [
-            Outcome(
+            RunOutcome(
                 job_id=ids["dead"],
                 lease_token=token[ids["dead"]],
                 state=JobState.DEAD,
                 error={**error, "message": "never"},
                 dead_reason=DeadReason.PERMANENT_ERROR,
             ),
-            Outcome(
+            RunOutcome(
                 job_id=ids["ok"],
                 lease_token=token[ids["ok"]],
                 state=JobState.SUCCEEDED,
                 result_json='{"n":[1,"x"]}',
             ),
-            Outcome(
+            RunOutcome(
                 job_id=ids["later"],
                 lease_token=token[ids["later"]],
                 state=JobState.SCHEDULED,
                 error=error,
                 delay_s=5.0,
             ),
-            Outcome(
+            RunOutcome(
                 job_id=ids["exact"],
                 lease_token=token[ids["exact"]],
                 state=JobState.SCHEDULED,
@@ -134,13 +134,13 @@ class FinishContract:
                 retry_at=RETRY_AT,
                 delay_s=99.0,
             ),
-            Outcome(
+            RunOutcome(
                 job_id=ids["cancel"],
                 lease_token=token[ids["cancel"]],
                 state=JobState.SUCCEEDED,
                 result_json='"done"',
             ),
-            Outcome(
+            RunOutcome(
                 job_id=ids["stolen"],
                 lease_token=token[ids["stolen"]],
                 state=JobState.SUCCEEDED,
@@ -152,7 +152,9 @@ class FinishContract:
         assert store.finish_many([]) == {}
         job_id = self.make().id
         [claimed] = store.claim(["q"], "w1", 1, 30.0)
-        outcome = Outcome(job_id=job_id, lease_token=claimed.lease_token, state=JobState.SUCCEEDED)
+        outcome = RunOutcome(
+            job_id=job_id, lease_token=claimed.lease_token, state=JobState.SUCCEEDED
+        )
         assert store.finish_many([outcome]) == {job_id: JobState.SUCCEEDED}
         snapshot = self.row(job_id)
         # The same outcome again: its lease is no longer held.
@@ -167,7 +169,7 @@ class FinishContract:
         job_id = self.make().id
         [claimed] = store.claim(["q"], "w1", 1, 30.0)
         assert store.cancel_or_request(job_id) == JobState.LEASED
-        outcome = Outcome(
+        outcome = RunOutcome(
             job_id=job_id,
             lease_token=claimed.lease_token,
             state=state,

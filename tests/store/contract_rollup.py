@@ -19,7 +19,7 @@ from jobqueue.models.metrics import BUCKETS, ROLLUP_SHARDS, bucket_columns
 from jobqueue.ops.rates import WINDOW_MINUTES
 from jobqueue.ops.rates import families as rate_families
 from jobqueue.ops.rollup import window_totals
-from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28); the store keeps its word
+from jobqueue.retries import RunOutcome
 from jobqueue.states import DeadReason, JobState
 
 T = datetime(2030, 1, 2, 12, 0, 30, tzinfo=UTC)
@@ -55,8 +55,8 @@ class RollupContract:
         assert set(held) == {*fast, *slow}
         done = T + timedelta(seconds=3)
 
-        def outcome(job_id: int, state: str, **kw: Any) -> Outcome:
-            return Outcome(job_id=job_id, lease_token=held[job_id], state=state, **kw)
+        def outcome(job_id: int, state: str, **kw: Any) -> RunOutcome:
+            return RunOutcome(job_id=job_id, lease_token=held[job_id], state=state, **kw)
 
         error = {"kind": "error", "attempt": 1, "type": "ValueError", "message": "m"}
         first = [
@@ -89,7 +89,7 @@ class RollupContract:
         job_id = self.make(type=A, run_at=T - timedelta(seconds=1)).id
         [claimed] = store.claim(["q"], "w1", 1, 30.0, now=T)
         assert store.cancel_or_request(job_id) == JobState.LEASED
-        ok = Outcome(job_id=job_id, lease_token=claimed.lease_token, state=JobState.SUCCEEDED)
+        ok = RunOutcome(job_id=job_id, lease_token=claimed.lease_token, state=JobState.SUCCEEDED)
         assert store.finish_many([ok], now=T + timedelta(seconds=1)) == {job_id: JobState.CANCELLED}
         row = self.rollup("q", A)
         assert (row["succeeded"], row["cancelled"], row["run_count"]) == (0, 1, 1)
@@ -99,8 +99,8 @@ class RollupContract:
         held = {j.id: j.lease_token for j in store.claim(["q"], "w1", 10, 30.0, now=T)}
         done = T + timedelta(seconds=2)
 
-        def ok(job_id: int) -> Outcome:
-            return Outcome(job_id=job_id, lease_token=held[job_id], state=JobState.SUCCEEDED)
+        def ok(job_id: int) -> RunOutcome:
+            return RunOutcome(job_id=job_id, lease_token=held[job_id], state=JobState.SUCCEEDED)
 
         assert len(store.finish_many([ok(ids[0])], now=done)) == 1
         mine = self.rollup("q", A)["shard"]
@@ -127,7 +127,7 @@ class RollupContract:
         acked = self.make(queue="q2", type=A, run_at=T - timedelta(seconds=1)).id
         store.claim(["q"], "w1", 10, 5.0, now=T)
         [kept] = store.claim(["q2"], "w1", 10, 5.0, now=T)
-        ok = Outcome(job_id=acked, lease_token=kept.lease_token, state=JobState.SUCCEEDED)
+        ok = RunOutcome(job_id=acked, lease_token=kept.lease_token, state=JobState.SUCCEEDED)
         assert store.finish_many([ok], now=T + timedelta(seconds=1)) == {acked: "succeeded"}
         # The leases ran out at T + 5 s; the reaper returns both to the queue at T + 10 s.
         assert store.reap(now=T + timedelta(seconds=10)) == (2, 0)

@@ -22,14 +22,24 @@ from jobqueue.errors import DuplicateJob, JobNotFound, LeaseLost
 from jobqueue.models import CronEntry, CronFire, Job, LeaderLease
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import NewJob
-from jobqueue.store.cron import Advance, Fire
+from jobqueue.store.interface import Advance, Fire
 from tests.conftest import requires_postgres
 from tests.factories import ack, make_job, nack
+from tests.store.contract_batches import BatchesContract
+from tests.store.contract_concurrency import LimitsContract
+from tests.store.contract_concurrency_gauges import GaugeContract
 from tests.store.contract_cron_entries import CronEntryContract
 from tests.store.contract_deaths import DeathContract, decide_retry_in
 from tests.store.contract_dependencies import DependencyContract
+from tests.store.contract_fairness import FairnessContract
 from tests.store.contract_finish import FinishContract
+from tests.store.contract_one_limit import OneLimitContract
+from tests.store.contract_operations import OperationsContract
 from tests.store.contract_outbox import OutboxContract
+from tests.store.contract_parents import ParentsContract
+from tests.store.contract_pauses import PauseContract
+from tests.store.contract_rates import RateContract
+from tests.store.contract_results import ResultsContract
 from tests.store.contract_rollup import RollupContract
 
 NOOP = "tests.testapp.jobs.noop"
@@ -57,6 +67,16 @@ class StoreContract(
     CronEntryContract,
     RollupContract,
     OutboxContract,
+    OneLimitContract,
+    PauseContract,
+    GaugeContract,
+    FairnessContract,
+    LimitsContract,
+    RateContract,
+    ParentsContract,
+    ResultsContract,
+    BatchesContract,
+    OperationsContract,
 ):
     """Contract tests; a subclass sets ``alias`` and ``store_class`` (a dotted path).
 
@@ -1073,8 +1093,16 @@ class TestPostgresStore(StoreContract):
     alias = "default"
     store_class = "jobqueue.store.postgres.PostgresStore"
 
+    def test_the_claim_reads_the_pauses_within_its_one_statement(
+        self, store, django_assert_num_queries, no_declared_limits
+    ):
+        self.pause_make("mail")
+        store.pause("queue", "mail", "alice")
+        with django_assert_num_queries(1):
+            assert self.claim_all(store, ["mail"]) == set()
+
 
 @pytest.mark.django_db(databases=["default", "sqlite"])
 class TestGenericStore(StoreContract):
     alias = "sqlite"
-    store_class = "jobqueue.store.generic.GenericStore"
+    store_class = "jobqueue.store.sqlite.GenericStore"

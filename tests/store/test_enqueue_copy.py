@@ -1,5 +1,5 @@
 """``enqueue_many`` by COPY on PostgreSQL: row for row what the statement writes, ids in input
-order, all or nothing, and the same wake-ups (``jobqueue/store/postgres_copy.py``)."""
+order, all or nothing, and the same wake-ups (``jobqueue/store/postgres/jobs.py``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from django.db import transaction
 
 import jobqueue
 from jobqueue.models import Job
-from jobqueue.store import postgres_copy
-from jobqueue.store.base import NOTIFY_CHANNEL
+from jobqueue.store.interface import NOTIFY_CHANNEL
+from jobqueue.store.postgres import jobs as postgres_jobs
 from tests.conftest import database_url, requires_postgres
 
 pytestmark = [pytest.mark.django_db(transaction=True), requires_postgres()]
@@ -85,8 +85,7 @@ def test_copy_writes_row_for_row_what_the_statement_writes(monkeypatch):
     run_at = datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)
     with transaction.atomic():
         copied = jobqueue.enqueue_many(_batch(run_at))
-    monkeypatch.setattr(postgres_copy, "COPY_MIN_JOBS", 10**9)
-    monkeypatch.setattr("jobqueue.store.postgres.COPY_MIN_JOBS", 10**9)
+    monkeypatch.setattr(postgres_jobs, "COPY_MIN_JOBS", 10**9)
     stated = jobqueue.enqueue_many(_batch(run_at))
     assert copied == sorted(copied) and len(set(copied)) == 240
     assert _rows(copied) == _rows(stated)

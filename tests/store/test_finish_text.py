@@ -1,7 +1,7 @@
 """Which text of ``finish_many.sql`` the PostgreSQL store sends (issue 15, branch ``sql``).
 
 The batch bookkeeping (counts, callbacks) is left out only when this process claimed every job
-of the outcomes and none had a batch (``store/postgres_pipeline.py``, ``finish_statement``);
+of the outcomes and none had a batch (``store/postgres/finishing.py``, ``finish_statement``);
 every other outcome gets the full text, and batches count and fire as before.
 """
 
@@ -15,11 +15,11 @@ from django.test.utils import CaptureQueriesContext
 import jobqueue
 from jobqueue.models import Batch, Job
 from jobqueue.models.metrics import Rollup
-from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28); the store keeps its word
+from jobqueue.retries import RunOutcome
 from jobqueue.states import JobState
 from jobqueue.store import bounded, get_store
-from jobqueue.store import postgres_pipeline as pipeline
-from jobqueue.store.base import ClaimRequest
+from jobqueue.store.interface import ClaimRequest
+from jobqueue.store.postgres import finishing as pipeline
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -33,7 +33,7 @@ REPORT = "tests.testapp.jobs.batch_report"
 
 
 def _acks(claimed):
-    return [Outcome(job_id=j.id, lease_token=j.lease_token, state="succeeded") for j in claimed]
+    return [RunOutcome(job_id=j.id, lease_token=j.lease_token, state="succeeded") for j in claimed]
 
 
 def _finish(store, outcomes):

@@ -13,11 +13,11 @@ from django.db import DatabaseError, connection, transaction
 
 import jobqueue
 from jobqueue.models import Job
-from jobqueue.retries import RunOutcome as Outcome  # renamed (issue 28); the store keeps its word
+from jobqueue.retries import RunOutcome
 from jobqueue.states import JobState
 from jobqueue.store import get_store
-from jobqueue.store.base import ClaimRequest
 from jobqueue.store.bounded import pipelines
+from jobqueue.store.interface import ClaimRequest
 from jobqueue.worker.loop import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,7 +29,7 @@ postgres_only = pytest.mark.skipif(
 
 
 def _acks(claimed):
-    return [Outcome(job_id=j.id, lease_token=j.lease_token, state="succeeded") for j in claimed]
+    return [RunOutcome(job_id=j.id, lease_token=j.lease_token, state="succeeded") for j in claimed]
 
 
 def test_outcomes_are_recorded_then_the_next_jobs_claimed_each_with_its_attempt():
@@ -89,7 +89,7 @@ def test_a_failed_write_makes_no_claim():
     store = get_store()
     (job,) = store.claim(["ftc"], "w1", 1, 30)
     # A result that is not JSON: the write fails on the server (its cast to jsonb).
-    bad = Outcome(
+    bad = RunOutcome(
         job_id=job.id, lease_token=job.lease_token, state="succeeded", result_json="{not json"
     )
 

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 import jobqueue
 from jobqueue.models import Job, Worker
 from jobqueue.store import get_store, notify
-from jobqueue.store.base import NOTIFY_CHANNEL
+from jobqueue.store.interface import NOTIFY_CHANNEL
 from jobqueue.store.notify import ReadyListener
 from tests.conftest import database_url, requires_postgres, wait_for
 

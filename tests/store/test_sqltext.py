@@ -7,8 +7,7 @@ from importlib import resources
 from psycopg import _queries
 
 from jobqueue.store import bounded
-from jobqueue.store.postgres import sql
-from jobqueue.store.sqltext import compact
+from jobqueue.store.sqltext import compact, sql
 
 
 def test_compact_drops_comments_and_spacing_but_keeps_quoted_text():

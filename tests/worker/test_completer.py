@@ -20,8 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from jobqueue.retries import RunOutcome
-from jobqueue.store.base import ClaimRequest, FinishedThenClaimed
-from jobqueue.store.claimed import ClaimedJob
+from jobqueue.store.interface import ClaimedJob, ClaimRequest, FinishedThenClaimed
 from jobqueue.worker import completer as completer_module
 from jobqueue.worker.completer import Completer
 from jobqueue.worker.context import JobContext

@@ -25,7 +25,7 @@ from jobqueue.models import Job, Worker
 from jobqueue.ops.queues import queue_status
 from jobqueue.states import JobState
 from jobqueue.store import get_store
-from jobqueue.store.postgres import sql
+from jobqueue.store.sqltext import sql
 from jobqueue.worker.loop import Worker as QueueWorker
 from tests.conftest import FAST_WORKER_SETTINGS, requires_postgres, wait_for
 from tests.factories import job_kwargs, make_jobs

@@ -46,7 +46,7 @@
 --
 -- Text budget: the compacted statement plus the transaction-limits prefix must fit psycopg's
 -- 4,096-character query cache (tests/store/test_sqltext.py); after issue 18's limits and weights and
--- the batch_id returned for finish_many's text (store/postgres_pipeline.py) it has 15 to spare.
+-- the batch_id returned for finish_many's text (store/postgres/finishing.py) it has 15 to spare.
 -- Comments are free (stripped before sending).
 --
 -- "heads" row-locks what it reads with SKIP LOCKED, so concurrent claims never wait on each other

@@ -1,5 +1,5 @@
 -- ensure_rate_buckets: create, full, the token buckets a claim of these queues may draw on and
--- that are not there yet (jobqueue/store/ratelimits.py, claim_again): the declared limiters,
+-- that are not there yet (store/postgres/limits.py; store/shared.py's claim_again): the declared limiters,
 -- and with a tenant default the bucket of each tenant with claimable jobs in these queues (a
 -- loose index scan of jobqueue_job_claim, as claim.sql's "tenants"). Run before the claim, in
 -- its own autocommit statement, so the claim finds every bucket and never holds a job back

@@ -106,7 +106,7 @@ ON CONFLICT (minute, queue, type, shard) DO UPDATE SET
 )
 -- batches{
 -- Sent only when an outcome may be a batch member: the store leaves these lines out when it
--- claimed every job of the outcomes itself and none had a batch_id (store/postgres_pipeline.py;
+-- claimed every job of the outcomes itself and none had a batch_id (store/postgres/finishing.py;
 -- a job's batch_id is written in the transaction that inserts it and never changes). Planned for
 -- jobs without a batch they cost ~0.16 ms of planning, and their INSERT ran the statement-level
 -- NOTIFY trigger of migration 0006 every time (docs/performance.md, branch sql).

@@ -1,6 +1,6 @@
 -- rate_limit_rows: every token bucket with its declared limit, its tokens refilled to now, and the
 -- due claimable jobs it holds back (only while it has less than one token), counted up to
--- %(cap)s (the dashboard and the metrics; jobqueue/store/ratelimits.py). The held count of a type
+-- %(cap)s (the dashboard and the metrics; jobqueue/store/postgres/limits.py). The held count of a type
 -- or dependency bucket reads the claimable jobs of its types; a tenant bucket's, that tenant's
 -- jobs through jobqueue_job_claim. Buckets without a declared limit any more are left out.
 WITH limits AS (

@@ -1,5 +1,5 @@
 -- rate_limit_wait: seconds until the soonest drained token bucket has a token again (the worker's
--- wake-up; jobqueue/store/ratelimits.py). Drained: less than one token after refilling to the
+-- wake-up; jobqueue/store/postgres/limits.py). Drained: less than one token after refilling to the
 -- time of the caller's claim, %(since_s)s seconds ago; one that has refilled since waits 0 (the
 -- claim may have left jobs for it, and a --burst worker must claim again before exiting).
 -- Reads the buckets of the declared limits only (a few rows, by primary key, and the tenants'
