@@ -1,6 +1,7 @@
 """System checks (``manage.py check``), each with an id and a hint.
 
-* ``jobqueue.E001`` — the ``JOBQUEUE`` setting is invalid (unknown keys, wrong types; also
+* ``jobqueue.E001`` — the ``JOBQUEUE`` setting is invalid, one error per bad key (unknown keys,
+  wrong types; also
   ``BREAKER`` thresholds, windows and ratios, and ``RETRY_BUDGET`` fractions, out of range).
 * ``jobqueue.W001`` — the default database is not PostgreSQL.
 * ``jobqueue.W002`` — SQLite without ``transaction_mode = "IMMEDIATE"``.
@@ -11,6 +12,9 @@
 * ``jobqueue.E004`` — a job type named in the settings cannot be resolved.
 * ``jobqueue.E005`` — an entry of ``JOBQUEUE["CRON"]`` is invalid.
 * ``jobqueue.W003`` — a cron entry's handler cannot take the ``fire_time`` keyword argument.
+* ``jobqueue.W005`` — ``jobqueue.metrics`` is mounted in the URLconf but neither
+  ``JOBQUEUE["METRICS_TOKEN"]`` nor ``JOBQUEUE["METRICS_PUBLIC"]`` is set (only staff sessions
+  may read it).
 * ``jobqueue.W004`` — ``JOBQUEUE["ENQUEUE_UNREGISTERED"]`` is True: enqueue accepts any job type
   name, so a mistyped one is retried until dead (``unknown_type``); a list of prefixes is not
   reported. With the default (False), a cron entry of a type not registered here is E004.
@@ -254,15 +258,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     except CronConfigurationError:
         return []  # reported by check_cron_settings (jobqueue.E005)
     except JobQueueConfigurationError as exc:
+        # One error per bad key, all at once.
         return [
             checks.Error(
-                str(exc),
+                problem,
                 hint=(
                     "Fix the key in settings.JOBQUEUE; docs/settings.md lists every key and "
                     "its range."
                 ),
                 id="jobqueue.E001",
             )
+            for problem in exc.problems
         ]
     return []
 
@@ -427,6 +433,48 @@ def check_enqueue_unregistered(app_configs: Any = None, **kwargs: Any) -> list[c
             hint="List the prefixes of the types only the workers define instead, e.g. "
             "JOBQUEUE['ENQUEUE_UNREGISTERED'] = ['billing.'].",
             id="jobqueue.W004",
+        )
+    ]
+
+
+def _metrics_mounted() -> bool:
+    """Return whether the root URLconf mounts ``jobqueue.metrics.view`` or a ``cached_view``."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    def walk(patterns: Iterable[Any]) -> bool:
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver) and walk(pattern.url_patterns):
+                return True
+            if isinstance(pattern, URLPattern) and getattr(
+                pattern.callback, "jobqueue_metrics", False
+            ):
+                return True
+        return False
+
+    try:
+        return walk(get_resolver().url_patterns)
+    except Exception:  # noqa: BLE001 - a broken URLconf is Django's own check to report
+        return False
+
+
+@checks.register(CHECK_TAG)
+def check_metrics_access(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Warn when the metrics view is mounted and only staff sessions may read it (W005)."""
+    try:
+        conf = get_settings()
+    except JobQueueConfigurationError:
+        return []  # reported by check_settings (E001)
+    if conf.metrics_token is not None or conf.metrics_public or not _metrics_mounted():
+        return []
+    return [
+        checks.Warning(
+            "jobqueue.metrics is mounted but neither JOBQUEUE['METRICS_TOKEN'] nor "
+            "JOBQUEUE['METRICS_PUBLIC'] is set: it refuses every scrape but a staff session's "
+            "(401), so Prometheus cannot read it.",
+            hint="Set JOBQUEUE['METRICS_TOKEN'] to a random string of 16+ characters and give it "
+            "to Prometheus (authorization: {credentials: ...}), or set "
+            "JOBQUEUE['METRICS_PUBLIC'] = True if only a private network reaches the URL.",
+            id="jobqueue.W005",
         )
     ]
 

@@ -18,6 +18,7 @@ from jobqueue.errors import InvalidJobOption, LeaseLost
 from jobqueue.history import error_entry
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.limits.policy import claim_policy
+from jobqueue.masking import mask_entry
 from jobqueue.payloads import to_json
 from jobqueue.registry import policy_for
 from jobqueue.retries import decide
@@ -199,7 +200,8 @@ def _nack(
         max_attempts=info.max_attempts,
         error=error,
         backoff=policy_for(info.job_type),
-        entry=error_entry(error, attempt=info.attempts),
+        # Masked as the executor's entries are (the key rule: no payload is at hand here).
+        entry=mask_entry(error_entry(error, attempt=info.attempts)),
         retry_at=retry_at,
     )
     return finished(store.finish_many([outcome]), job_id)

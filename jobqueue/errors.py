@@ -256,7 +256,15 @@ class DatabaseNotMigrated(QueueUnavailable):
 
 
 class JobQueueConfigurationError(ImproperlyConfigured):
-    """The JOBQUEUE setting is invalid."""
+    """The JOBQUEUE setting is invalid.
+
+    ``problems`` lists every bad key's message when several were found at once (check
+    jobqueue.E001 reports each); the message joins them.
+    """
+
+    def __init__(self, message: str = "", problems: list[str] | None = None) -> None:
+        self.problems = list(problems or [message])
+        super().__init__(message or "; ".join(self.problems))
 
 
 class CronConfigurationError(JobQueueConfigurationError):

@@ -6,8 +6,14 @@ python-json-logger) gets ``job_id``, ``job_type``, ``queue``, ``tenant_id``, ``a
 ``duration_s`` (where the run's length is known) and ``worker_id`` without parsing the message.
 The message texts stay as they were: operators and tests grep them.
 
-A leaf: imports nothing of jobqueue, so every module may use it (``import logging`` in here is
-the standard library's; absolute imports).
+Both formatters here, :class:`PlainFormatter` (``runworkers``' own) and :class:`JSONFormatter`,
+pass every line through ``jobqueue.masking``: values after a masked key name (``token=...``) are
+``********``, and control characters (ESC, BEL, CR) are escaped, so a job's error message cannot
+leak a secret into the log or rewrite the terminal reading it.
+
+Part of the settings layer (it reads ``ADMIN_MASKED_KEYS``, through ``jobqueue.masking``), so
+every module above it may use it (``import logging`` in here is the standard library's; absolute
+imports).
 """
 
 from __future__ import annotations
@@ -17,10 +23,15 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
+from jobqueue.masking import mask_text, safe_text
+
 # datetime.UTC is Python 3.11+; jobqueue supports 3.10.
 UTC = timezone.utc
 
-__all__ = ["JOB_FIELDS", "JSONFormatter", "job_extra"]
+__all__ = ["JOB_FIELDS", "PLAIN_FORMAT", "JSONFormatter", "PlainFormatter", "job_extra"]
+
+#: The line format of :class:`PlainFormatter` (``runworkers`` without a ``LOGGING`` of its own).
+PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 #: The ``extra`` fields a job's log lines may carry, in the order the formatter writes them.
 JOB_FIELDS = ("job_id", "job_type", "queue", "tenant_id", "attempt", "duration_s", "worker_id")
@@ -77,13 +88,44 @@ def job_extra(
     return extra
 
 
+class PlainFormatter(logging.Formatter):
+    r"""Format each record as a text line, masked, its control characters escaped.
+
+    The message is one line (a newline in it is written ``\n``, so it cannot forge a line); a
+    traceback keeps its lines. Use it in ``LOGGING``::
+
+        "formatters": {"plain": {"()": "jobqueue.logging.PlainFormatter"}}
+
+    Args:
+        fmt: the line format (default :data:`PLAIN_FORMAT`).
+        datefmt: as :class:`logging.Formatter`'s.
+    """
+
+    def __init__(self, fmt: str | None = None, datefmt: str | None = None) -> None:
+        super().__init__(fmt or PLAIN_FORMAT, datefmt)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        """Return the line with the record's message masked and on one line."""
+        record.message = safe_text(record.message, one_line=True)
+        return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:
+        """Return the traceback masked, its control characters (but newlines) escaped."""
+        return safe_text(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        """Return the stack masked, its control characters (but newlines) escaped."""
+        return safe_text(super().formatStack(stack_info))
+
+
 class JSONFormatter(logging.Formatter):
     """Format each record as one JSON object per line, with its ``extra`` fields.
 
     Keys: ``time`` (ISO 8601, UTC, from the record), ``level``, ``logger``, ``message``, then
     the job fields (:data:`JOB_FIELDS`) and any other ``extra`` the record carries, and
     ``exc_info`` (the formatted traceback) when there is one. A value JSON cannot hold is
-    written as its ``str()``. Use it in ``LOGGING``::
+    written as its ``str()``. Messages, tracebacks and string fields are masked
+    (``jobqueue.masking``) and the text fields' control characters escaped. Use it in ``LOGGING``::
 
         "formatters": {"json": {"()": "jobqueue.logging.JSONFormatter"}}
     """
@@ -94,15 +136,15 @@ class JSONFormatter(logging.Formatter):
             "time": self.formatTime(record),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": safe_text(record.getMessage()),
         }
         for key, value in vars(record).items():
             if key not in _RECORD_ATTRS and not key.startswith("_"):
-                entry[key] = value
+                entry[key] = mask_text(value) if isinstance(value, str) else value
         if record.exc_info:
-            entry["exc_info"] = self.formatException(record.exc_info)
+            entry["exc_info"] = safe_text(self.formatException(record.exc_info))
         if record.stack_info:
-            entry["stack_info"] = self.formatStack(record.stack_info)
+            entry["stack_info"] = safe_text(self.formatStack(record.stack_info))
         return json.dumps(entry, default=str, ensure_ascii=False)
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:

@@ -1,7 +1,7 @@
 """Prometheus metrics: a Django view in the text exposition format, mounted by the site.
 
-Mount it yourself, protected as your site chooses (an internal-only URL, a reverse-proxy rule,
-or a decorator)::
+Mount it yourself; it refuses anonymous requests (401) unless ``JOBQUEUE["METRICS_TOKEN"]`` is
+sent as a bearer token or ``JOBQUEUE["METRICS_PUBLIC"]`` is True; a staff session may read it::
 
     # urls.py
     import jobqueue.metrics
@@ -21,19 +21,26 @@ pause, breaker, budget and cron tables, so its cost does not grow with the milli
 rows a site keeps: succeeded and cancelled totals, which only grow until pruned, are
 deliberately not counted;
 ``jobqueue_rows_awaiting_prune`` says how many of them are past retention.
-Outcome rates and the pickup/run histograms come from the per-minute rollup the workers write
-(``jobqueue/ops/rates.py``). With queues on several databases (``JOBQUEUE["QUEUE_DATABASES"]``)
+The outcome and lease-expiration counters (``_total``) and the pickup/run histograms come from
+the per-minute rollup the workers write, carried forward in a checkpoint so they never fall when
+the pruner deletes old minutes (``jobqueue/ops/rates.py``). Label values are masked as every
+output is (``jobqueue.masking``); no label names a process (a pid, a worker id), so a recycle
+makes no new series. With queues on several databases (``JOBQUEUE["QUEUE_DATABASES"]``)
 each keeps its own reading and every sample carries a ``database`` label
 (``jobqueue/ops/exposition.py``).
 """
 
 from __future__ import annotations
 
-import math
+import hmac
+import platform
+import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from importlib import metadata
 
+import django
 from django.core.cache import caches
 from django.db import DatabaseError
 from django.db.models import DurationField, ExpressionWrapper, F, Q
@@ -42,10 +49,10 @@ from django.http import HttpRequest, HttpResponse
 
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import CronEntry, GaugeSnapshot, Pause, RetryBudget
-from jobqueue.models.metrics import DEATHS_PREFIX, LAST_PRUNE
+from jobqueue.models.metrics import DEATHS_PREFIX, LAST_PRUNE, RECYCLE_REASONS, RECYCLES
 from jobqueue.ops import queues as _queues
 from jobqueue.ops.clock import db_now
-from jobqueue.ops.exposition import DATABASE_LABEL, merge
+from jobqueue.ops.exposition import DATABASE_LABEL, family, histogram, merge
 from jobqueue.ops.outbox import families as outbox_families
 from jobqueue.ops.queues import (
     OTHER_QUEUES_LABEL,
@@ -73,34 +80,14 @@ SNAPSHOT = "metrics"
 #: How long a process may take to recompute the reading before another may take over, seconds.
 COMPUTE_HOLD_S = 60.0
 
-Sample = tuple[dict[str, str], float]
+_PYTHON = platform.python_version()
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if not float(value).is_integer() else str(int(value))
-
-
-def family(name: str, help_text: str, samples: Iterable[Sample]) -> list[str]:
-    """Return the lines of one gauge family: HELP, TYPE and a line per sample.
-
-    Args:
-        name: the metric name.
-        help_text: one line saying what it measures, with its unit.
-        samples: ``(labels, value)`` pairs; label values are escaped here.
-    """
-    lines = [f"# HELP {name} {_escape(help_text)}", f"# TYPE {name} gauge"]
-    for labels, value in samples:
-        text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-        lines.append(f"{name}{{{text}}} {_number(value)}" if text else f"{name} {_number(value)}")
-    return lines
+def _version() -> str:
+    try:
+        return metadata.version("django-jobqueue")
+    except metadata.PackageNotFoundError:  # run from a source tree: the package's own
+        return str(getattr(sys.modules.get("jobqueue"), "__version__", "unknown"))
 
 
 def collect(using: str | None = None, max_age_s: float | None = None) -> str:
@@ -163,6 +150,11 @@ def collect(using: str | None = None, max_age_s: float | None = None) -> str:
             for kind in KINDS
             if kind not in ("connection_lost", "other")
         ],
+    )
+    out += family(
+        "jobqueue_build_info",
+        "Always 1; the versions of jobqueue, Django and Python this process runs.",
+        [({"version": _version(), "django": django.get_version(), "python": _PYTHON}, 1.0)],
     )
     out += family(
         "jobqueue_scrape_duration_seconds",
@@ -363,14 +355,15 @@ def compute(using: str = "default") -> str:
         "Worker processes that heartbeated within three heartbeat intervals.",
         [({}, float(len(workers)))],
     )
+    listening = [w.listener_up for w in workers if w.listener_up is not None]
+    # Counts, not a series per process: worker ids and pids change at every recycle (issue 31).
     out += family(
-        "jobqueue_listener_up",
-        "1 if the live worker process's LISTEN connection is up, 0 while it is lost (the "
-        "worker then polls every second); workers that poll without LISTEN are absent.",
+        "jobqueue_worker_listeners",
+        "Live worker processes by the state of their LISTEN connection (down: the worker polls "
+        "every second until it is back); workers that poll without LISTEN are not counted.",
         [
-            ({"worker": w.worker_id, "host": w.host, "pid": str(w.pid)}, float(w.listener_up))
-            for w in workers
-            if w.listener_up is not None
+            ({"state": "up"}, float(sum(1 for up in listening if up))),
+            ({"state": "down"}, float(sum(1 for up in listening if not up))),
         ],
     )
     breakers = open_breakers(using)
@@ -390,20 +383,32 @@ def compute(using: str = "default") -> str:
         [({"queue": b.queue}, b.tokens) for b in RetryBudget.objects.using(using)[:200]],
     )
     out += _rate_limit_families(store)
-    entries = (
+    entries = list(
         CronEntry.objects.using(using)
-        .filter(last_fired_at__isnull=False)
-        .values_list("name", "last_fired_at")
+        .values_list("name", "enabled", "last_fired_at", "next_fire_at")
         .order_by("name")[:1000]
     )
+    # Every entry has a sample, fired or not (issue 31: one that never fired had none).
     out += family(
-        "jobqueue_cron_last_fire_age_seconds",
-        "Seconds since each cron entry's latest fire time (entries that never fired: absent).",
+        "jobqueue_cron_last_fire_timestamp_seconds",
+        "Each cron entry's latest fire time, Unix time (database clock); 0 if it never fired. "
+        "time() - this is its age.",
+        [({"entry": name}, fired.timestamp() if fired else 0.0) for name, _, fired, _ in entries],
+    )
+    out += family(
+        "jobqueue_cron_overdue_seconds",
+        "How long past its next fire time each enabled cron entry is (0 while on time), seconds: "
+        "grows when no leader fires it.",
         [
-            ({"entry": name}, max((now - fired).total_seconds(), 0.0))
-            for name, fired in entries
-            if fired is not None
+            ({"entry": name}, max((now - due).total_seconds(), 0.0) if due else 0.0)
+            for name, enabled, _, due in entries
+            if enabled
         ],
+    )
+    out += family(
+        "jobqueue_cron_enabled",
+        "1 per cron entry that is enabled, 0 per disabled one.",
+        [({"entry": name}, float(enabled)) for name, enabled, _, _ in entries],
     )
     prunable = awaiting_prune(get_settings().retention_seconds, now, using)
     out += family(
@@ -417,6 +422,21 @@ def compute(using: str = "default") -> str:
         .filter(name=LAST_PRUNE, computed_at__isnull=False)
         .values_list("body", "computed_at")
         .first()
+    )
+    recycled = dict(
+        GaugeSnapshot.objects.using(using)
+        .filter(name__in=[f"{RECYCLES}:{reason}" for reason in RECYCLE_REASONS])
+        .values_list("name", "body")
+    )
+    out += family(
+        "jobqueue_worker_recycles_total",
+        "Worker processes that ended to be replaced, by reason: overrun (handlers ran past their "
+        "timeout and kept their threads: a job type that does not stop) or max_tasks.",
+        [
+            ({"reason": reason}, float(recycled.get(f"{RECYCLES}:{reason}") or 0))
+            for reason in RECYCLE_REASONS
+        ],
+        "counter",
     )
     # Absent until a pruner (the worker's or prunejobs) has run once.
     out += family(
@@ -439,9 +459,13 @@ def compute(using: str = "default") -> str:
         "Supervised worker processes that died, by cause (a signal, OOM when the kernel said "
         "so, or an exit status), counted by their supervisors for the whole cluster.",
         [({"cause": name[len(DEATHS_PREFIX) :]}, float(body or 0)) for name, body in deaths],
+        "counter",
     )
-    for name, help_text, samples in rollup_families(now, using):
-        out += family(name, help_text, samples)
+    for counted in rollup_families(now, using):
+        if counted.kind == "histogram":
+            out += histogram(counted.name, counted.help, counted.series)
+        else:
+            out += family(counted.name, counted.help, counted.samples, counted.kind)
     for name, help_text, samples in outbox_families(using):
         out += family(name, help_text, samples)
     return "\n".join(out) + "\n"
@@ -490,6 +514,9 @@ def cached_view(
     key = f"jobqueue:metrics:{using or '*'}"
 
     def cached(request: HttpRequest) -> HttpResponse:
+        refused = refusal(request)
+        if refused is not None:
+            return refused
         shared = caches[cache]
         text = shared.get(key)
         if text is None:
@@ -497,7 +524,44 @@ def cached_view(
             shared.set(key, text, seconds)
         return HttpResponse(text, content_type=CONTENT_TYPE)
 
+    cached.jobqueue_metrics = True  # type: ignore[attr-defined]  # found by the system check
     return cached
+
+
+def allowed(request: HttpRequest) -> bool:
+    """Return whether ``request`` may read the metrics.
+
+    Allowed: anyone when ``JOBQUEUE["METRICS_PUBLIC"]`` is True (a private network's opt-in);
+    a request with ``Authorization: Bearer <JOBQUEUE["METRICS_TOKEN"]>`` (what Prometheus's
+    ``authorization`` scrape option sends; compared in constant time); a signed-in staff user.
+    Everyone else is refused: the metrics name queues, job types and tenants.
+    """
+    conf = get_settings()
+    if conf.metrics_public:
+        return True
+    if conf.metrics_token is not None:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), conf.metrics_token.encode()
+        ):
+            return True
+    user = getattr(request, "user", None)
+    return bool(user is not None and user.is_active and user.is_staff)
+
+
+def refusal(request: HttpRequest) -> HttpResponse | None:
+    """Return the 401 answer for a request :func:`allowed` refuses, or None if it may read."""
+    if allowed(request):
+        return None
+    response = HttpResponse(
+        "The jobqueue metrics need a bearer token (JOBQUEUE['METRICS_TOKEN'], sent as "
+        "'Authorization: Bearer <token>'), a staff session, or JOBQUEUE['METRICS_PUBLIC'] = True "
+        "on a private network.\n",
+        status=401,
+        content_type="text/plain; charset=utf-8",
+    )
+    response["WWW-Authenticate"] = 'Bearer realm="jobqueue metrics"'
+    return response
 
 
 def view(request: HttpRequest) -> HttpResponse:
@@ -505,13 +569,25 @@ def view(request: HttpRequest) -> HttpResponse:
 
     The gauges are the shared reading, at most ``METRICS_INTERVAL_SECONDS`` old.
 
-    The view does no access control of its own: mount it where only your scraper reaches it,
-    or wrap it (``staff_member_required(jobqueue.metrics.view)``).
+    Anonymous requests are refused (401) unless a setting says otherwise (:func:`allowed`):
+    ``JOBQUEUE["METRICS_TOKEN"]`` for Prometheus's bearer token, ``METRICS_PUBLIC`` to opt in
+    on a private network; a staff session may always read them.
     """
-    return HttpResponse(collect(), content_type=CONTENT_TYPE)
+    return refusal(request) or HttpResponse(collect(), content_type=CONTENT_TYPE)
 
 
-__all__ = ["CONTENT_TYPE", "cached_view", "collect", "compute", "family", "view"]
+view.jobqueue_metrics = True  # type: ignore[attr-defined]  # found by the system check
+
+
+__all__ = [
+    "CONTENT_TYPE",
+    "allowed",
+    "cached_view",
+    "collect",
+    "compute",
+    "refusal",
+    "view",
+]
 
 
 #: Rows counted exactly per state in one scrape; past this, the planner's estimate.

@@ -14,6 +14,7 @@ bad input writes nothing and leaves the caller's transaction usable.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -217,8 +218,35 @@ def _binding_problem(job_type: JobType, names: tuple[str, ...]) -> str | None:
                 "jobqueue.batch(on_success=..., on_complete=...) calls with batch= and payload=; "
                 f"enqueued on its own, give both in the payload ({exc})"
             )
-        return f"does not fit {job_type.name}{signature}: {exc}"
+        own = list(signature.parameters.values())[len(args) :]  # not the context
+        found = _mismatch(signature.replace(parameters=own), names)
+        said = f"{found} ({exc})" if found else str(exc)
+        return f"does not fit {job_type.name}{signature}: {said}"
     return None
+
+
+def _mismatch(signature: inspect.Signature, names: tuple[str, ...]) -> str:
+    """Return every unexpected and every missing argument name, or "" if none is found.
+
+    ``bind`` names one problem (the first missing argument); a caller who typed ``order`` for
+    ``order_id`` needs to read both (issue 31).
+    """
+    params = list(signature.parameters.values())
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    accepted = {p.name for p in params if p.kind in named}
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    unexpected = [] if open_ended else [n for n in names if n not in accepted]
+    missing = [
+        p.name
+        for p in params
+        if p.kind in named and p.default is inspect.Parameter.empty and p.name not in names
+    ]
+    parts = []
+    if unexpected:
+        parts.append(f"unexpected argument(s) {', '.join(map(repr, unexpected))}")
+    if missing:
+        parts.append(f"missing required argument(s) {', '.join(map(repr, missing))}")
+    return "; ".join(parts)
 
 
 def _static(

@@ -34,11 +34,10 @@ PARTS: dict[str, set[str]] = {
         "signals",
         "payloads",
         "history",
-        "logging",
         "retries",
         "flows.status",
     },
-    "settings": {"settings", "arguments", "routing"},
+    "settings": {"settings", "arguments", "routing", "masking", "logging"},
     "schema": {"models"},
     "registry": {
         "registry",

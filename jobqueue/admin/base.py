@@ -21,15 +21,13 @@ from jobqueue.admin.display import (
     compact_time,
     error_history_table,
     json_block,
-    mask,
-    mask_text,
-    secrets_of,
     short_error,
     state_badge,
 )
 from jobqueue.admin.family import FamilyMixin
 from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.admin.paginator import EstimatedCountPaginator
+from jobqueue.masking import mask, safe_text, secrets_of
 from jobqueue.models import Job
 from jobqueue.ops.jobs import progress_text
 from jobqueue.states import JobState
@@ -228,7 +226,7 @@ class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.Model
         secrets = getattr(job, "admin_secrets", None)
         if secrets is None:  # outside the list: read the values (two deferred columns)
             secrets = secrets_of(job.payload, job.result)
-        message = mask_text(str(entry.get("message") or ""), secrets)
+        message = safe_text(entry.get("message") or "", secrets, one_line=True)
         return format_html(
             '<span title="{}">{}</span>',
             f"{entry.get('type', '')}: {message}",

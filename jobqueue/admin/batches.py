@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from jobqueue.admin.databases import QueueDatabaseMixin, with_db
+from jobqueue.admin.display import json_block
 from jobqueue.models import Batch
 
 __all__ = ["BatchAdmin", "batch_url"]
@@ -50,8 +51,8 @@ class BatchAdmin(QueueDatabaseMixin, admin.ModelAdmin):
         ("completions", "completed_at"),
         "members_link",
         "callbacks_link",
-        "payload",
-        "callbacks",
+        "payload_block",
+        "callbacks_block",
     )
     readonly_fields = fields[0] + fields[1] + fields[2] + fields[3] + fields[4:]
     sortable_by = ("id",)
@@ -81,6 +82,16 @@ class BatchAdmin(QueueDatabaseMixin, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Batch | None = None) -> bool:
         """Refuse: a batch row is its members' record."""
         return False
+
+    @admin.display(description="payload")
+    def payload_block(self, batch: Batch) -> SafeString:
+        """Show the batch payload as pretty JSON, masked (``ADMIN_MASKED_KEYS``)."""
+        return json_block(batch.payload)
+
+    @admin.display(description="callbacks")
+    def callbacks_block(self, batch: Batch) -> SafeString:
+        """Show the callbacks (types, payloads) as pretty JSON, masked."""
+        return json_block(batch.callbacks)
 
     @admin.display(description="members")
     def members_link(self, batch: Batch) -> SafeString:

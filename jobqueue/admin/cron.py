@@ -22,11 +22,12 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
 from jobqueue.admin.databases import QueueDatabaseMixin, with_db
-from jobqueue.admin.display import json_block, mask, unmask
+from jobqueue.admin.display import json_block
 from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.cron import entries as cron
 from jobqueue.cron.firing import run_now
 from jobqueue.errors import InvalidCronExpression, InvalidJobOption, InvalidPayload
+from jobqueue.masking import mask, unmask
 from jobqueue.models import CronEntry, CronFire, CronSource, Job
 from jobqueue.routing import queue_alias
 from jobqueue.settings.crontab import Schedule, has_seconds, zone

@@ -35,6 +35,7 @@ from django.utils.http import urlencode
 from jobqueue.admin.charts import DEFAULT_SPAN, charts
 from jobqueue.admin.cron import local
 from jobqueue.admin.databases import DB_PARAM, selected_alias, with_db
+from jobqueue.admin.display import escaped_page
 from jobqueue.admin.filters import known_queues
 from jobqueue.admin.paginator import EXACT_COUNT_BELOW, planner_rows
 from jobqueue.errors import InvalidJobOption
@@ -388,7 +389,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "elapsed_ms": (time.perf_counter() - started) * 1000,
     }
     request.current_app = modeladmin.admin_site.name
-    return TemplateResponse(request, "admin/jobqueue/dashboard.html", context)
+    return escaped_page(TemplateResponse(request, "admin/jobqueue/dashboard.html", context))
 
 
 def chart_selector(

@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, QueryDict
 from django.utils.http import urlencode
 
+from jobqueue.admin.display import escaped_page
 from jobqueue.routing import all_queue_aliases
 
 __all__ = [
@@ -113,4 +114,16 @@ class QueueDatabaseMixin:
             **(extra_context or {}),
             "jobqueue_databases": selector(selected_alias(request)),
         }
-        return super().changelist_view(request, extra_context)  # type: ignore[misc]
+        return escaped_page(super().changelist_view(request, extra_context))  # type: ignore[misc]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        """Show the detail page, its control characters escaped (``display.escaped_page``)."""
+        view = super().change_view  # type: ignore[misc]
+        return escaped_page(view(request, object_id, form_url, extra_context))
+
+    def history_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> Any:
+        """Show the history page, its control characters escaped (``display.escaped_page``)."""
+        view = super().history_view  # type: ignore[misc]
+        return escaped_page(view(request, object_id, extra_context))

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Any
 
+from django.template.response import SimpleTemplateResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from jobqueue.settings.conf import get_settings
+from jobqueue.masking import escape_control, escape_page, mask, safe_text
 
 # datetime.UTC is Python 3.11+; jobqueue supports 3.10.
 UTC = dt_timezone.utc
@@ -37,128 +37,6 @@ STATE_COLORS = {
     "cancelled": "#718096",
     "waiting": "#2c7a7b",
 }
-
-
-def is_masked_key(key: Any, masked_keys: Iterable[str]) -> bool:
-    """Return True if ``key`` contains any of ``masked_keys`` (case-insensitive)."""
-    text = str(key).lower()
-    return any(name in text for name in masked_keys)
-
-
-def mask(value: Any, masked_keys: Iterable[str] | None = None) -> Any:
-    """Return a copy of the JSON ``value`` with the values of masked keys replaced, at any depth.
-
-    Args:
-        value: a decoded JSON value (dicts, lists, scalars).
-        masked_keys: lower-case key fragments; default ``JOBQUEUE["ADMIN_MASKED_KEYS"]``.
-    """
-    keys = tuple(get_settings().admin_masked_keys if masked_keys is None else masked_keys)
-    if not keys:
-        return value
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: MASK if is_masked_key(k, keys) else walk(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        return node
-
-    return walk(value)
-
-
-#: Shortest masked value also masked where it appears bare in an error message or traceback;
-#: shorter ones ("1", "no") would blank out unrelated text, and stay masked by the key rule.
-MIN_SECRET_CHARS = 4
-
-
-def secrets_of(*values: Any, masked_keys: Iterable[str] | None = None) -> set[str]:
-    """Return the text of every value under a masked key in the JSON ``values``, at any depth.
-
-    Scalars give their JSON text and, for strings, the string itself; a dict or list under a
-    masked key gives each of its scalars. Texts shorter than :data:`MIN_SECRET_CHARS` are left
-    out (see :func:`mask_text`).
-    """
-    keys = tuple(get_settings().admin_masked_keys if masked_keys is None else masked_keys)
-    found: set[str] = set()
-
-    def leaves(node: Any) -> Iterable[Any]:
-        if isinstance(node, dict):
-            for item in node.values():
-                yield from leaves(item)
-        elif isinstance(node, list):
-            for item in node:
-                yield from leaves(item)
-        elif node is not None and not isinstance(node, bool):
-            yield node
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, item in node.items():
-                if is_masked_key(key, keys):
-                    found.update(str(leaf) for leaf in leaves(item))
-                else:
-                    walk(item)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    if keys:
-        for value in values:
-            walk(value)
-    return {text for text in found if len(text) >= MIN_SECRET_CHARS}
-
-
-def mask_text(
-    text: str, secrets: Iterable[str] = (), masked_keys: Iterable[str] | None = None
-) -> str:
-    """Return an error message or traceback with masked values replaced by :data:`MASK`.
-
-    Two rules (docs/decisions.md, "Masking error messages"): every text in
-    ``secrets`` (from :func:`secrets_of` on the job's payload and result) is replaced wherever
-    it appears; and a value written after a masked key name, as in ``token=abc``,
-    ``password: abc``, ``Authorization: Bearer abc`` or ``{'api_token': 'abc'}``, is replaced
-    up to the next quote, space, comma, semicolon or closing bracket.
-    """
-    keys = tuple(get_settings().admin_masked_keys if masked_keys is None else masked_keys)
-    if not text or not keys:
-        return text
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, MASK)
-    names = "|".join(re.escape(key) for key in keys)
-    pattern = (
-        rf"(?i)([\w.-]*(?:{names})[\w.-]*['\"]?\s*[:=]\s*)"
-        # An HTTP scheme ("Bearer abc") is part of the value.
-        r"""((?:bearer|basic|token)\s+[^\s'",;)}\]]+|'[^']*'|"[^"]*"|[^\s'",;)}\]]+)"""
-    )
-    return re.sub(pattern, lambda m: m.group(1) + MASK, text)
-
-
-def unmask(submitted: Any, stored: Any, masked_keys: Iterable[str] | None = None) -> Any:
-    """Return ``submitted`` with each :data:`MASK` under a masked key put back from ``stored``.
-
-    A form showed :func:`mask`'s copy; a value the user left as ``********`` keeps what was
-    stored at the same path. A new key whose value is ``********`` keeps that text.
-    """
-    keys = tuple(get_settings().admin_masked_keys if masked_keys is None else masked_keys)
-
-    def walk(node: Any, old: Any) -> Any:
-        if isinstance(node, dict):
-            before = old if isinstance(old, dict) else {}
-            return {
-                k: before[k]
-                if v == MASK and is_masked_key(k, keys) and k in before
-                else walk(v, before.get(k))
-                for k, v in node.items()
-            }
-        if isinstance(node, list):
-            before_list = old if isinstance(old, list) else []
-            return [
-                walk(item, before_list[i] if i < len(before_list) else None)
-                for i, item in enumerate(node)
-            ]
-        return node
-
-    return walk(submitted, stored)
 
 
 def shorten(value: Any) -> tuple[Any, bool]:
@@ -188,6 +66,26 @@ def shorten(value: Any) -> tuple[Any, bool]:
     return walk(value), cut
 
 
+def escaped_page(response: Any) -> Any:
+    """Return ``response``; a template response gets its control characters escaped once rendered.
+
+    Every jobqueue admin page passes through here (``QueueDatabaseMixin``, the dashboard), so a
+    job type, tenant, key or message read from the database cannot carry raw ESC, BEL or a bidi
+    override onto a page (issue 32 item 6), whatever field shows it.
+    """
+    if isinstance(response, SimpleTemplateResponse):
+        response.add_post_render_callback(_escape_rendered)
+    return response
+
+
+def _escape_rendered(response: SimpleTemplateResponse) -> None:
+    charset = response.charset or "utf-8"
+    text = response.content.decode(charset)
+    escaped = escape_page(text)
+    if escaped != text:
+        response.content = escaped.encode(charset)
+
+
 def pretty_json(value: Any) -> str:
     """Return ``value`` as indented JSON text (non-ASCII kept readable)."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
@@ -196,7 +94,7 @@ def pretty_json(value: Any) -> str:
 def json_block(value: Any, *, whole_url: str | None = None) -> SafeString:
     """Return masked, shortened, pretty JSON in a ``<pre>``; link to the whole value if cut."""
     shown, cut = shorten(mask(value))
-    block = format_html('<pre class="jq-json">{}</pre>', pretty_json(shown))
+    block = format_html('<pre class="jq-json">{}</pre>', escape_control(pretty_json(shown)))
     if cut and whole_url:
         block += format_html(
             '<p class="jq-cut">Long values are cut here. <a href="{}">Show the whole value</a> '
@@ -257,8 +155,9 @@ def short_error(entry: dict[str, Any] | None, secrets: Iterable[str] = ()) -> st
     """Return ``Type: message`` of an error-history entry, masked, cut to a changelist cell."""
     if not entry:
         return ""
-    message = mask_text(str(entry.get("message") or ""), secrets)
-    text = ": ".join(part for part in (entry.get("type"), message) if part)
+    message = safe_text(entry.get("message") or "", secrets, one_line=True)
+    kind = escape_control(str(entry.get("type") or ""), one_line=True)
+    text = ": ".join(part for part in (kind, message) if part)
     if len(text) > SHORT_ERROR_CHARS:
         return text[: SHORT_ERROR_CHARS - 1] + "…"
     return text
@@ -284,12 +183,14 @@ def error_history_table(
                 entry.get("attempt", ""),
                 history_time(entry.get("at")),
                 entry.get("kind", "error"),
-                entry.get("worker") or (f"by {entry['by']}" if entry.get("by") else ""),
-                entry.get("type", ""),
-                mask_text(str(entry.get("message") or ""), secrets),
+                escape_control(
+                    str(entry.get("worker") or (f"by {entry['by']}" if entry.get("by") else "")),
+                    one_line=True,
+                ),
+                escape_control(str(entry.get("type", "")), one_line=True),
+                safe_text(entry.get("message") or "", secrets),
                 format_html(
-                    '<pre class="jq-traceback">{}</pre>',
-                    mask_text(str(entry["traceback"]), secrets),
+                    '<pre class="jq-traceback">{}</pre>', safe_text(entry["traceback"], secrets)
                 )
                 if entry.get("traceback")
                 else "",

@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from django.db.models.functions import Now
+from django.db.models import BigIntegerField, TextField
+from django.db.models.functions import Cast, Now
 
-from jobqueue.models.metrics import LAST_PRUNE, GaugeSnapshot
+from jobqueue.models.metrics import LAST_PRUNE, RECYCLES, GaugeSnapshot
 from jobqueue.settings import ranges as limits
 from jobqueue.settings.conf import get_settings
 from jobqueue.states import FINISHED
@@ -142,6 +143,28 @@ def record_prune(duration_s: float, *, using: str | None = None) -> None:
             [GaugeSnapshot(name=LAST_PRUNE, body=repr(duration_s), computed_at=Now())],
             ignore_conflicts=True,
         )
+
+
+def record_recycle(reason: str, *, using: str | None = None) -> None:
+    """Count one worker recycle (``jobqueue_worker_recycles_total{reason}``).
+
+    Beside :func:`record_prune`, the other event the metrics read from a small row
+    (``GaugeSnapshot`` named ``recycles:<reason>``, its ``body`` the count): created at 0 if
+    missing, then one atomic increment, so concurrent recycles all count.
+
+    Args:
+        reason: one of :data:`~jobqueue.models.metrics.RECYCLE_REASONS`.
+        using: database alias of the worker's queue (default ``"default"``).
+
+    Raises:
+        django.db.Error: the database cannot be reached.
+    """
+    name = f"{RECYCLES}:{reason}"
+    rows = GaugeSnapshot.objects.using(using or "default")
+    rows.bulk_create([GaugeSnapshot(name=name, body="0", computed_at=Now())], ignore_conflicts=True)
+    rows.filter(name=name).update(
+        body=Cast(Cast("body", BigIntegerField()) + 1, TextField()), computed_at=Now()
+    )
 
 
 def count_prunable(states: Iterable[str], older_than_s: float, *, using: str | None = None) -> int:

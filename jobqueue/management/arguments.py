@@ -225,3 +225,21 @@ def refuse_ambiguous(what: str, ambiguous: dict[int, list[str]]) -> None:
 def looked_on(aliases: tuple[str, ...]) -> str:
     """Return where an id was looked for, when on more than one database."""
     return f" on {', '.join(aliases)}" if len(aliases) > 1 else ""
+
+
+def add_django_options(parser: argparse.ArgumentParser) -> None:
+    """Add Django's own command options to a verb's parser, so they may follow the verb.
+
+    ``manage.py jobqueue status --settings X``: Django reads ``--settings`` and
+    ``--pythonpath`` from anywhere on the line before the command runs, but argparse refused
+    them after a verb (issue 31). Their defaults are suppressed, so the values given before the
+    verb stand when none is given after it.
+    """
+    keep = argparse.SUPPRESS
+    parser.add_argument("-v", "--verbosity", type=int, choices=[0, 1, 2, 3], default=keep)
+    parser.add_argument("--settings", default=keep, help=argparse.SUPPRESS)
+    parser.add_argument("--pythonpath", default=keep, help=argparse.SUPPRESS)
+    parser.add_argument("--traceback", action="store_true", default=keep, help=argparse.SUPPRESS)
+    parser.add_argument("--no-color", action="store_true", default=keep, help=argparse.SUPPRESS)
+    parser.add_argument("--force-color", action="store_true", default=keep, help=argparse.SUPPRESS)
+    parser.add_argument("--skip-checks", action="store_true", default=keep, help=argparse.SUPPRESS)

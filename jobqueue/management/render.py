@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import date, datetime, time, timezone
-from typing import Any
+from typing import Any, TextIO, cast
 
+from django.core.management.base import OutputWrapper
+
+from jobqueue.masking import escape_control
 from jobqueue.ops.clock import humanize_seconds
 
 # datetime.UTC is Python 3.11+; jobqueue supports 3.10.
@@ -46,14 +49,18 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def cell_text(value: Any) -> str:
-    """Return one cell: ``-`` for None, floats with one decimal, anything else as str."""
+    """Return one cell: ``-`` for None, floats with one decimal, anything else as str.
+
+    Text is one line with its control characters escaped (``jobqueue.masking.escape_control``):
+    a job type, tenant or error message cannot break the table or command the terminal.
+    """
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.1f}"
-    return str(value)
+    return escape_control(str(value), one_line=True)
 
 
 def duration(seconds: float | None) -> str:
@@ -91,3 +98,25 @@ def queue_note(q: Any) -> str:
     if q.unserved:
         return f"unserved, waiting {duration(q.lag_s)}"
     return ""
+
+
+class SafeOutput(OutputWrapper):
+    r"""A command's stdout or stderr that escapes control characters in everything written.
+
+    Newlines and tabs pass (the command's own layout); ESC, BEL, CR and the rest are written as
+    ``\\x1b``-style escapes, so no value read from the database (an error message, a pause
+    reason) can retitle, clear or rewrite the operator's terminal (issue 32 item 6).
+
+    Args:
+        wrapped: the command's ``OutputWrapper``; its stream and style are kept.
+    """
+
+    def __init__(self, wrapped: OutputWrapper) -> None:
+        super().__init__(cast(TextIO, wrapped._out), ending=wrapped.ending)
+        self.style_func = wrapped.style_func
+
+    def write(  # type: ignore[override]  # OutputWrapper's, not TextIOBase's
+        self, msg: str = "", style_func: Any = None, ending: str | None = None
+    ) -> None:
+        """Write ``msg`` with its control characters escaped (see the class docstring)."""
+        super().write(escape_control(msg), style_func, ending)

@@ -14,6 +14,12 @@ LAST_PRUNE = "last_prune"
 #: The ``name`` prefix of the rows that count worker process deaths by cause, e.g.
 #: ``"deaths:SIGKILL"`` (``jobqueue.worker.deaths.count_death``; ``body`` the count as text).
 DEATHS_PREFIX = "deaths:"
+#: The ``name`` of the row counting worker recycles, its ``body`` the count as text
+#: (``jobqueue.maintenance.pruning.record_recycle``).
+RECYCLES = "recycles"
+#: Why a worker process recycled: a handler overran its timeout and kept its thread, or the
+#: worker finished ``--max-tasks`` jobs.
+RECYCLE_REASONS = ("overrun", "max_tasks")
 
 
 class GaugeSnapshot(models.Model):

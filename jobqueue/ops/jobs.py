@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from jobqueue.flows.status import Progress
+from jobqueue.masking import mask, mask_entry, secrets_of
 from jobqueue.models import Job, JobParent
 from jobqueue.states import CLAIMABLE, JobState
 
@@ -81,8 +82,14 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def summary(job: Job, now: datetime) -> dict[str, Any]:
-    """Return a listing row for ``job`` (no payload, no history: see :func:`detail`)."""
+    """Return a listing row for ``job`` (no payload, no history: see :func:`detail`).
+
+    The last error's message is masked (``jobqueue.masking``): values under masked keys of the
+    payload and result, and ``token=...``-style values, are ``********``.
+    """
     last = job.last_error
+    if last:
+        last = mask_entry(last, secrets_of(job.payload, job.result, job.checkpoint))
     return {
         "id": job.id,
         "queue": job.queue,
@@ -117,7 +124,13 @@ def _family(job: Job, mine: str, theirs: str) -> list[int]:
 
 
 def detail(job: Job, now: datetime) -> dict[str, Any]:
-    """Return everything about ``job``: its row, payload, result and full error history."""
+    """Return everything about ``job``: its row, payload, result and full error history.
+
+    Masked as every output is (``jobqueue.masking``): the values of masked keys in the payload,
+    result and checkpoint, and those values (or ``token=...``-style ones) in every error message
+    and traceback.
+    """
+    secrets = secrets_of(job.payload, job.result, job.checkpoint)
     row = summary(job, now)
     row.update(
         {
@@ -136,11 +149,11 @@ def detail(job: Job, now: datetime) -> dict[str, Any]:
             "after": _family(job, "child_id", "parent_id"),
             "waiting_for": job.waiting_for if job.state == JobState.WAITING else None,
             "before": _family(job, "parent_id", "child_id") if job.has_children else [],
-            "checkpoint": job.checkpoint,
+            "checkpoint": mask(job.checkpoint),
             "checkpoint_at": _iso(job.checkpoint_at),
-            "payload": job.payload,
-            "result": job.result,
-            "errors": list(job.errors or []),
+            "payload": mask(job.payload),
+            "result": mask(job.result),
+            "errors": [mask_entry(entry, secrets) for entry in job.errors or []],
         }
     )
     return row

@@ -75,6 +75,9 @@ DEFAULT_MAX_ATTEMPTS = 8
 DEFAULT_POLL_INTERVAL_SECONDS = 1.0
 """How long an idle worker waits between claims."""
 
+MIN_METRICS_TOKEN_CHARS = 16
+"""Shortest ``METRICS_TOKEN`` accepted, characters."""
+
 DEFAULT_METRICS_INTERVAL_SECONDS = 5.0
 """How old the metrics' cluster-wide gauge reading may be before one process recomputes it
 (FIELD-CASES 30: once per interval for the whole cluster, however many processes are scraped)."""
@@ -164,6 +167,10 @@ class JobQueueSettings:
     poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS
     listen_notify: bool = DEFAULT_LISTEN_NOTIFY
     metrics_interval_seconds: float = DEFAULT_METRICS_INTERVAL_SECONDS
+    #: The bearer token the metrics view accepts (``Authorization: Bearer ...``); None: none.
+    metrics_token: str | None = None
+    #: True: the metrics view answers anyone (a private network's opt-in).
+    metrics_public: bool = False
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     checkpoint_max_bytes: int = DEFAULT_CHECKPOINT_MAX_BYTES
     grace_seconds: float = DEFAULT_GRACE_SECONDS
@@ -220,6 +227,39 @@ def _listen_notify(value: Any) -> bool:
     if not isinstance(value, bool):
         raise JobQueueConfigurationError(
             f"JOBQUEUE['LISTEN_NOTIFY'] must be True or False, got {value!r}"
+        )
+    return value
+
+
+def _bool(key: str) -> Callable[[Any], bool]:
+    def parse(value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise JobQueueConfigurationError(
+                f"JOBQUEUE[{key!r}] must be True or False, got {value!r}"
+            )
+        return value
+
+    return parse
+
+
+def parse_metrics_token(value: Any) -> str | None:
+    """Validate ``JOBQUEUE["METRICS_TOKEN"]``: None, or printable ASCII of at least 16 characters.
+
+    The token Prometheus sends as ``Authorization: Bearer <token>`` (its ``authorization``
+    scrape option); short ones are refused, so a guessable token is not mistaken for protection.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.isascii() or not value.isprintable():
+        raise JobQueueConfigurationError(
+            "JOBQUEUE['METRICS_TOKEN'] must be a string of printable ASCII characters (or None), "
+            f"got {type(value).__name__}"
+        )
+    if len(value) < MIN_METRICS_TOKEN_CHARS or " " in value:
+        raise JobQueueConfigurationError(
+            f"JOBQUEUE['METRICS_TOKEN'] must be at least {MIN_METRICS_TOKEN_CHARS} characters "
+            f"without spaces, got {len(value)}; make one with: python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'"
         )
     return value
 
@@ -293,6 +333,8 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
         "metrics_interval_seconds",
         _ranged("METRICS_INTERVAL_SECONDS"),
     ),
+    "METRICS_TOKEN": ("metrics_token", parse_metrics_token),
+    "METRICS_PUBLIC": ("metrics_public", _bool("METRICS_PUBLIC")),
     "MAX_PAYLOAD_BYTES": ("max_payload_bytes", _ranged("MAX_PAYLOAD_BYTES")),
     "CHECKPOINT_MAX_BYTES": ("checkpoint_max_bytes", _ranged("CHECKPOINT_MAX_BYTES")),
     "GRACE_SECONDS": ("grace_seconds", _ranged("GRACE_SECONDS")),
@@ -341,27 +383,39 @@ def build_settings(raw: Any) -> JobQueueSettings:
     """Validate a ``JOBQUEUE`` dict and return the frozen settings.
 
     Raises:
-        JobQueueConfigurationError: naming the first bad or unknown key (in :data:`FIELDS`
-            order; ``CRON`` last, as :class:`CronConfigurationError`, check jobqueue.E005).
+        JobQueueConfigurationError: naming every bad or unknown key (its ``problems``, in
+            :data:`FIELDS` order; ``CRON`` last, as :class:`CronConfigurationError`, check
+            jobqueue.E005).
     """
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise JobQueueConfigurationError(f"JOBQUEUE must be a dict, got {type(raw).__name__}")
+    # Every bad key is reported, not the first one only (issue 31: check jobqueue.E001 named one
+    # at a time).
+    problems: list[str] = []
     unknown = sorted(set(raw) - _KEYS)
     if unknown:
-        raise JobQueueConfigurationError(
+        problems.append(
             f"JOBQUEUE has unknown keys: {', '.join(map(str, unknown))} "
             f"(known: {', '.join(sorted(_KEYS))})"
         )
     values: dict[str, Any] = {}
     for key, (names, parse) in FIELDS.items():
         if key in raw:
-            parsed = parse(raw[key])
+            try:
+                parsed = parse(raw[key])
+            except JobQueueConfigurationError as exc:
+                problems += exc.problems
+                continue
             if isinstance(names, tuple):
                 values.update(zip(names, parsed, strict=True))
             else:
                 values[names] = parsed
+    if problems:
+        raise JobQueueConfigurationError(
+            problems[0] if len(problems) == 1 else "; ".join(problems), problems=problems
+        )
     built = JobQueueSettings(**values)
     failover = built.leader_lease_seconds + built.scheduler_interval_seconds
     if "CRON_GRACE_SECONDS" not in raw and built.cron_grace_seconds < failover:

@@ -28,6 +28,7 @@ from jobqueue import signals
 from jobqueue.errors import InvalidPayload, UnknownJobType
 from jobqueue.history import RESULT_NOT_STORED_KIND, error_entry
 from jobqueue.logging import job_extra
+from jobqueue.masking import mask_entry, secrets_of
 from jobqueue.models import Job
 from jobqueue.payloads import to_json
 from jobqueue.registry import JobType, policy_for, resolve
@@ -57,8 +58,14 @@ def failure_outcome(
 
     The outcome keeps ``exc`` only as text; the frames of its traceback (and of the exceptions
     chained to it) are cleared here, so the handler's locals go as soon as ``exc`` does.
+
+    The entry is recorded masked (``jobqueue.masking``): a message or traceback that echoes a
+    value under a masked key of the payload, or a ``token=...``-style value, keeps ``********``
+    in its place, so the history, the logs and every page show it masked.
     """
-    entry = error_entry(exc, attempt=claimed.attempt, worker_id=worker_id)
+    entry = mask_entry(
+        error_entry(exc, attempt=claimed.attempt, worker_id=worker_id), secrets_of(claimed.payload)
+    )
     _clear_frames(exc)
     return decide(
         claimed.id,
@@ -215,8 +222,11 @@ def _success(claimed: ClaimedJob, result: object, started: float, worker_id: str
         )
         result_json = "null"
         # On the job too, not only in a log line that may be gone when someone asks (issue 33).
-        error = error_entry(
-            exc, attempt=claimed.attempt, worker_id=worker_id, kind=RESULT_NOT_STORED_KIND
+        error = mask_entry(
+            error_entry(
+                exc, attempt=claimed.attempt, worker_id=worker_id, kind=RESULT_NOT_STORED_KIND
+            ),
+            secrets_of(claimed.payload),
         )
     return RunOutcome(
         job_id=claimed.id,

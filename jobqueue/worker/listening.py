@@ -6,8 +6,9 @@ what the worker must do about that connection's state:
 * while it is down (lost, or not yet open) the claim loop waits at most
   :data:`~jobqueue.store.notify.FAST_POLL_S` between claims, whatever ``POLL_INTERVAL_SECONDS``
   says, and the loss rings the loop at once so it does not finish a long poll wait first;
-* the state is written to the worker's row (``Worker.listener_up``, shown as
-  ``jobqueue_listener_up``, in the admin, ``jobqueue status`` and ``jobqueue health``) within a
+* the state is written to the worker's row (``Worker.listener_up``, counted in
+  ``jobqueue_worker_listeners{state}``, shown in the admin, ``jobqueue status`` and
+  ``jobqueue health``) within a
   second by :meth:`ListenerHealth.run_once`, a service of the maintenance runner (on its
   connection: the listener's thread uses none of Django's); a loss is written even when the
   listener is back half a second later, and a write that failed is tried again each second.

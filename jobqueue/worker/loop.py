@@ -39,7 +39,7 @@ from django.db import DatabaseError, connections
 from jobqueue.errors import LeaseLost
 from jobqueue.limits.fairness import QueueSelector, rate_limits
 from jobqueue.limits.policy import claim_policy
-from jobqueue.maintenance.pruning import WorkerRowPruner
+from jobqueue.maintenance.pruning import WorkerRowPruner, record_recycle
 from jobqueue.maintenance.reaper import Reaper
 from jobqueue.maintenance.services import Service, ServiceRunner, start_services
 from jobqueue.settings.conf import get_settings
@@ -441,6 +441,10 @@ class Worker:
         for thread in service_threads:
             thread.join(timeout=5)
         try:
+            if not self._stops.signalled and (self._recycle or self.quota.spent):
+                # jobqueue_worker_recycles_total{reason}
+                reason = "overrun" if self._recycle else "max_tasks"
+                record_recycle(reason, using=self.using)
             self.store.deregister_worker(self.worker_id)
         except DatabaseError as exc:
             logger.error("could not deregister worker %s: %s", self.worker_id, exc)

@@ -18,7 +18,7 @@ from django.test import Client
 from django.urls import reverse
 
 import jobqueue
-from jobqueue.admin.display import MASK
+from jobqueue.masking import MASK
 from jobqueue.models import CronEntry, CronSource, Job
 from jobqueue.states import JobState
 from tests.factories import make_job

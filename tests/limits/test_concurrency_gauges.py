@@ -16,7 +16,11 @@ from tests.store.contract_concurrency_gauges import leased
 def test_metrics_show_running_and_the_limit_in_force_per_key(client):
     leased(2, "acct:1", 2)
     leased(1, "partner", 5)
-    settings = {"RETENTION": RETENTION, "CONCURRENCY_LIMITS": {"partner": 3}}
+    settings = {
+        "RETENTION": RETENTION,
+        "CONCURRENCY_LIMITS": {"partner": 3},
+        "METRICS_PUBLIC": True,
+    }
     with override_settings(ROOT_URLCONF="tests.metrics_urls", JOBQUEUE=settings):
         s = scrape(client, "/metrics/")
     assert s['jobqueue_concurrency_running{key="acct:1"}'] == 2

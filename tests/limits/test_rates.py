@@ -84,7 +84,11 @@ def test_a_bad_rate_limit_is_e001_naming_the_key(bad, named):
 
 @pytest.mark.django_db
 def test_the_metrics_show_each_limiters_rate_tokens_and_held_jobs(client):
-    setting = {"RATE_LIMITS": {"type": {NOOP: "1/min"}}, "METRICS_INTERVAL_SECONDS": 0}
+    setting = {
+        "RATE_LIMITS": {"type": {NOOP: "1/min"}},
+        "METRICS_INTERVAL_SECONDS": 0,
+        "METRICS_PUBLIC": True,
+    }
     for _ in range(4):
         make_job(JobState.READY, queue="q", type=NOOP, run_at=timezone.now() - timedelta(seconds=1))
     with override_settings(ROOT_URLCONF="tests.metrics_urls", JOBQUEUE=setting):

@@ -62,7 +62,11 @@ def parse(text: str) -> dict[str, float]:
 @pytest.fixture
 def scraped(client):
     def run(url: str = "/metrics/", interval: float = 0) -> dict[str, float]:
-        settings = {"RETENTION": RETENTION, "METRICS_INTERVAL_SECONDS": interval}
+        settings = {
+            "RETENTION": RETENTION,
+            "METRICS_INTERVAL_SECONDS": interval,
+            "METRICS_PUBLIC": True,
+        }
         with override_settings(ROOT_URLCONF="tests.metrics_urls", JOBQUEUE=settings):
             return scrape(client, url)
 
@@ -136,8 +140,12 @@ def test_gauges_from_known_rows(rows, scraped):
     assert s["jobqueue_workers_alive{}"] == 1
     assert s["jobqueue_breakers_open{}"] == 1
     assert s['jobqueue_breaker_open{dependency="partner",state="open"}'] == 1
-    assert 1800 <= s['jobqueue_cron_last_fire_age_seconds{entry="hourly"}'] < 3600
-    assert 'jobqueue_cron_last_fire_age_seconds{entry="never"}' not in s
+    fired = s['jobqueue_cron_last_fire_timestamp_seconds{entry="hourly"}']
+    assert 1800 <= timezone.now().timestamp() - fired < 3600
+    # An entry that never fired still has its sample (issue 31).
+    assert s['jobqueue_cron_last_fire_timestamp_seconds{entry="never"}'] == 0
+    assert s['jobqueue_cron_enabled{entry="never"}'] == 1
+    assert 'jobqueue_cron_overdue_seconds{entry="never"}' in s
     assert s['jobqueue_rows_awaiting_prune{state="succeeded"}'] == 2
     assert s['jobqueue_rows_awaiting_prune{state="cancelled"}'] == 1
     assert 'jobqueue_rows_awaiting_prune{state="dead"}' not in s  # kept forever
@@ -291,8 +299,11 @@ def assert_no_seq_scan_on_jobs(captured: list[dict], at_least: int) -> list[str]
     return plans
 
 
-def test_listener_up_per_live_worker(scraped):
-    """FIELD-CASES 26: 1 or 0 per live worker; a worker without LISTEN (None) is absent."""
+def test_listeners_are_counted_by_state_without_per_process_labels(scraped):
+    """FIELD-CASES 26: live workers counted by LISTEN state; one without LISTEN (None) is not.
+
+    Issue 31: ``jobqueue_listener_up{worker,host,pid}`` made new series at every recycle.
+    """
     for worker_id, up in (("deaf", False), ("fine", True), ("polls", None)):
         Worker.objects.create(
             worker_id=worker_id,
@@ -303,9 +314,9 @@ def test_listener_up_per_live_worker(scraped):
             listener_up=up,
         )
     s = scraped()
-    assert s['jobqueue_listener_up{worker="deaf",host="h",pid="7"}'] == 0
-    assert s['jobqueue_listener_up{worker="fine",host="h",pid="7"}'] == 1
-    assert not any("polls" in key for key in s if key.startswith("jobqueue_listener_up"))
+    assert s['jobqueue_worker_listeners{state="up"}'] == 1
+    assert s['jobqueue_worker_listeners{state="down"}'] == 1
+    assert not any("pid=" in key or "worker=" in key for key in s)
 
 
 def test_paused_queues_and_types_are_gauges(scraped):

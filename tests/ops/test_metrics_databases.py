@@ -47,11 +47,14 @@ def test_every_sample_of_every_queue_database_is_labelled_with_it(two_databases)
     samples = [line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1] != "#"]
     seen = [name for i, name in enumerate(samples) if i == 0 or samples[i - 1] != name]
     assert len(seen) == len(set(seen)), seen  # no family's samples are split
-    # Every sample but the scrape's own duration names its database.
+    # Every sample but the process's versions and the scrape's own duration names its database.
     unlabelled = [
         line for line in text.splitlines() if line[:1] != "#" and "{database=" not in line
     ]
-    assert [line.split(" ")[0] for line in unlabelled] == ["jobqueue_scrape_duration_seconds"]
+    assert [line.split("{")[0].split(" ")[0] for line in unlabelled] == [
+        "jobqueue_build_info",
+        "jobqueue_scrape_duration_seconds",
+    ]
 
 
 def test_one_named_database_is_read_alone_without_the_label(two_databases):
@@ -88,3 +91,20 @@ def test_merge_writes_a_family_seen_on_one_database_only_once():
         "# TYPE b gauge",
         'b{database="x"} 2',
     ]
+
+
+def test_promtool_accepts_the_merged_exposition_of_two_databases(two_databases):
+    """Issue 31: the merged text (a ``database`` label on each sample, outbox families) is valid."""
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian: apt-get install prometheus; .ci/run does)")
+    make_job(queue="bulk")
+    make_job(JobState.DEAD, queue="bulk", using="queues2")
+    text = metrics.collect(max_age_s=0)
+    done = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")

@@ -46,18 +46,17 @@ def run_two(at, pickup_s: float, run_s: float) -> None:
     assert len(store.finish_many(outcomes, now=at + timedelta(seconds=run_s))) == 2
 
 
-def test_rates_and_histograms_of_the_last_five_complete_minutes(scraped):  # noqa: F811
+def test_counters_and_histograms_from_the_first_reading_on(scraped):  # noqa: F811
     now = db_now()
     run_two(now - timedelta(minutes=2), pickup_s=0.4, run_s=2.0)
-    run_two(now - timedelta(minutes=20), pickup_s=100.0, run_s=100.0)  # outside the window
+    run_two(now - timedelta(minutes=20), pickup_s=100.0, run_s=100.0)  # before the first reading
 
     m = scraped()
 
-    rate = "jobqueue_job_outcome_rate_per_second"
-    assert m[f'{rate}{{{KEY},outcome="succeeded"}}'] == pytest.approx(1 / 300)
-    assert m[f'{rate}{{{KEY},outcome="dead"}}'] == pytest.approx(1 / 300)
-    assert m[f'{rate}{{{KEY},outcome="retried"}}'] == 0
-    assert m[f"jobqueue_job_failure_rate_per_second{{{KEY}}}"] == pytest.approx(1 / 300)
+    runs = "jobqueue_job_runs_total"
+    assert m[f'{runs}{{{KEY},outcome="succeeded"}}'] == 1
+    assert m[f'{runs}{{{KEY},outcome="dead"}}'] == 1
+    assert m[f'{runs}{{{KEY},outcome="retried"}}'] == 0
     pickup = "jobqueue_pickup_latency_seconds"
     assert m[f'{pickup}_bucket{{{KEY},le="0.25"}}'] == 0
     assert m[f'{pickup}_bucket{{{KEY},le="0.5"}}'] == 2
@@ -73,7 +72,7 @@ def test_rates_and_histograms_of_the_last_five_complete_minutes(scraped):  # noq
 
 def test_no_runs_no_rollup_samples(scraped):  # noqa: F811
     m = scraped()
-    assert not [k for k in m if k.startswith(("jobqueue_job_outcome", "jobqueue_pickup"))]
+    assert not [k for k in m if k.startswith(("jobqueue_job_runs", "jobqueue_pickup"))]
 
 
 def test_quiet_sampled_minutes_draw_a_zero_line_not_no_data():

@@ -75,6 +75,12 @@ def fail(message="boom"):
 
 
 @job
+def fail_echoing(api_token, note=""):
+    """Fail with a message that echoes a masked payload value (tests/ops/test_output_safety.py)."""
+    raise ValueError(f"login refused for {api_token}{note}")
+
+
+@job
 def fail_permanently(message="no"):
     raise PermanentError(message)
 

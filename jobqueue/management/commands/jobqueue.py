@@ -1,17 +1,20 @@
 """``manage.py jobqueue VERB``: the operator's CLI. Parsing, wiring and printing only.
 
 Verbs: ``status``, ``jobs``, ``show``, ``batch``, ``retry``, ``cancel``, ``pause``, ``resume``,
-``prune`` (``prunejobs``) and ``health``. Without ``--database`` each covers every queue database
-(``JOBQUEUE["QUEUE_DATABASES"]``); a job or batch id found on two of them is refused (exit 2) until
-``--database`` names one: ids are per database. Every read verb takes ``--json``. Exit status: 0
-when all is well (pausing what is paused, or resuming what is not, included: the message says so), 1
-when something is unhealthy or not found (or a bulk action was refused for want of ``--yes``), 2 for
-bad usage.
+``prune`` (``prunejobs``), ``health``, and ``cron``, ``workers``, ``breakers``, ``run-now``
+(``jobqueue/management/operate.py``). Django's options (``--settings``, ``-v``) are taken before
+or after the verb; output piped into ``head`` ends quietly. Without ``--database`` each covers
+every queue database (``JOBQUEUE["QUEUE_DATABASES"]``); a job or batch id found on two of them is
+refused (exit 2) until ``--database`` names one: ids are per database. Every read verb takes
+``--json``. Exit status: 0 when all is well (pausing what is paused, or resuming what is not,
+included: the message says so), 1 when something is unhealthy or not found (or a bulk action was
+refused for want of ``--yes``), 2 for bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import asdict
 from typing import Any
@@ -24,9 +27,10 @@ from jobqueue import arguments
 from jobqueue.errors import BatchNotFound
 from jobqueue.flows.batches import batch_status
 from jobqueue.limits import pauses as pausing
-from jobqueue.management import render
+from jobqueue.management import operate, render
 from jobqueue.management.arguments import (
     add_actor,
+    add_django_options,
     add_filters,
     job_id_arg,
     limit_arg,
@@ -51,11 +55,14 @@ from jobqueue.store.failures import classify
 class Command(BaseCommand):
     help = (
         "Inspect and operate the job queue: status, jobs, show, batch, retry, cancel, pause, "
-        "resume, prune, health."
+        "resume, prune, health, cron, workers, breakers, run-now."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        common = argparse.ArgumentParser(add_help=False)
+        # Django's own options (--settings, -v, ...) are taken after the verb too.
+        base = argparse.ArgumentParser(add_help=False)
+        add_django_options(base)
+        common = argparse.ArgumentParser(add_help=False, parents=[base])
         common.add_argument(
             "--database",
             type=text_arg,
@@ -65,6 +72,15 @@ class Command(BaseCommand):
         )
         reads = argparse.ArgumentParser(add_help=False, parents=[common])
         reads.add_argument("--json", action="store_true", help="print JSON for scripts")
+        # pause and resume name a queue, not jobs: their own --database help.
+        targets = argparse.ArgumentParser(add_help=False, parents=[base])
+        targets.add_argument(
+            "--database",
+            type=text_arg,
+            default=None,
+            metavar="ALIAS",
+            help="one database alias (default: every database the queue lives on)",
+        )
         verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
         status_verb = verbs.add_parser(
@@ -116,7 +132,7 @@ class Command(BaseCommand):
             ),
             ("resume", "let workers claim a paused queue (or --type) again, at once"),
         ):
-            sub = verbs.add_parser(verb, parents=[common], help=says)
+            sub = verbs.add_parser(verb, parents=[targets], help=says)
             sub.add_argument("queue", nargs="?", type=text_arg, metavar="QUEUE", help="queue name")
             sub.add_argument(
                 "--type", dest="job_type", type=text_arg, metavar="TYPE", help="a job type instead"
@@ -145,6 +161,7 @@ class Command(BaseCommand):
             metavar="SECONDS",
             help="a worker silent this long is dead (default: 3 heartbeat intervals), 1..86400",
         )
+        operate.add_verbs(verbs, common, reads)
         probe.add_argument(
             "--cron-max-delay",
             type=seconds_arg("--cron-max-delay"),
@@ -153,6 +170,22 @@ class Command(BaseCommand):
             help="how late a cron fire may be (default "
             f"{health.DEFAULT_CRON_MAX_DELAY_SECONDS:.0f}), 1..86400",
         )
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """Run from the command line; output cut short by a closed pipe ends quietly.
+
+        ``manage.py jobqueue status | head -3``: once ``head`` has its lines, writing (or the
+        final flush) raises ``BrokenPipeError``; that is the reader's choice, not an error, so
+        the rest of the output goes to ``/dev/null`` and the exit status is 141 (SIGPIPE), as a
+        shell tool's is.
+        """
+        try:
+            super().run_from_argv(argv)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise SystemExit(141) from None
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> Any:
         """Return the parser; ``prune ...`` passes every argument after it to ``prunejobs``.
@@ -175,6 +208,9 @@ class Command(BaseCommand):
         return parser
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Every line this command writes has its control characters escaped.
+        self.stdout = render.SafeOutput(self.stdout)
+        self.stderr = render.SafeOutput(self.stderr)
         verb = options["verb"]
         if verb == "prune":
             self._prune(options["rest"])
@@ -191,7 +227,10 @@ class Command(BaseCommand):
             except DatabaseError as exc:
                 raise CommandError(_unreachable(alias, exc)) from None
         try:
-            healthy = getattr(self, f"_{verb}")(aliases, options)
+            if verb in operate.VERBS:
+                healthy = operate.VERBS[verb](self.stdout.write, aliases, options)
+            else:
+                healthy = getattr(self, f"_{verb}")(aliases, options)
         except DatabaseError as exc:
             # Not a traceback: the operator needs to know the database is the problem.
             raise CommandError(_unreachable(", ".join(aliases), exc)) from None
@@ -270,7 +309,9 @@ class Command(BaseCommand):
             )
             if entry.get("by"):
                 head += f" by {entry['by']}"
-            said = ": ".join(str(entry[k]) for k in ("type", "message") if entry.get(k))
+            said = ": ".join(
+                render.cell_text(entry[k]) for k in ("type", "message") if entry.get(k)
+            )
             self.stdout.write(f"- {head}: {said}" if said else f"- {head}")
             tail = (entry.get("traceback") or "").rstrip()
             if tail:
@@ -438,7 +479,8 @@ class Command(BaseCommand):
     def _prune(self, rest: list[str]) -> None:
         command = load_command_class("jobqueue", "prunejobs")
         if getattr(self, "_called_from_command_line", False):
-            command.run_from_argv([sys.argv[0], "prunejobs", *rest])
+            # "usage: manage.py jobqueue prune", not prunejobs: the words the operator typed.
+            command.run_from_argv([sys.argv[0], "jobqueue prune", *rest])
         else:
             call_command(command, *rest, stdout=self.stdout._out, stderr=self.stderr._out)
 

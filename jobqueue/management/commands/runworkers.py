@@ -21,6 +21,7 @@ from django.db.migrations.recorder import MigrationRecorder
 from jobqueue.checks import CHECK_TAG
 from jobqueue.cron.scheduler import Scheduler
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.logging import PlainFormatter
 from jobqueue.maintenance.pruning import Pruner
 from jobqueue.maintenance.relay import OutboxRelay
 from jobqueue.maintenance.services import DepthSampler
@@ -369,6 +370,6 @@ class Command(BaseCommand):
         if log.handlers or logging.getLogger().handlers:
             return
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(PlainFormatter())
         log.addHandler(handler)
         log.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
