@@ -82,14 +82,14 @@ def test_output_cut_short_by_a_closed_pipe_ends_without_a_traceback():
 
 
 def test_prune_help_names_the_command_typed():
-    done = cli("prune", "--help")
+    done = cli("prune", "--help", in_process=False)  # argparse prints help to sys.stdout
     assert done.returncode == 0
     assert "jobqueue prune [-h]" in done.stdout
     assert "prunejobs [-h]" not in done.stdout
 
 
 def test_pause_help_says_nothing_about_job_ids():
-    done = cli("pause", "--help")
+    done = cli("pause", "--help", in_process=False)
     assert done.returncode == 0
     assert "job ids" not in done.stdout
     assert "every database the queue" in done.stdout
