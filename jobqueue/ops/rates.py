@@ -19,14 +19,18 @@ One aggregate over a range of the rollup's key per read (``jobqueue/ops/rollup.p
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+
+from django.db import DatabaseError, transaction
 
 from jobqueue.models import GaugeSnapshot
 from jobqueue.models.metrics import BUCKETS, HISTOGRAMS, bucket_columns
 from jobqueue.ops.queues import OTHER_QUEUES_LABEL, top_queues
 from jobqueue.ops.rollup import COUNTS, HISTOGRAM_COLUMNS, minute_of, window_totals
+from jobqueue.store.failures import classify
 
 __all__ = [
     "CHECKPOINT",
@@ -90,6 +94,20 @@ def _add(into: dict[str, dict[str, float]], rows: list[dict[str, Any]]) -> None:
             mine[column] = mine.get(column, 0.0) + float(row.get(column) or 0)
 
 
+def _write(using: str, write: Callable[[], object]) -> None:
+    """Run one write of the checkpoint; on a read-only database, leave it for a later reading.
+
+    The totals of this reading are right either way (they are computed, then kept); a database
+    that turned read-only (a failover) must still be scraped, and its gauge say so (issue 32).
+    """
+    try:
+        with transaction.atomic(using=using):
+            write()
+    except DatabaseError as exc:
+        if classify(exc, using).kind != "read_only":
+            raise
+
+
 def totals(now: datetime, using: str = "default") -> list[dict[str, Any]]:
     """Return the running totals per (queue, type), folding settled minutes into the checkpoint.
 
@@ -107,8 +125,11 @@ def totals(now: datetime, using: str = "default") -> list[dict[str, Any]]:
     base: dict[str, dict[str, float]] = {}
     since = current - timedelta(minutes=WINDOW_MINUTES)
     if found is None:
-        GaugeSnapshot.objects.using(using).bulk_create(
-            [GaugeSnapshot(name=CHECKPOINT)], ignore_conflicts=True
+        _write(
+            using,
+            lambda: GaugeSnapshot.objects.using(using).bulk_create(
+                [GaugeSnapshot(name=CHECKPOINT)], ignore_conflicts=True
+            ),
         )
         held_since = None
     else:
@@ -125,7 +146,8 @@ def totals(now: datetime, using: str = "default") -> list[dict[str, Any]]:
             if held_since is not None
             else rows.filter(computed_at__isnull=True)
         )
-        guard.update(body=json.dumps(base, separators=(",", ":")), computed_at=settle)
+        body_json = json.dumps(base, separators=(",", ":"))
+        _write(using, lambda: guard.update(body=body_json, computed_at=settle))
         since = settle
     running = {key: dict(values) for key, values in base.items()}
     _add(running, window_totals(since, current + timedelta(minutes=1), using))
