@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import pytest
 
@@ -23,7 +23,7 @@ JOB = NewJob(
     queue="q",
     type="t",
     payload_json='{"a": 1}',
-    run_at=datetime(2026, 1, 1, tzinfo=UTC),
+    run_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
     dedupe_key="d",
     ordering_key="o",
     concurrency_key="c",
