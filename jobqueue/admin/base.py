@@ -18,8 +18,10 @@ from jobqueue.admin import actions as bulk
 from jobqueue.admin.batches import batch_url
 from jobqueue.admin.databases import DatabaseChangeList, QueueDatabaseMixin, with_db
 from jobqueue.admin.display import (
+    breakable,
     compact_time,
     error_history_table,
+    format_time,
     json_block,
     short_error,
     state_badge,
@@ -27,6 +29,7 @@ from jobqueue.admin.display import (
 from jobqueue.admin.family import FamilyMixin
 from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.admin.paginator import EstimatedCountPaginator
+from jobqueue.admin.timeline import timeline_table
 from jobqueue.masking import mask, safe_text, secrets_of
 from jobqueue.models import Job
 from jobqueue.ops.jobs import progress_text
@@ -41,24 +44,26 @@ DETAIL_FIELDSETS: FieldsetSpec = (
         {
             "fields": (
                 ("id", "state_label"),
+                "timeline",
                 ("type", "queue"),
                 ("tenant_id", "priority"),
                 ("attempts_label", "timeout_s"),
                 ("dedupe_key", "ordering_key"),
                 ("concurrency_key", "concurrency_limit"),
-                ("reason_label", "cancel_requested_at"),
+                ("reason_label", "cancel_requested_label"),
                 ("parents_label", "children_label"),
                 "batch_link",
             )
         },
     ),
     ("Payload", {"fields": ("payload_block",)}),
-    ("Progress", {"fields": (("progress_label", "checkpoint_at"), "checkpoint_block")}),
+    ("Progress", {"fields": (("progress_label", "checkpoint_at_label"), "checkpoint_block")}),
     ("Error history", {"fields": ("error_history",)}),
-    ("Lease", {"fields": (("leased_by", "lease_until"), "lease_token")}),
+    ("Lease", {"fields": (("leased_by", "lease_until_label"), "lease_token")}),
     ("Result", {"fields": ("result_block",)}),
-    ("Timestamps", {"fields": (("created_at", "run_at"), ("started_at", "finished_at"))}),
 )
+#: Detail fields shown even when empty: what identifies a job and where it stands.
+ALWAYS_SHOWN = frozenset({"id", "state_label", "timeline", "type", "queue", "attempts_label"})
 
 
 class JobChangeList(DatabaseChangeList):
@@ -111,23 +116,21 @@ class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.Model
         "concurrency_key",
         "concurrency_limit",
         "reason_label",
-        "cancel_requested_at",
+        "cancel_requested_label",
         "parents_label",
         "children_label",
         "batch_link",
         "payload_block",
         "progress_label",
-        "checkpoint_at",
+        "checkpoint_at_label",
         "checkpoint_block",
         "error_history",
         "leased_by",
-        "lease_until",
+        "lease_until_label",
         "lease_token",
         "result_block",
-        "created_at",
-        "run_at",
-        "started_at",
-        "finished_at",
+        "timeline",
+        "type_name",
     )
     actions: tuple[str, ...] = ("cancel_jobs", "retry_jobs", "run_jobs_now")
 
@@ -196,6 +199,11 @@ class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.Model
         elif job.state == JobState.LEASED and job.cancel_requested_at:
             label = "leased (cancel requested)"
         return state_badge(job.state, label)
+
+    @admin.display(description="job type", ordering="type")
+    def type_name(self, job: Job) -> str:
+        """Show the job type, wrapping after its dots and underscores only."""
+        return breakable(job.type)
 
     @admin.display(description="attempts")
     def attempts_label(self, job: Job) -> str:
@@ -284,10 +292,62 @@ class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.Model
             return "-"
         return json_block(job.checkpoint)
 
+    @admin.display(description="lease until")
+    def lease_until_label(self, job: Job) -> str:
+        """Show when the lease runs out (database clock), to the second with its zone."""
+        return format_time(job.lease_until) if job.lease_until else ""
+
+    @admin.display(description="cancel requested at")
+    def cancel_requested_label(self, job: Job) -> str:
+        """Show when a running job was asked to cancel."""
+        return format_time(job.cancel_requested_at) if job.cancel_requested_at else ""
+
+    @admin.display(description="checkpoint at")
+    def checkpoint_at_label(self, job: Job) -> str:
+        """Show when the handler last saved a checkpoint."""
+        return format_time(job.checkpoint_at) if job.checkpoint_at else ""
+
+    @admin.display(description="timeline")
+    def timeline(self, job: Job) -> str:
+        """Show the job's life in order, each moment with its time and the time since the last.
+
+        Enqueued, every recorded failure (its attempt, kind and error), the last run's start,
+        the end (or the next due time), and the durations: waited, last run, total
+        (:func:`jobqueue.admin.timeline.timeline_table`).
+        """
+        return timeline_table(job, secrets_of(job.payload, job.result))
+
     @admin.display(description="errors")
     def error_history(self, job: Job) -> str:
         """Show every history entry: attempt, time, worker, exception, message, traceback."""
         return error_history_table(job.errors, secrets_of(job.payload, job.result))
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        """Return the detail's fieldsets without the fields that are empty for this job.
+
+        A job page listed ~30 fields, most of them ``-`` (no dedupe key, no batch, no lease, no
+        result): a field with no value is left out, and a section with none left goes too. The
+        fields of :data:`ALWAYS_SHOWN` stay.
+        """
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None:
+            return fieldsets
+        kept = []
+        for title, options in fieldsets:
+            rows = []
+            for row in options["fields"]:
+                names = row if isinstance(row, (list, tuple)) else (row,)
+                shown = tuple(n for n in names if n in ALWAYS_SHOWN or self._has_value(obj, n))
+                if shown:
+                    rows.append(shown if len(shown) > 1 else shown[0])
+            if rows:
+                kept.append((title, {**options, "fields": tuple(rows)}))
+        return kept
+
+    def _has_value(self, job: Job, name: str) -> bool:
+        method = getattr(self, name, None)
+        value = method(job) if callable(method) else getattr(job, name, None)
+        return value not in (None, "", "-", [], {})
 
     # -- extra views -----------------------------------------------------------------------
 

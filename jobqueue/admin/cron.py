@@ -19,10 +19,11 @@ from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone as django_timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
 from jobqueue.admin.databases import QueueDatabaseMixin, with_db
-from jobqueue.admin.display import json_block
+from jobqueue.admin.display import format_time, json_block
 from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.cron import entries as cron
 from jobqueue.cron.firing import run_now
@@ -30,7 +31,7 @@ from jobqueue.errors import InvalidCronExpression, InvalidJobOption, InvalidPayl
 from jobqueue.masking import mask, unmask
 from jobqueue.models import CronEntry, CronFire, CronSource, Job
 from jobqueue.routing import queue_alias
-from jobqueue.settings.crontab import Schedule, has_seconds, zone
+from jobqueue.settings.crontab import Schedule, zone
 
 #: Fire records shown on an entry's change page.
 RECENT_FIRES = 20
@@ -40,23 +41,20 @@ UPCOMING = 5
 FIRE_COLUMNS = ("fire time", "kind", "job", "job state", "fired at", "by")
 
 
-def local(value: datetime | None, timezone: str, *, seconds: bool = False) -> str:
-    """Format an instant in ``timezone`` with its abbreviation: ``2027-03-28 03:00 CEST``.
+def local(value: datetime | None, timezone: str) -> SafeString:
+    """Format an instant in ``timezone`` with :func:`~jobqueue.admin.display.format_time`.
+
+    ``2027-03-28 03:00:00 CEST``: the entry's own zone, resolved here.
 
     Args:
         value: an aware instant, or None (shown as ``-``).
-        timezone: an IANA zone name (an unknown one leaves the instant as it is).
-        seconds: always show the seconds (an entry whose schedule has a seconds field,
-            :func:`jobqueue.settings.crontab.has_seconds`); otherwise only when they are not zero.
+        timezone: an IANA zone name (an unknown one shows the instant in the current zone).
     """
-    if value is None:
-        return "-"
     try:
-        moment = value.astimezone(zone(timezone))
+        tz = zone(timezone)
     except ValueError:
-        moment = value
-    shown = ":%S" if seconds or moment.second or moment.microsecond else ""
-    return moment.strftime(f"%Y-%m-%d %H:%M{shown} %Z")
+        tz = None
+    return format_time(value, zone=tz)
 
 
 #: The fields a person edits: the name and the fields every writer of an entry sets (the rest is
@@ -222,7 +220,7 @@ class CronEntryAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
         return format_html_join(
             "",
             "<div class='jobqueue-fire-time'>{}</div>",
-            ((local(t, obj.timezone, seconds=has_seconds(obj.cron_expr)),) for t in times),
+            ((local(t, obj.timezone),) for t in times),
         )
 
     @admin.display(description="payload")
@@ -233,7 +231,7 @@ class CronEntryAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
     @admin.display(description="last fired", ordering="last_fired_at")
     def last_fired(self, obj: CronEntry) -> str:
         """Return the latest fire time that enqueued a job, in the entry's zone."""
-        return local(obj.last_fired_at, obj.timezone, seconds=has_seconds(obj.cron_expr))
+        return local(obj.last_fired_at, obj.timezone)
 
     @admin.display(description="recent fires")
     def recent_fires(self, obj: CronEntry) -> str:
@@ -252,7 +250,7 @@ class CronEntryAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
         )
         rows = (
             (
-                local(f.fire_time, obj.timezone, seconds=has_seconds(obj.cron_expr)),
+                local(f.fire_time, obj.timezone),
                 "run now" if f.manual else "scheduled",
                 self._job_link(f.job_id, obj._state.db or "default"),
                 states.get(f.job_id, "pruned") if f.job_id else "-",

@@ -35,7 +35,7 @@ from django.utils.http import urlencode
 from jobqueue.admin.charts import DEFAULT_SPAN, charts
 from jobqueue.admin.cron import local
 from jobqueue.admin.databases import DB_PARAM, selected_alias, with_db
-from jobqueue.admin.display import escaped_page
+from jobqueue.admin.display import breakable, escaped_page, format_time
 from jobqueue.admin.filters import known_queues
 from jobqueue.admin.paginator import EXACT_COUNT_BELOW, planner_rows
 from jobqueue.errors import InvalidJobOption
@@ -45,7 +45,6 @@ from jobqueue.ops import queues as queue_ops
 from jobqueue.ops.clock import db_now, humanize_seconds
 from jobqueue.ops.queues import concurrency_rows, rate_limit_rows, served_queues, top_queues
 from jobqueue.routing import all_queue_aliases
-from jobqueue.settings.crontab import has_seconds
 from jobqueue.states import CLAIMABLE, JobState
 
 #: Seconds between the page's automatic reloads (``?refresh=0`` turns it off).
@@ -133,14 +132,19 @@ class CronRow:
     url: str | None = None
 
     @property
+    def job_type_label(self) -> str:
+        """Return the job type, wrapping at its dots only."""
+        return breakable(self.job_type)
+
+    @property
     def next_fire(self) -> str:
-        """Return the next fire time in the entry's zone, to the second if it fires on seconds."""
-        return local(self.next_fire_at, self.timezone, seconds=has_seconds(self.cron_expr))
+        """Return the next fire time in the entry's zone (:func:`.cron.local`)."""
+        return local(self.next_fire_at, self.timezone)
 
     @property
     def last_fired(self) -> str:
         """Return the last fire time like :attr:`next_fire`."""
-        return local(self.last_fired_at, self.timezone, seconds=has_seconds(self.cron_expr))
+        return local(self.last_fired_at, self.timezone)
 
 
 def cron_entries(using: str = "default") -> list[CronRow]:
@@ -179,12 +183,16 @@ def breaker_rows(using: str = "default") -> list[DependencyBreaker]:
     rows = list(DependencyBreaker.objects.using(using).order_by("name")[:200])
     for row in rows:
         setattr(row, "jq_database", using)  # noqa: B010 (not a model field: mypy)
+        setattr(row, "jq_open_until", format_time(row.open_until))  # noqa: B010
     return sorted(rows, key=lambda b: order.get(b.state, 3))
 
 
 def budget_rows(using: str = "default") -> list[RetryBudget]:
     """Return the retry buckets, emptiest first (negative: retries are being delayed)."""
-    return list(RetryBudget.objects.using(using).order_by("tokens", "queue")[:200])
+    rows = list(RetryBudget.objects.using(using).order_by("tokens", "queue")[:200])
+    for row in rows:
+        setattr(row, "jq_updated_at", format_time(row.updated_at))  # noqa: B010 (mypy)
+    return rows
 
 
 def queue_stats(
@@ -293,7 +301,10 @@ def merged_dead_letters(lists: Iterable[list[Mapping[str, Any]]]) -> list[Mappin
 
 def workers(using: str = "default") -> list[Worker]:
     """Return every worker row, with ``is_alive`` to tell the running from the vanished."""
-    return list(Worker.objects.using(using).with_clock().order_by("host", "pid"))
+    rows = list(Worker.objects.using(using).with_clock().order_by("host", "pid"))
+    for row in rows:
+        setattr(row, "jq_started_at", format_time(row.started_at))  # noqa: B010 (mypy)
+    return rows
 
 
 def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
@@ -329,6 +340,8 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         worker_rows += rows
     served = served_queues([w for w in worker_rows if w.is_alive], [s.name for s in queues])
     pauses = [p for alias in aliases for p in Pause.objects.using(alias).order_by("kind", "name")]
+    for p in pauses:
+        setattr(p, "jq_paused_at", format_time(p.paused_at))  # noqa: B010 (mypy)
     paused_queues = {p.name: p for p in pauses if p.kind == "queue"}
     for stats in queues:
         stats.paused = paused_queues.get(stats.name)
@@ -368,7 +381,9 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "search_param": SEARCH_PARAM,
         "summarised": many,
         "totals": totals,
-        "dead_by_type": dead[:DEAD_BY_TYPE_ROWS],
+        "dead_by_type": [
+            {**r, "type_label": breakable(r["type"])} for r in dead[:DEAD_BY_TYPE_ROWS]
+        ],
         "dead_by_type_more": max(len(dead) - DEAD_BY_TYPE_ROWS, 0),
         "workers": worker_rows,
         "alive_workers": sum(1 for w in worker_rows if w.is_alive),
@@ -386,6 +401,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "chart_databases": chart_selector(aliases, chart_alias, request),
         "refresh_seconds": refresh,
         "generated_at": now,
+        "generated_at_label": format_time(now),
         "elapsed_ms": (time.perf_counter() - started) * 1000,
     }
     request.current_app = modeladmin.admin_site.name

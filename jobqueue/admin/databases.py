@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, QueryDict
 from django.utils.http import urlencode
 
-from jobqueue.admin.display import escaped_page
+from jobqueue.admin.display import escaped_page, zone_name
 from jobqueue.routing import all_queue_aliases
 
 __all__ = [
@@ -113,6 +113,8 @@ class QueueDatabaseMixin:
         extra_context = {
             **(extra_context or {}),
             "jobqueue_databases": selector(selected_alias(request)),
+            # The lists' times are compact (display.format_time): the zone is named once.
+            "jobqueue_zone": zone_name(),
         }
         return escaped_page(super().changelist_view(request, extra_context))  # type: ignore[misc]
 

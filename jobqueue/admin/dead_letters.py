@@ -32,7 +32,7 @@ class DeadLetterAdmin(JobAdminBase):
 
     list_display = (
         "id",
-        "type",
+        "type_name",
         "queue",
         "reason_label",
         "last_error_short",
@@ -40,7 +40,7 @@ class DeadLetterAdmin(JobAdminBase):
         "dead_at",
         "tenant_id",
     )
-    list_display_links = ("id", "type")
+    list_display_links = ("id", "type_name")
     list_filter = (
         DeadReasonFilter,
         DeadLetterQueueFilter,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, tzinfo
 from datetime import timezone as dt_timezone
 from typing import Any
 
@@ -12,7 +13,7 @@ from django.template.response import SimpleTemplateResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from jobqueue.masking import escape_control, escape_page, mask, safe_text
 
@@ -114,40 +115,108 @@ def state_badge(state: str, label: str | None = None) -> SafeString:
     )
 
 
-def compact_time(value: datetime | None) -> str:
-    """Return an aware datetime compactly for a list column, in the current time zone, or "-".
+#: The one format of an instant in the admin: to the second, with the zone's abbreviation.
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S %Z"
+#: The same within the current year, for list columns: the list names the zone once above the
+#: table (:func:`zone_name`), each cell's tooltip has the full form.
+COMPACT_TIME_FORMAT = "%b %d %H:%M:%S"
 
-    ``Dec 01 14:05:09`` within the current year, ``2025-12-01 14:05:09`` before: a list column
-    of three times must fit beside the others at 1,400 px. The full time with its zone is the
-    tooltip (``<time title>``).
+
+def format_time(
+    value: datetime | None, *, zone: tzinfo | None = None, compact: bool = False
+) -> SafeString:
+    """Return an instant as the admin shows it everywhere: ``2026-12-06 07:53:33 UTC``.
+
+    The one formatting function of the admin's times (lists, job pages, cron entries, the
+    dashboard), so a duration can be read off any two of them: seconds always, the zone's
+    abbreviation always, in a ``<time>`` element whose ``datetime`` is the ISO instant and whose
+    tooltip is the full form.
+
+    Args:
+        value: an aware instant, or None (shown as ``-``).
+        zone: the zone to show it in (a cron entry's own); default Django's current time zone.
+        compact: for a list column: ``Dec 06 07:53:33`` within the current year (the list
+            names the zone above the table, :func:`zone_name`).
+
+    Returns:
+        Safe HTML.
     """
     if value is None:
-        return "-"
-    moment = timezone.localtime(value)
-    same_year = moment.year == timezone.localtime().year
-    shown = moment.strftime("%b %d %H:%M:%S" if same_year else "%Y-%m-%d %H:%M:%S")
-    full = moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+        return format_html("{}", "-")
+    moment = value.astimezone(zone) if zone is not None else timezone.localtime(value)
+    full = moment.strftime(TIME_FORMAT)
+    shown = full
+    if compact and moment.year == timezone.localtime().year:
+        shown = moment.strftime(COMPACT_TIME_FORMAT)
     return format_html('<time datetime="{}" title="{}">{}</time>', value.isoformat(), full, shown)
 
 
-def history_time(value: Any) -> SafeString:
-    """Return an error-history entry's ``at`` (ISO 8601 text) to the second in the current zone.
+def zone_name() -> str:
+    """Return the current time zone as lists name it above their times: ``UTC``, ``CET``."""
+    return timezone.localtime().strftime("%Z") or str(timezone.get_current_timezone())
 
-    ``2026-01-31 14:05:09 UTC``, the stored text in the tooltip; text that is not an ISO time
-    (an entry written by hand) is shown as it is.
+
+def compact_time(value: datetime | None) -> SafeString:
+    """Return :func:`format_time` for a list column (``compact=True``)."""
+    return format_time(value, compact=True)
+
+
+def duration_text(seconds: float | None) -> str:
+    """Return a duration for comparing runs: ``"340 ms"``, ``"4.25 s"``, ``"2 min 5 s"``.
+
+    Args:
+        seconds: a duration in seconds, or None (shown as ``-``); a negative one (two clocks'
+            times subtracted) is shown as it is, with its sign.
     """
-    text = str(value or "")
+    if seconds is None:
+        return "-"
+    sign, seconds = ("-" if seconds < 0 else ""), abs(seconds)
+    if seconds < 1:
+        return f"{sign}{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{sign}{seconds:.2f} s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{sign}{whole // 60} min {whole % 60} s"
+    if whole < 86400:
+        return f"{sign}{whole // 3600} h {whole % 3600 // 60} min"
+    return f"{sign}{whole // 86400} d {whole % 86400 // 3600} h"
+
+
+def breakable(name: str) -> SafeString:
+    """Return a dotted name (a job type, a queue) that may wrap after a dot or underscore only.
+
+    ``shop.jobs.charge_card`` wraps as ``shop.jobs.`` / ``charge_card`` in a narrow column,
+    never inside a word (``charg e_card``): a ``<wbr>`` after each ``.``, ``_``, ``-`` and
+    ``:``, with the column's CSS breaking nowhere else.
+    """
+    parts = re.split(r"(?<=[._:-])", escape_control(str(name), one_line=True))
+    return format_html_join(mark_safe("<wbr>"), "{}", ((part,) for part in parts if part))
+
+
+def parse_history_time(value: Any) -> datetime | None:
+    """Return an error-history entry's ``at`` (ISO 8601 text) as an aware instant, or None."""
     try:
         # Django's parser, not datetime.fromisoformat: before Python 3.11 that refuses the 1-5
         # fractional digits PostgreSQL writes (``05:55:00.12345+00:00``).
-        moment = parse_datetime(text)
+        moment = parse_datetime(str(value or ""))
     except ValueError:
-        moment = None
+        return None
+    if moment is not None and timezone.is_naive(moment):
+        moment = timezone.make_aware(moment, UTC)
+    return moment
+
+
+def history_time(value: Any) -> SafeString:
+    """Return an error-history entry's ``at`` with :func:`format_time`, the stored text as tooltip.
+
+    Text that is not an ISO time (an entry written by hand) is shown as it is.
+    """
+    text = str(value or "")
+    moment = parse_history_time(text)
     if moment is None:
         return format_html("{}", text)
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment, UTC)
-    shown = timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z")
+    shown = timezone.localtime(moment).strftime(TIME_FORMAT)
     return format_html('<time datetime="{}" title="{}">{}</time>', text, text, shown)
 
 

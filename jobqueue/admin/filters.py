@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from django.db.models.functions import Now
 
 from jobqueue.admin.databases import selected_alias
+from jobqueue.admin.display import breakable
 from jobqueue.models import Job, Worker
 from jobqueue.registry import registry
 from jobqueue.settings.conf import get_settings
@@ -144,6 +145,10 @@ class JobTypeFilter(_ChoicesWithCurrent):
     def choices_from(self, request: Any) -> list[str]:
         """Return the registered job types."""
         return known_job_types(selected_alias(request))
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, Any]]:
+        """Return the types, each shown wrapping after its dots only (:func:`.breakable`)."""
+        return [(value, breakable(value)) for value, _ in super().lookups(request, model_admin)]
 
 
 class DeadLetterQueueFilter(QueueFilter):

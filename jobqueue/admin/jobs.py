@@ -25,18 +25,17 @@ class JobAdmin(JobAdminBase):
 
     list_display = (
         "id",
-        "type",
+        "type_name",
         "queue",
         "state_label",
         "tenant_id",
         "priority",
         "attempts_label",
         "run_at_short",
-        "created_short",
         "finished_short",
         "last_error_short",
     )
-    list_display_links = ("id", "type")
+    list_display_links = ("id", "type_name")
     list_filter = (
         StateFilter,
         QueueFilter,

@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from jobqueue.admin.databases import QueueDatabaseMixin
+from jobqueue.admin.display import compact_time
 from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.models import Worker
 from jobqueue.models.workers import WorkerQuerySet
@@ -30,8 +31,8 @@ class WorkerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
         "concurrency",
         "running_jobs",
         "reported_status",
-        "started_at",
-        "last_seen_at",
+        "started_label",
+        "last_seen_label",
         "alive",
         "listener",
     )
@@ -56,6 +57,16 @@ class WorkerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
     def reported_status(self, worker: Worker) -> str:
         """Show :attr:`Worker.reported_status`."""
         return worker.reported_status
+
+    @admin.display(description="started", ordering="started_at")
+    def started_label(self, worker: Worker) -> str:
+        """Show when the process started, to the second."""
+        return compact_time(worker.started_at)
+
+    @admin.display(description="last seen", ordering="last_seen_at")
+    def last_seen_label(self, worker: Worker) -> str:
+        """Show its last heartbeat (database clock), to the second."""
+        return compact_time(worker.last_seen_at)
 
     @admin.display(description="alive", boolean=True)
     def alive(self, worker: Worker) -> bool:

@@ -73,10 +73,10 @@ def test_list_shows_schedule_zone_next_five_fire_times_in_the_entry_zone_and_las
     assert "Europe/Berlin" in page
     # The spring-forward day shows 03:00 CEST: the first instant after the gap.
     assert (
-        "2027-03-27 02:30 CET 2027-03-28 03:00 CEST 2027-03-29 02:30 CEST "
-        "2027-03-30 02:30 CEST 2027-03-31 02:30 CEST"
+        "2027-03-27 02:30:00 CET 2027-03-28 03:00:00 CEST 2027-03-29 02:30:00 CEST "
+        "2027-03-30 02:30:00 CEST 2027-03-31 02:30:00 CEST"
     ) in page
-    assert "2027-03-26 02:30 CET" in page  # last fired, in the entry's zone
+    assert "2027-03-26 02:30:00 CET" in page  # last fired, in the entry's zone
     assert "disabled" in page
     for column in ("schedule", "time zone", "next 5 fire times", "last fired", "enabled"):
         assert column in page.lower()
@@ -246,11 +246,12 @@ def test_change_page_lists_recent_fires_with_their_jobs_states(admin_client):
     ]
     assert len(rows) == 4
     assert rows[0].startswith("20") and f"run now #{manual} ready" in rows[0]
-    assert rows[1].startswith("2020-01-01 04:00 CET scheduled") and f"#{fired[2]} ready" in rows[1]
-    assert (
-        rows[2].startswith("2020-01-01 03:00 CET scheduled") and f"#{fired[1]} succeeded" in rows[2]
-    )
-    assert rows[3].startswith("2020-01-01 02:00 CET scheduled") and f"#{fired[0]} pruned" in rows[3]
+    assert rows[1].startswith("2020-01-01 04:00:00 CET scheduled")
+    assert f"#{fired[2]} ready" in rows[1]
+    assert rows[2].startswith("2020-01-01 03:00:00 CET scheduled")
+    assert f"#{fired[1]} succeeded" in rows[2]
+    assert rows[3].startswith("2020-01-01 02:00:00 CET scheduled")
+    assert f"#{fired[0]} pruned" in rows[3]
     assert rows[3].endswith("w1")
 
 

@@ -46,11 +46,11 @@ def test_dashboard_cron_times_are_to_the_second_for_a_seconds_schedule_with_the_
     response = admin_client.get(reverse("admin:jobqueue_dashboard") + "?refresh=0")
     shown = text(response)
     assert berlin.strftime("%Y-%m-%d %H:%M:%S %Z") in shown, shown
-    # A minute schedule stays to the minute, and says its zone too.
+    # A minute schedule is shown to the second too (every admin time is), with its zone.
     nightly = CronEntry.objects.get(name="nightly").next_fire_at.astimezone(
         ZoneInfo("Europe/Berlin")
     )
-    assert nightly.strftime("%Y-%m-%d %H:%M %Z") in shown
+    assert nightly.strftime("%Y-%m-%d %H:%M:00 %Z") in shown
 
 
 def test_cron_list_shows_seconds_for_a_seconds_schedule_even_on_a_whole_minute(admin_client):

@@ -575,7 +575,8 @@ def test_dashboard_counts_lag_throughput_dead_letters_and_workers(admin):
     assert "4 / 9" in emails  # succeeded in the last 5 min / hour
     reports = re.search(r'<tr data-queue="reports">(.*?)</tr>', page)[1]
     assert "2 / 2" in reports  # dead in the last 5 min / hour
-    assert 'shop.jobs.report</a></td><td>reports</td><td class="jq-num">2' in page
+    # The type wraps after its dots only (a <wbr> after each).
+    assert 'shop.<wbr>jobs.<wbr>report</a></td><td>reports</td><td class="jq-num">2' in page
     assert "Workers (1 alive of 2)" in page
     assert "web-1" in page and "web-2" in page
     assert "No cron entries." in page
