@@ -204,7 +204,8 @@ def svg_chart(
 def charts(span: str, now: datetime | None = None, using: str = "default") -> dict[str, object]:
     """Return the template context of the charts for ``span`` (``"1h"`` or ``"24h"``).
 
-    An unknown span falls back to the last hour. Keys: ``span``, ``spans`` (key, label),
+    An unknown span falls back to the last hour. Keys: ``span``, ``span_label``, ``spans``
+    (key, label),
     ``charts`` (:class:`Chart` in page order) and ``using`` (the database alias they read).
     """
     if span not in SPANS:
@@ -254,6 +255,7 @@ def charts(span: str, now: datetime | None = None, using: str = "default") -> di
     ]
     return {
         "span": span,
+        "span_label": label,
         "spans": [(key, value[0]) for key, value in SPANS.items()],
         "charts": drawn,
         "using": using,

@@ -32,10 +32,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from jobqueue.admin.charts import DEFAULT_SPAN, charts
+from jobqueue.admin.charts import DEFAULT_SPAN, SPANS, charts
 from jobqueue.admin.cron import local
 from jobqueue.admin.databases import DB_PARAM, selected_alias, with_db
-from jobqueue.admin.display import breakable, escaped_page, format_time
+from jobqueue.admin.display import breakable, duration_text, escaped_page, format_time
 from jobqueue.admin.filters import known_queues
 from jobqueue.admin.paginator import EXACT_COUNT_BELOW, planner_rows
 from jobqueue.errors import InvalidJobOption
@@ -44,6 +44,7 @@ from jobqueue.models import CronEntry, DependencyBreaker, Job, Pause, RetryBudge
 from jobqueue.ops import queues as queue_ops
 from jobqueue.ops.clock import db_now, humanize_seconds
 from jobqueue.ops.queues import concurrency_rows, rate_limit_rows, served_queues, top_queues
+from jobqueue.ops.rollup import type_table
 from jobqueue.routing import all_queue_aliases
 from jobqueue.states import CLAIMABLE, JobState
 
@@ -56,6 +57,8 @@ REFRESH_MANY_QUEUES_SECONDS = 60
 SEARCH_PARAM = "q"
 #: Most rows in "dead letters by type".
 DEAD_BY_TYPE_ROWS = 50
+#: Most rows of the per-type table (the most failures, then the most runs, first).
+TYPE_ROWS = 50
 #: Concurrency keys shown: the ones running the most (the metrics show as many).
 CONCURRENCY_ROWS = 20
 STATES = [state.value for state in JobState]
@@ -370,6 +373,7 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
     period = REFRESH_MANY_QUEUES_SECONDS if len(by_name) > queue_ops.TOP_QUEUES else REFRESH_SECONDS
     refresh = period if request.GET.get("refresh") != "0" else 0
     user = request.user
+    drawn = charts(request.GET.get("span", DEFAULT_SPAN), using=chart_alias)
     context = {
         **modeladmin.admin_site.each_context(request),
         "title": "Queue dashboard",
@@ -397,7 +401,8 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "can_pause": user.has_perm("jobqueue.add_pause"),
         "can_resume": user.has_perm("jobqueue.delete_pause"),
         "databases": list(per_database.values()) if len(aliases) > 1 else [],
-        "charts": charts(request.GET.get("span", DEFAULT_SPAN), using=chart_alias),
+        "charts": drawn,
+        "type_rows": type_rows(now, str(drawn["span"]), chart_alias),
         "chart_databases": chart_selector(aliases, chart_alias, request),
         "refresh_seconds": refresh,
         "generated_at": now,
@@ -406,6 +411,32 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
     }
     request.current_app = modeladmin.admin_site.name
     return escaped_page(TemplateResponse(request, "admin/jobqueue/dashboard.html", context))
+
+
+def type_rows(now: datetime, span: str, using: str) -> list[dict[str, Any]]:
+    """Return the per-type table's rows over the charts' span (``"1h"`` or ``"24h"``).
+
+    Each row: ``type`` (wrapping at its dots), ``name``, ``runs``, ``failures``, ``dead``,
+    ``failure_pct`` ("12.5%", "-" without runs), ``p50``, ``p95`` and ``mean`` (durations in
+    words, :func:`~jobqueue.admin.display.duration_text`), from the rollup
+    (:func:`jobqueue.ops.rollup.type_table`).
+    """
+    rows = []
+    for r in type_table(now, SPANS[span][1], using)[:TYPE_ROWS]:
+        rows.append(
+            {
+                "name": r.type,
+                "type": breakable(r.type),
+                "runs": r.runs,
+                "failures": r.failures,
+                "dead": r.dead,
+                "failure_pct": "-" if r.failure_rate is None else f"{r.failure_rate:.1%}",
+                "p50": duration_text(r.p50_s),
+                "p95": duration_text(r.p95_s),
+                "mean": duration_text(r.mean_s),
+            }
+        )
+    return rows
 
 
 def chart_selector(

@@ -16,7 +16,9 @@ from django.db.models.functions import Now
 
 from jobqueue.admin.databases import selected_alias
 from jobqueue.admin.display import breakable
+from jobqueue.masking import escape_control
 from jobqueue.models import Job, Worker
+from jobqueue.ops import dead_letters
 from jobqueue.registry import registry
 from jobqueue.settings.conf import get_settings
 from jobqueue.states import CLAIMABLE, DeadReason, JobState
@@ -245,3 +247,63 @@ class ConcurrencyKeyFilter(_TypedFilter):
     title = "concurrency key"
     parameter_name = "concurrency_key"
     field = "concurrency_key"
+
+
+class ErrorGroupFilter(admin.ListFilter):
+    """The dead letters of one error group: ``?error_type=`` and ``?error=`` (its digest).
+
+    ``error`` is :attr:`jobqueue.ops.dead_letters.ErrorGroup.digest`, never the message. The
+    groups table above the dead-letter list links here (:mod:`jobqueue.ops.dead_letters`);
+    the block shows only while it filters, with a link that clears it. The jobs are the newest
+    :data:`~jobqueue.ops.dead_letters.GROUP_IDS_LIMIT` of the group, found by the store.
+    """
+
+    title = "error"
+    template = "admin/jobqueue/error_filter.html"
+    parameters = ("error_type", "error")
+
+    def __init__(self, request: Any, params: dict[str, Any], model: Any, model_admin: Any):
+        super().__init__(request, params, model, model_admin)
+        self.alias = selected_alias(request)
+        for name in self.parameters:
+            if name in params:
+                value = params.pop(name)
+                self.used_parameters[name] = value[-1] if isinstance(value, list) else value
+
+    def active(self) -> bool:
+        """Return whether the query string names a group (its message may be empty)."""
+        return "error" in self.used_parameters or "error_type" in self.used_parameters
+
+    def has_output(self) -> bool:
+        """Always: Django applies only the filters it shows (the template may show nothing)."""
+        return True
+
+    def expected_parameters(self) -> list[str | None]:
+        """Return the two query parameters this filter reads."""
+        return list(self.parameters)
+
+    def queryset(self, request: Any, queryset: QuerySet) -> QuerySet:
+        """Keep the group's jobs (none, when nothing matches)."""
+        if not self.active():
+            return queryset
+        ids = dead_letters.group_ids(
+            str(self.used_parameters.get("error_type", "")),
+            str(self.used_parameters.get("error", "")),
+            self.alias,
+        )
+        return queryset.filter(id__in=ids)
+
+    def choices(self, changelist: Any):
+        """Yield the current group (its message masked) with the link that clears it."""
+        if not self.active():
+            return
+        kind = str(self.used_parameters.get("error_type", ""))
+        group = dead_letters.find_group(
+            kind, str(self.used_parameters.get("error", "")), self.alias
+        )
+        message = "" if group is None else escape_control(group.shown_message, one_line=True)
+        yield {
+            "selected": True,
+            "display": ": ".join(str(part) for part in (kind, message) if part) or "(no error)",
+            "query_string": changelist.get_query_string(remove=list(self.parameters)),
+        }

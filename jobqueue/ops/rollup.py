@@ -19,6 +19,7 @@ from django.db.models import Max, Sum
 
 from jobqueue.models import Rollup
 from jobqueue.models.metrics import BUCKETS, HISTOGRAMS, OUTCOMES, bucket_columns
+from jobqueue.store import get_store
 
 #: Outcome count columns, in the order they are shown.
 COUNTS: tuple[str, ...] = tuple(OUTCOMES.values())
@@ -90,6 +91,64 @@ def quantile(q: float, buckets: Sequence[float], count: float) -> float | None:
             return lower + (le - lower) * ((rank - below) / inside if inside else 1.0)
         below, lower = float(cumulative), le
     return BUCKETS[-1]
+
+
+#: The per-type table's windows: ``?types=`` value -> (label, seconds).
+TYPE_WINDOWS: dict[str, tuple[str, int]] = {
+    "1h": ("last hour", 3600),
+    "24h": ("last 24 hours", 86400),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TypeRow:
+    """One job type's line in the dashboard's per-type table."""
+
+    type: str
+    runs: int
+    failures: int
+    dead: int
+    #: Failed runs / runs, 0..1 (None: no runs).
+    failure_rate: float | None
+    #: Run duration quantiles (seconds) from the summed histogram; None: no timed run.
+    p50_s: float | None
+    p95_s: float | None
+    #: Mean run duration (seconds), the histogram's sum / count.
+    mean_s: float | None
+
+
+def type_table(now: datetime, window_s: int, using: str = "default") -> list[TypeRow]:
+    """Return each job type's runs, failures and p50/p95 run duration over the last ``window_s``.
+
+    Read from the per-minute rollup through the store (``type_totals``): the minutes from
+    ``window_s`` before ``now``'s minute up to and including it. Quantiles are read off the
+    summed run histogram the way Prometheus' ``histogram_quantile`` does (:func:`quantile`),
+    so they are as exact as its buckets (:data:`~jobqueue.models.metrics.BUCKETS`).
+
+    Args:
+        now: the end of the window (aware; the database clock).
+        window_s: seconds, a multiple of 60.
+        using: database alias.
+
+    Returns:
+        Rows, the types with the most failures first, then the most runs, then by name.
+    """
+    end = minute_of(now) + timedelta(minutes=1)
+    rows = []
+    for t in get_store(using).type_totals(end - timedelta(seconds=window_s), end):
+        rows.append(
+            TypeRow(
+                type=t.type,
+                runs=t.runs,
+                failures=t.failures,
+                dead=t.dead,
+                failure_rate=t.failures / t.runs if t.runs else None,
+                p50_s=quantile(0.5, t.run_buckets, t.run_count),
+                p95_s=quantile(0.95, t.run_buckets, t.run_count),
+                mean_s=t.run_sum_s / t.run_count if t.run_count else None,
+            )
+        )
+    return sorted(rows, key=lambda r: (-r.failures, -r.runs, r.type))
 
 
 @dataclass

@@ -21,6 +21,7 @@ from jobqueue.settings.policies import Breaker, RetryBudgetSettings
 from jobqueue.settings.rates import RateLimits
 from jobqueue.store.interface import (
     COUNT_CAP,
+    DEAD_LETTER_GROUPS,
     ENQUEUE_MANY_CHUNK_BYTES,
     MAX_TENANTS,
     OUTBOX_COUNT_CAP,
@@ -31,6 +32,7 @@ from jobqueue.store.interface import (
     BreakerView,
     ClaimedJob,
     ClaimRequest,
+    DeadLetterGroup,
     Deferral,
     DueEntry,
     ExpiredLease,
@@ -48,6 +50,7 @@ from jobqueue.store.interface import (
     RateLimitRow,
     ReapDecision,
     RunningGauge,
+    TypeTotals,
 )
 from jobqueue.store.plan import ClaimPlan
 
@@ -220,6 +223,15 @@ class ComposedStore:
 
     def dead_gauges(self, cap: int = COUNT_CAP) -> dict[str, int]:
         return self.metrics.dead_gauges(cap)
+
+    def type_totals(self, start: datetime, end: datetime) -> list[TypeTotals]:
+        return self.metrics.type_totals(start, end)
+
+    def dead_letter_groups(self, limit: int = DEAD_LETTER_GROUPS) -> list[DeadLetterGroup]:
+        return self.metrics.dead_letter_groups(limit)
+
+    def dead_letter_ids(self, error_type: str, digest: str, limit: int) -> list[int]:
+        return self.metrics.dead_letter_ids(error_type, digest, limit)
 
     def waiting_gauges(self, cap: int = COUNT_CAP) -> dict[str, int]:
         return self.metrics.waiting_gauges(cap)

@@ -148,6 +148,7 @@ the same plain ORM class, :class:`~jobqueue.store.shared.WorkerRegistry`.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -575,6 +576,65 @@ class RunningGauge:
     #: ``(concurrency key, leased, limit stored on its leased jobs)`` of the keys running the
     #: most, most first (``JOBQUEUE["CONCURRENCY_LIMITS"]`` may override the limit).
     top_keys: list[tuple[str, int, int | None]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TypeTotals:
+    """One job type's recorded runs over a window of the per-minute rollup (all its queues)."""
+
+    type: str
+    succeeded: int
+    #: Failed runs that will run again.
+    retried: int
+    dead: int
+    cancelled: int
+    #: Cumulative ``le`` counts of the run-duration histogram
+    #: (:data:`jobqueue.models.metrics.BUCKETS`), in order.
+    run_buckets: tuple[int, ...]
+    #: Runs timed, and their summed duration (seconds).
+    run_count: int
+    run_sum_s: float
+
+    @property
+    def runs(self) -> int:
+        """Return every recorded run: succeeded, retried, dead and cancelled."""
+        return self.succeeded + self.retried + self.dead + self.cancelled
+
+    @property
+    def failures(self) -> int:
+        """Return the runs that failed: retried or dead."""
+        return self.retried + self.dead
+
+
+#: Most dead-letter groups :meth:`Store.dead_letter_groups` returns by default.
+DEAD_LETTER_GROUPS = 100
+
+
+def message_digest(message: str) -> str:
+    """Return the key a dead-letter group's message is named by in a link: its MD5, hex.
+
+    A message may carry a secret the page masks; a URL (kept in access logs and browser
+    history) names the group by this digest instead. PostgreSQL's ``md5(text)`` gives the
+    same hex digest of the same UTF-8 text, so ``dead_letter_ids.sql`` compares it there.
+    """
+    return hashlib.md5(message.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLetterGroup:
+    """Dead jobs whose last error has the same exception type and message."""
+
+    #: The last history entry's ``type`` ("" when it has none).
+    error_type: str
+    #: The last history entry's ``message``, as stored (unmasked: the caller masks it).
+    message: str
+    count: int
+    #: The first and the last ``finished_at`` of the group (aware).
+    first_seen: datetime
+    last_seen: datetime
+    #: The group's highest job id: a job whose payload and result say which values the
+    #: message may hold that are masked (the same message holds the same values).
+    newest_id: int
 
 
 #: Default cap of the outbox depth gauge: exact up to this, this value past it.
@@ -1032,6 +1092,43 @@ class Store(Protocol):
 
     def running_gauges(self, top: int) -> RunningGauge:
         """Return leased jobs per queue, and of the ``top`` tenants and keys running the most."""
+
+    def type_totals(self, start: datetime, end: datetime) -> list[TypeTotals]:
+        """Return each job type's recorded runs in the rollup minutes ``[start, end)``.
+
+        Sums over queues and shards; the depth samples (type "") are left out. One read of
+        the rollup's key range (``jobqueue_rollup_key`` leads with ``minute``): its cost
+        follows the window's rows, never the jobs table.
+
+        Args:
+            start: the first minute included (aware).
+            end: the first minute excluded (aware).
+
+        Returns:
+            One :class:`TypeTotals` per type with a rollup row in the window, by type name.
+        """
+
+    def dead_letter_groups(self, limit: int = DEAD_LETTER_GROUPS) -> list[DeadLetterGroup]:
+        """Return the dead jobs grouped by their last error's type and message, most first.
+
+        Reads every dead row once (the partial index of finished rows finds them); dead
+        letters are few, and an operator deletes or retries them.
+
+        Args:
+            limit: most groups returned (>= 1); ties are broken by the latest ``last_seen``.
+        """
+
+    def dead_letter_ids(self, error_type: str, digest: str, limit: int) -> list[int]:
+        """Return the ids of dead jobs whose last error is ``error_type`` with this message.
+
+        The newest ``limit`` (>= 1) of them, by id descending: the admin's filter of the
+        dead-letter list by one :class:`DeadLetterGroup`.
+
+        Args:
+            error_type: the last history entry's ``type`` ("" for none).
+            digest: :func:`message_digest` of the last entry's ``message``.
+            limit: most ids returned (>= 1).
+        """
 
     def concurrency_gauges(self, top: int) -> list[tuple[str, int, int | None]]:
         """Return :attr:`RunningGauge.top_keys` alone, in one read (the admin's dashboard).

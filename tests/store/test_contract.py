@@ -26,6 +26,7 @@ from jobqueue.store import NewJob
 from jobqueue.store.interface import Advance, Fire
 from tests.conftest import requires_postgres
 from tests.factories import ack, make_job, nack
+from tests.store.contract_admin_reads import AdminReadsContract
 from tests.store.contract_batches import BatchesContract
 from tests.store.contract_concurrency import LimitsContract
 from tests.store.contract_concurrency_gauges import GaugeContract
@@ -65,6 +66,7 @@ def enqueue(store: Any, job: NewJob) -> int:
 
 
 class StoreContract(
+    AdminReadsContract,
     DependencyContract,
     DeathContract,
     FinishContract,

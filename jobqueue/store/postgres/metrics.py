@@ -7,6 +7,10 @@ and ``count_prunable.sql`` each walk a partial index of ``jobqueue_job`` (see it
 header) and run in one transaction of jobqueue's own with JIT off (``gauges_begin.sql``); the
 others are ``running_gauges.sql``, ``concurrency_gauges.sql`` and ``estimate_prunable.sql``.
 
+The admin's reads: each job type's runs over a window of the rollup (``type_totals.sql``), the
+dead letters grouped by their last error (``dead_letter_groups.sql``) and one group's ids
+(``dead_letter_ids.sql``).
+
 The rollup: the depth sample (``sample_depth.sql``, then ``queue_gauges.sql`` and
 ``record_depth.sql``) and the pruning (``prune_rollups.sql``). The outcome counts are written by
 ``finish_many.sql``.
@@ -19,13 +23,17 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 
+from jobqueue.models.metrics import bucket_columns
 from jobqueue.store import bounded
 from jobqueue.store.interface import (
     COUNT_CAP,
+    DEAD_LETTER_GROUPS,
     MAX_TENANTS,
     PRUNE_ROLLUPS_LIMIT,
+    DeadLetterGroup,
     QueueGauge,
     RunningGauge,
+    TypeTotals,
 )
 from jobqueue.store.postgres.db import PostgresArea
 from jobqueue.store.rows import fetchall
@@ -63,6 +71,44 @@ class PostgresMetrics(PostgresArea):
         params = {"cap": int(cap), "max_pairs": 10_000}
         with self._gauge_transaction(), self.db.execute("dead_gauges", params) as cursor:
             return {r.queue: r.dead for r in fetchall(cursor)}
+
+    def type_totals(self, start: datetime, end: datetime) -> list[TypeTotals]:
+        with self.db.execute("type_totals", {"start": start, "end": end}) as cursor:
+            rows = fetchall(cursor)
+        columns = bucket_columns("run")
+        return [
+            TypeTotals(
+                type=r.type,
+                succeeded=r.succeeded,
+                retried=r.retried,
+                dead=r.dead,
+                cancelled=r.cancelled,
+                run_buckets=tuple(getattr(r, c) for c in columns),
+                run_count=r.run_count,
+                run_sum_s=r.run_sum_s,
+            )
+            for r in rows
+        ]
+
+    def dead_letter_groups(self, limit: int = DEAD_LETTER_GROUPS) -> list[DeadLetterGroup]:
+        with self.db.execute("dead_letter_groups", {"limit": int(limit)}) as cursor:
+            rows = fetchall(cursor)
+        return [
+            DeadLetterGroup(
+                error_type=r.error_type,
+                message=r.message,
+                count=r.n,
+                first_seen=r.first_seen,
+                last_seen=r.last_seen,
+                newest_id=r.newest_id,
+            )
+            for r in rows
+        ]
+
+    def dead_letter_ids(self, error_type: str, digest: str, limit: int) -> list[int]:
+        params = {"error_type": error_type, "digest": digest, "limit": int(limit)}
+        with self.db.execute("dead_letter_ids", params) as cursor:
+            return [r.id for r in fetchall(cursor)]
 
     def waiting_gauges(self, cap: int = COUNT_CAP) -> dict[str, int]:
         params = {"cap": int(cap), "max_queues": 10_000}

@@ -5,6 +5,9 @@
 The gauges are plain grouped counts, capped afterwards to match the PostgreSQL store's answers: a
 SQLite queue is small, and SQLite has no planner estimate to fall back on.
 
+The admin's reads: each type's runs over a window of the rollup, and the dead letters grouped
+by their last error (read row by row: SQLite's JSON paths lack the last element before 3.42).
+
 The rollup: :meth:`~GenericMetrics.roll_up` is called by ``finish_many`` inside its transaction,
 after one read of the batch's rows before they change (:meth:`~GenericMetrics.before`: their
 ``run_at``), then makes one upsert per (queue, type) of the batch, in this process's shard
@@ -14,23 +17,28 @@ after one read of the batch's rows before they change (:meth:`~GenericMetrics.be
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Iterator, Mapping, Set
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, F, Max, Min, Q
+from django.db.models import Count, F, Max, Min, Q, Sum
 from django.utils import timezone
 
 from jobqueue.models import Job, Rollup
-from jobqueue.models.metrics import ROLLUP_SHARDS
+from jobqueue.models.metrics import ROLLUP_SHARDS, bucket_columns
 from jobqueue.states import CLAIMABLE, JobState
 from jobqueue.store.interface import (
     COUNT_CAP,
+    DEAD_LETTER_GROUPS,
     MAX_TENANTS,
     PRUNE_ROLLUPS_LIMIT,
+    DeadLetterGroup,
     Observation,
     QueueGauge,
     RunningGauge,
+    TypeTotals,
+    message_digest,
 )
 from jobqueue.store.shared import depth_samples, tally
 from jobqueue.store.sqlite.db import GenericArea
@@ -74,6 +82,73 @@ class GenericMetrics(GenericArea):
             .order_by("queue")
         )
         return {r["queue"]: min(r["n"], cap) for r in rows}
+
+    def type_totals(self, start: datetime, end: datetime) -> list[TypeTotals]:
+        columns = bucket_columns("run")
+        counts = ("succeeded", "retried", "dead", "cancelled", *columns, "run_count")
+        # Any: django-stubs types values() rows, not the columns annotate(**sums) adds.
+        rows: Any = (
+            Rollup.objects.using(self.alias)
+            .filter(minute__gte=start, minute__lt=end)
+            .exclude(type="")
+            .values("type")
+            .annotate(**{c: Sum(c) for c in (*counts, "run_sum_s")})
+            .order_by("type")
+        )
+        return [
+            TypeTotals(
+                type=r["type"],
+                succeeded=r["succeeded"],
+                retried=r["retried"],
+                dead=r["dead"],
+                cancelled=r["cancelled"],
+                run_buckets=tuple(r[c] for c in columns),
+                run_count=r["run_count"],
+                run_sum_s=float(r["run_sum_s"]),
+            )
+            for r in rows
+        ]
+
+    def _dead_by_last_error(self) -> Iterator[tuple[tuple[str, str], int, Any]]:
+        # SQLite's JSON paths name the last array element only from 3.42 ($[#-1]): read each
+        # dead row's history and take its last entry here (a SQLite queue is small).
+        dead = Job.objects.using(self.alias).filter(state=JobState.DEAD)
+        for pk, errors, finished_at in dead.values_list("pk", "errors", "finished_at").iterator():
+            last = errors[-1] if isinstance(errors, list) and errors else {}
+            last = last if isinstance(last, dict) else {}
+            key = (str(last.get("type") or ""), str(last.get("message") or ""))
+            yield key, pk, finished_at
+
+    def dead_letter_groups(self, limit: int = DEAD_LETTER_GROUPS) -> list[DeadLetterGroup]:
+        groups: dict[tuple[str, str], list[Any]] = {}
+        for key, pk, finished_at in self._dead_by_last_error():
+            group = groups.setdefault(key, [0, finished_at, finished_at, pk])
+            group[0] += 1
+            group[1], group[2] = min(group[1], finished_at), max(group[2], finished_at)
+            group[3] = max(group[3], pk)
+        found = [
+            DeadLetterGroup(
+                error_type=key[0],
+                message=key[1],
+                count=n,
+                first_seen=first,
+                last_seen=last,
+                newest_id=newest,
+            )
+            for key, (n, first, last, newest) in groups.items()
+        ]
+        # The PostgreSQL statement's order: most first, then the latest, then by text.
+        found.sort(key=lambda g: (g.error_type, g.message))
+        found.sort(key=lambda g: (-g.count, -g.last_seen.timestamp()))
+        return found[: int(limit)]
+
+    def dead_letter_ids(self, error_type: str, digest: str, limit: int) -> list[int]:
+        ids = [
+            pk
+            for (kind, message), pk, _ in self._dead_by_last_error()
+            if kind == error_type and message_digest(message) == digest
+        ]
+        return sorted(ids, reverse=True)[: int(limit)]
 
     def waiting_gauges(self, cap: int = COUNT_CAP) -> dict[str, int]:
         rows = (
