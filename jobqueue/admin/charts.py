@@ -6,6 +6,13 @@ all read from the per-minute rollup (:func:`jobqueue.ops.rollup.chart_data`). Ea
 ``<svg role="img">`` with a title, a description, labelled axes with units and a legend; a span
 without rollup rows says "no data yet". Each series is one ``<path>`` whose ``data-series`` and
 ``data-points`` name it and count its points (tests read them).
+
+Readable: the y axis is cut in at most :data:`MAX_Y_TICKS` steps of 1, 2 or 5 times a power of
+ten (0, 5, 10, 15, 20; never 6.25 or 18.75), the series take colours that stay apart for the
+colour-blind too (Okabe and Ito's palette; failed is red and nothing else), the second line of a
+chart is dashed, and each step of the x axis is a hover band (``rect.jq-hover``) whose
+``data-tip`` names its time and every series' value there: ``admin/jobqueue/dashboard.js`` shows
+it beside the pointer, and its ``<title>`` is the browser's own tooltip without JavaScript.
 """
 
 from __future__ import annotations
@@ -27,8 +34,13 @@ SPANS: dict[str, tuple[str, int, int, int]] = {
     "24h": ("last 24 hours", 86400, 900, 4 * 3600),
 }
 DEFAULT_SPAN = "1h"
-#: Series colours, in order (failed is always red).
-PALETTE = ("#2b6cb0", "#2f855a", "#b7791f", "#6b46c1", "#319795", "#d53f8c", "#4a5568", "#9c4221")
+#: Series colours, in order (failed is always red): Okabe and Ito's colour-blind-safe palette,
+#: without its vermillion (too near the failed red) and yellow (unreadable on white).
+PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#6a3d9a", "#4d4d4d", "#8c564b")
+#: Dash patterns by series index: a second line sharing the plot reads apart in grey print too.
+DASHES = ("", "6 3", "2 2", "8 3 2 3")
+#: Most steps on the y axis (a round step: 1, 2 or 5 times a power of ten).
+MAX_Y_TICKS = 5
 #: The failed line's colour, used for nothing else.
 FAILED_RED = "#c53030"
 WIDTH, HEIGHT = 640, 220
@@ -44,15 +56,26 @@ class Chart:
     svg: SafeString
 
 
-def _nice_top(value: float) -> float:
-    """Return a round axis top at or above ``value`` (1, 2, 2.5 or 5 times a power of ten)."""
+def y_ticks(value: float) -> list[float]:
+    """Return the y axis' ticks from 0 to at or above ``value``: round, evenly spaced.
+
+    The step is 1, 2 or 5 times a power of ten, the smallest that needs at most
+    :data:`MAX_Y_TICKS` steps: 23 -> 0, 5, 10, 15, 20, 25; 0.3 -> 0, 0.1, 0.2, 0.3; 0 -> 0, 1.
+
+    Args:
+        value: the largest value drawn (>= 0).
+    """
     if value <= 0:
-        return 1.0
-    power = 10.0 ** math.floor(math.log10(value))
-    for factor in (1, 2, 2.5, 5, 10):
-        if power * factor >= value:
-            return power * factor
-    return power * 10
+        return [0.0, 1.0]
+    step = 0.0
+    power = 10.0 ** math.floor(math.log10(value / MAX_Y_TICKS))
+    for factor in (1, 2, 5, 10):
+        step = power * factor
+        if math.ceil(value / step - 1e-9) <= MAX_Y_TICKS:
+            break
+    count = max(math.ceil(value / step - 1e-9), 1)
+    # round(): 0.1 * 3 is 0.30000000000000004, which would print as such.
+    return [round(step * i, 12) for i in range(count + 1)]
 
 
 def _n(value: float) -> str:
@@ -99,7 +122,8 @@ def svg_chart(
                 TOP + plot_h / 2,
             )
         )
-    top = _nice_top(max(values, default=0.0))
+    ticks = y_ticks(max(values, default=0.0))
+    top = ticks[-1]
 
     def x_of(at: datetime) -> float:
         # A point sits in the middle of its step.
@@ -109,13 +133,12 @@ def svg_chart(
     def y_of(value: float) -> float:
         return TOP + plot_h * (1 - value / top)
 
-    for i in range(5):
-        grid = top * i / 4
+    for grid in ticks:
         y = y_of(grid)
         parts.append(
             format_html(
                 '<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#ddd"/>'
-                '<text x="{}" y="{}" text-anchor="end" font-size="11">{}</text>',
+                '<text x="{}" y="{}" text-anchor="end" font-size="12">{}</text>',
                 LEFT,
                 LEFT + plot_w,
                 _n(y),
@@ -131,7 +154,7 @@ def svg_chart(
         parts.append(
             format_html(
                 '<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#999"/>'
-                '<text x="{}" y="{}" text-anchor="middle" font-size="11">{}</text>',
+                '<text x="{}" y="{}" text-anchor="middle" font-size="12">{}</text>',
                 _n(x),
                 _n(x),
                 TOP + plot_h,
@@ -155,9 +178,11 @@ def svg_chart(
             y_label,
         )
     )
+    parts.extend(hover_bands(series, data, y_label, x_of, TOP, plot_h))
     legend = []
     for index, line in enumerate(series):
         stroke = colour(index, line) if colour else PALETTE[index % len(PALETTE)]
+        dash = DASHES[index % len(DASHES)]
         moves, dots, pen = [], [], "M"
         for at, point in line.points:
             if point is None:
@@ -170,16 +195,17 @@ def svg_chart(
         parts.append(
             format_html(
                 '<path class="jq-series" data-series="{}" data-points="{}" d="{}" fill="none" '
-                'stroke="{}" stroke-width="2"><title>{}</title></path>',
+                'stroke="{}" stroke-width="2" stroke-dasharray="{}"><title>{}</title></path>',
                 line.name,
                 len(moves),
                 " ".join(moves) or "M0,0",
                 stroke,
+                dash or "none",
                 line.name,
             )
         )
         parts.append(format_html_join("", '<circle cx="{}" cy="{}" r="2.5" fill="{}"/>', dots))
-        legend.append((stroke, line.name))
+        legend.append(("dashed" if dash else "solid", stroke, line.name))
     svg = format_html(
         '<svg class="jq-chart-svg" role="img" aria-labelledby="{0}-title {0}-desc" '
         'viewBox="0 0 {1} {2}" width="100%" style="max-width:{1}px">'
@@ -194,11 +220,50 @@ def svg_chart(
         mark_safe("".join(parts)),
         format_html_join(
             "",
-            '<li><span class="jq-swatch" style="background:{}"></span>{}</li>',
+            '<li><span class="jq-swatch" style="border-top: 3px {} {}"></span>{}</li>',
             legend,
         ),
     )
     return Chart(id=chart_id, title=title, svg=svg)
+
+
+def _value(value: float | None) -> str:
+    return "no data" if value is None else f"{value:.3g}"
+
+
+def hover_bands(
+    series: Sequence[Series],
+    data: ChartData,
+    y_label: str,
+    x_of: Callable[[datetime], float],
+    top: float,
+    height: float,
+) -> list[SafeString]:
+    """Return one transparent ``rect.jq-hover`` per step: its time and each series' value.
+
+    ``data-tip`` is ``"14:05:00 UTC · succeeded 12 · failed 1 (jobs per minute)"``; the band
+    covers the step's width of the plot, so the pointer anywhere above a time finds it.
+    """
+    if not series:
+        return []
+    width = (WIDTH - LEFT - RIGHT) * data.step_s / (data.end - data.start).total_seconds()
+    bands = []
+    for i, (at, _) in enumerate(series[0].points):
+        values = " · ".join(f"{line.name} {_value(line.points[i][1])}" for line in series)
+        tip = f"{timezone.localtime(at).strftime('%H:%M:%S %Z')} · {values} ({y_label})"
+        bands.append(
+            format_html(
+                '<rect class="jq-hover" x="{}" y="{}" width="{}" height="{}" fill="transparent" '
+                'data-tip="{}"><title>{}</title></rect>',
+                _n(x_of(at) - width / 2),
+                top,
+                _n(width),
+                height,
+                tip,
+                tip,
+            )
+        )
+    return bands
 
 
 def charts(span: str, now: datetime | None = None, using: str = "default") -> dict[str, object]:

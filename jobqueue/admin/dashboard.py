@@ -48,8 +48,11 @@ from jobqueue.ops.rollup import type_table
 from jobqueue.routing import all_queue_aliases
 from jobqueue.states import CLAIMABLE, JobState
 
-#: Seconds between the page's automatic reloads (``?refresh=0`` turns it off).
+#: Seconds between the page's refreshes of its figures (``?refresh=0`` turns them off): the
+#: page fetches its figures (``?fragment=1``) and swaps them in, without reloading.
 REFRESH_SECONDS = 5
+#: The GET parameter that asks for the figures alone (``_dashboard_live.html``).
+FRAGMENT_PARAM = "fragment"
 #: ... with more queues than the page lists one by one (``ops.queues.TOP_QUEUES``): each reload
 #: reads every queue's counts, so a site with thousands reloads less often (issue 33).
 REFRESH_MANY_QUEUES_SECONDS = 60
@@ -311,7 +314,11 @@ def workers(using: str = "default") -> list[Worker]:
 
 
 def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
-    """Render the dashboard for ``modeladmin`` (the jobs admin); needs the view permission."""
+    """Render the dashboard for ``modeladmin`` (the jobs admin); needs the view permission.
+
+    With ``?fragment=1``, only its figures (``admin/jobqueue/_dashboard_live.html``): what
+    the page fetches every :data:`REFRESH_SECONDS` to refresh without reloading.
+    """
     if not modeladmin.has_view_permission(request):
         raise PermissionDenied
     started = time.perf_counter()
@@ -405,12 +412,17 @@ def render(modeladmin: Any, request: HttpRequest) -> TemplateResponse:
         "type_rows": type_rows(now, str(drawn["span"]), chart_alias),
         "chart_databases": chart_selector(aliases, chart_alias, request),
         "refresh_seconds": refresh,
+        "fragment_url": "?" + urlencode({**request.GET.dict(), FRAGMENT_PARAM: "1"}),
         "generated_at": now,
         "generated_at_label": format_time(now),
         "elapsed_ms": (time.perf_counter() - started) * 1000,
     }
     request.current_app = modeladmin.admin_site.name
-    return escaped_page(TemplateResponse(request, "admin/jobqueue/dashboard.html", context))
+    template = "admin/jobqueue/dashboard.html"
+    if request.GET.get(FRAGMENT_PARAM) == "1":
+        # The figures alone, for the page's refresh (static/jobqueue/dashboard.js).
+        template = "admin/jobqueue/_dashboard_live.html"
+    return escaped_page(TemplateResponse(request, template, context))
 
 
 def type_rows(now: datetime, span: str, using: str) -> list[dict[str, Any]]:

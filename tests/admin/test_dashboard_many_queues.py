@@ -51,8 +51,8 @@ def test_past_top_queues_the_page_lists_the_deepest_and_oldest_and_sums_the_rest
     others = re.search(r"(\d+) other queues", page)
     # (and the queues the settings name, which have no jobs)
     assert others and int(others[1]) + len(rows) - 1 >= 300, (others, rows)
-    # The reload: a minute apart with this many queues, not 5 s.
-    assert '<meta http-equiv="refresh" content="60">' in page
+    # The refresh: a minute apart with this many queues, not 5 s.
+    assert 'data-refresh-seconds="60"' in page
 
 
 def test_the_search_lists_the_queues_whose_name_contains_it(admin_client, many_queues):

@@ -14,7 +14,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobqueue.models import CronEntry
+from jobqueue.models import CronEntry, DependencyBreaker, Rollup
+from jobqueue.ops.clock import db_now
+from jobqueue.ops.rollup import minute_of
 from jobqueue.states import DeadReason, JobState
 from tests.admin import test_browser as harness
 from tests.admin.test_browser import CHROMIUM, OUTPUT, log_in, sync_playwright
@@ -159,7 +161,9 @@ def test_job_and_dead_letter_lists_fit_with_every_filter_choice_shown(
 
 
 @pytest.mark.parametrize("sized_page", WIDTHS, indirect=True, ids=[f"{w}px" for w in WIDTHS])
-def test_dashboard_cron_rows_read_on_one_line(sized_page, live_server, operator):
+def test_dashboard_reads_cron_rows_on_one_line_charts_at_full_size_with_hover_values(
+    sized_page, live_server, operator
+):
     page = sized_page
     width = page.viewport_size["width"]
     dead_and_ready_jobs()
@@ -174,10 +178,29 @@ def test_dashboard_cron_rows_read_on_one_line(sized_page, live_server, operator)
             next_fire_at=soon,
             last_fired_at=soon - timedelta(hours=1),
         )
+    DependencyBreaker.objects.create(name="stripe", state="open", reason="5 failures in 60 s")
+    minute = minute_of(db_now()) - timedelta(minutes=3)
+    Rollup.objects.create(minute=minute, queue="emails", type=LONG_TYPE, succeeded=18, retried=2)
     log_in(page, live_server, operator)
     page.goto(f"{live_server.url}/admin/jobqueue/job/dashboard/?refresh=0")
     OUTPUT.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(OUTPUT / f"width_dashboard_{width}.png"), full_page=True)
+    # An open breaker reads red.
+    colour = page.locator("#jq-breakers tr.jq-breaker-open td").first.evaluate(
+        "el => getComputedStyle(el).color"
+    )
+    assert colour == "rgb(197, 48, 48)", colour
+    # Chart text is at least 11 px on screen (a tick label's box), not scaled down to ~8.
+    tick = page.locator("#jq-chart-throughput svg text[text-anchor=end]").first
+    assert tick.bounding_box()["height"] >= 11, tick.bounding_box()
+    # Hovering a step shows its time and every series' value beside the pointer.
+    stamp = timezone.localtime(minute).strftime("%H:%M:%S")
+    band = page.locator(f'#jq-chart-throughput rect.jq-hover[data-tip^="{stamp}"]')
+    band.hover()
+    tip = page.locator("#jq-tooltip")
+    assert tip.is_visible()
+    assert tip.inner_text().startswith(stamp), tip.inner_text()
+    assert "succeeded 18 · failed 2 (jobs per minute)" in tip.inner_text()
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     # The name, next fire and last fired columns of both rows.
     cells = page.locator(
@@ -187,3 +210,21 @@ def test_dashboard_cron_rows_read_on_one_line(sized_page, live_server, operator)
     assert cells.count() == 6
     for i in range(cells.count()):
         assert cells.nth(i).evaluate(LINES_OF) == 1, cells.nth(i).inner_text()
+
+
+@pytest.mark.parametrize("sized_page", WIDTHS[:1], indirect=True, ids=["1280px"])
+def test_dashboard_refreshes_its_figures_without_reloading_the_page(
+    sized_page, live_server, operator
+):
+    page = sized_page
+    make_jobs(2, JobState.READY, queue="emails")
+    log_in(page, live_server, operator)
+    page.goto(f"{live_server.url}/admin/jobqueue/job/dashboard/")
+    ready = page.locator('tr[data-queue="emails"] td[data-state="ready"]')
+    assert ready.inner_text() == "2"
+    page.evaluate("window.jqSamePage = true")  # gone if the page reloads
+    make_jobs(3, JobState.READY, queue="emails")
+    # The next refresh (every 5 s) swaps the figures in: poll for it.
+    harness.expect(ready).to_have_text("5", timeout=60_000)
+    assert page.evaluate("window.jqSamePage") is True
+    assert int(page.locator("#jq-live").get_attribute("data-refreshes")) >= 1
