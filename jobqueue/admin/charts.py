@@ -1,4 +1,4 @@
-"""Internal: the dashboard's charts, drawn on the server as inline SVG (no JavaScript).
+"""Internal: the dashboard's charts, drawn on the server as inline SVG.
 
 For the last hour (a point per minute) or the last 24 hours (a point per 15 minutes): throughput
 (succeeded and failed jobs per minute), ready depth and lag per queue, and pickup latency p50/p95,

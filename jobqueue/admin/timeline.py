@@ -128,7 +128,7 @@ def timeline_table(job: Job, secrets: Iterable[str] = ()) -> SafeString:
             )
         )
     summary = format_html_join(
-        " &middot; ", '<span class="jq-duration">{}: <strong>{}</strong></span>', durations(job)
+        " · ", '<span class="jq-duration">{}: <strong>{}</strong></span>', durations(job)
     )
     body = format_html_join(
         "",

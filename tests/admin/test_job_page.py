@@ -65,9 +65,9 @@ def test_the_timeline_lists_each_moment_in_order_with_the_time_since_the_last(
         "2026-03-04 05:06:19 UTC +0 ms finished dead",
     ]
     shown = text(response)
-    assert "waited (due to started): 10.00 s" in shown
-    assert "latest run: 2.50 s" in shown
-    assert "enqueued to finished: 12.50 s" in shown
+    assert (
+        "waited (due to started): 10.00 s · latest run: 2.50 s · enqueued to finished: 12.50 s"
+    ) in shown
 
 
 def test_times_on_the_job_page_follow_the_current_zone_with_seconds(admin_client, settings):
