@@ -17,6 +17,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
 from jobqueue.admin.databases import QueueDatabaseMixin
+from jobqueue.admin.display import time_column
 from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.limits import breakers, budgets
 from jobqueue.models import DependencyBreaker, RetryBudget
@@ -32,11 +33,32 @@ class DependencyBreakerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdm
         "state",
         "failures",
         "successes",
-        "open_until",
+        "open_until_shown",
         "cooldown_s",
         "opened_count",
         "reason",
-        "updated_at",
+        "updated_at_shown",
+    )
+    open_until_shown = time_column("open_until", "open until")
+    updated_at_shown = time_column("updated_at", "updated")
+    window_started_at_shown = time_column("window_started_at", "window started at")
+    probe_until_shown = time_column("probe_until", "probe until")
+    last_opened_at_shown = time_column("last_opened_at", "last opened at")
+    #: The (read-only) page of one breaker: its times to the second with their zone.
+    fields = readonly_fields = (
+        "name",
+        "state",
+        "window_started_at_shown",
+        "failures",
+        "successes",
+        "open_until_shown",
+        "cooldown_s",
+        "probe_job_id",
+        "probe_until_shown",
+        "opened_count",
+        "last_opened_at_shown",
+        "reason",
+        "updated_at_shown",
     )
     list_filter = ("state",)
     search_fields = ("name",)
@@ -145,7 +167,9 @@ class DependencyBreakerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdm
 class RetryBudgetAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
     """Retry token buckets per queue; read-only (negative tokens: retries are being delayed)."""
 
-    list_display = ("queue", "tokens", "updated_at")
+    list_display = ("queue", "tokens", "updated_at_shown")
+    updated_at_shown = time_column("updated_at", "updated")
+    fields = readonly_fields = ("queue", "tokens", "updated_at_shown")
     search_fields = ("queue",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

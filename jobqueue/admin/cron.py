@@ -23,7 +23,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
 from jobqueue.admin.databases import QueueDatabaseMixin, with_db
-from jobqueue.admin.display import format_time, json_block
+from jobqueue.admin.display import format_time, json_block, time_column
 from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.cron import entries as cron
 from jobqueue.cron.firing import run_now
@@ -122,7 +122,15 @@ class CronEntryAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
         ("Missed runs", {"fields": ["missed", "missed_cap", "skipped_fires"]}),
         (
             "State",
-            {"fields": ["source", "next_fire_times", "last_fired", "created_at", "updated_at"]},
+            {
+                "fields": [
+                    "source",
+                    "next_fire_times",
+                    "last_fired",
+                    "created_at_shown",
+                    "updated_at_shown",
+                ]
+            },
         ),
         ("Recent fires", {"fields": ["recent_fires"]}),
     ]
@@ -132,10 +140,12 @@ class CronEntryAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
         "source",
         "next_fire_times",
         "last_fired",
-        "created_at",
-        "updated_at",
+        "created_at_shown",
+        "updated_at_shown",
         "recent_fires",
     )
+    created_at_shown = time_column("created_at", "created at")
+    updated_at_shown = time_column("updated_at", "updated at")
 
     def get_fieldsets(self, request: HttpRequest, obj: CronEntry | None = None):
         """Leave out the state sections on the add page; show a read-only payload masked."""

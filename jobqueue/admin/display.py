@@ -9,6 +9,7 @@ from datetime import datetime, tzinfo
 from datetime import timezone as dt_timezone
 from typing import Any
 
+from django.contrib import admin
 from django.template.response import SimpleTemplateResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -159,6 +160,25 @@ def zone_name() -> str:
 def compact_time(value: datetime | None) -> SafeString:
     """Return :func:`format_time` for a list column (``compact=True``)."""
     return format_time(value, compact=True)
+
+
+def time_column(name: str, description: str) -> Any:
+    """Return an admin display method showing model field ``name`` with :func:`format_time`.
+
+    For the ``list_display`` and ``readonly_fields`` of the jobqueue admins: Django's own
+    rendering of a datetime field is ``Dec. 6, 2026, 7:53 a.m.`` (no seconds, no zone).
+
+    Args:
+        name: a DateTimeField of the admin's model (also the column's sort order).
+        description: the column's or field's label.
+    """
+
+    def shown(modeladmin: Any, obj: Any) -> SafeString:
+        return format_time(getattr(obj, name))
+
+    shown.__name__ = f"{name}_shown"
+    shown.__doc__ = f"Show ``{name}`` to the second with its zone."
+    return admin.display(description=description, ordering=name)(shown)
 
 
 def duration_text(seconds: float | None) -> str:

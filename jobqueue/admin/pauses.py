@@ -20,6 +20,7 @@ from django.utils.translation import ngettext
 
 from jobqueue import validation
 from jobqueue.admin.databases import QueueDatabaseMixin
+from jobqueue.admin.display import time_column
 from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.limits import pauses as pausing
 from jobqueue.models import Pause, PauseKind
@@ -62,7 +63,8 @@ class PauseAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
     """Paused queues and job types, who paused them and since when."""
 
     form = PauseForm
-    list_display = ("name", "kind", "paused_by", "paused_at", "reason")
+    list_display = ("name", "kind", "paused_by", "paused_at_shown", "reason")
+    paused_at_shown = time_column("paused_at", "paused since")
     list_filter = ("kind",)
     search_fields = ("name", "paused_by")
     actions = ["resume_selected"]

@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from jobqueue.admin.databases import QueueDatabaseMixin
-from jobqueue.admin.display import compact_time
+from jobqueue.admin.display import compact_time, time_column
 from jobqueue.admin.inputs import InputGuardMixin
 from jobqueue.models import Worker
 from jobqueue.models.workers import WorkerQuerySet
@@ -36,6 +36,23 @@ class WorkerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
         "alive",
         "listener",
     )
+    #: The (read-only) page of one worker: its times to the second with their zone.
+    fields = readonly_fields = (
+        "worker_id",
+        "host",
+        "pid",
+        "queue_names",
+        "concurrency",
+        "running_jobs",
+        "reported_status",
+        "started_at_shown",
+        "last_seen_at_shown",
+        "heartbeat_interval_s",
+        "alive",
+        "listener",
+    )
+    started_at_shown = time_column("started_at", "started at")
+    last_seen_at_shown = time_column("last_seen_at", "last seen at")
     list_filter = ("status", "host")
     search_fields = ("worker_id", "host")
     show_facets = admin.ShowFacets.NEVER
