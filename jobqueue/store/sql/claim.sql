@@ -19,7 +19,7 @@
 --     virtual clock: over many claims, backlogged tenants are served in proportion to their
 --     weights whatever the claim size or the number of workers;
 --   the max_jobs lowest tags of each queue (higher top priority first) are the lanes' allotments
---     ("allotted"; no tenant past its cap). Only lanes that can win a place are tagged: the
+--     ("allotted"; none past its tenant's room; twice the claim, the rest spare). Only lanes that can win a place are tagged: the
 --     max_jobs first of each queue by their first tag ("fronts").
 -- Level two takes each allotted lane's head jobs, as many as its allotment, by the claim index
 -- (one probe per lane), read past what may not run now, and locked with SKIP LOCKED:
@@ -152,25 +152,26 @@ fronts AS (
     WHERE f.nf <= 2 * %(max_jobs)s
 ),
 allotted AS (
-    SELECT s.queue, s.tenant_id, s.base, s.weight, count(*) AS n
+    -- (A lane's allotment is held to its tenant's room; across a tenant's lanes the cap is
+    -- applied to the jobs the heads gave, in "cut": the virtual times of two queues are not
+    -- comparable, and a lane with nothing to give must not take its tenant's room.)
+    SELECT s.queue, s.tenant_id, s.base, s.weight, s.cap, s.running, count(*) AS n
     FROM (SELECT t.*, row_number() OVER (PARTITION BY t.queue
                                          ORDER BY t.priority DESC, t.tag, t.tenant_id) AS nq
           FROM (SELECT f.queue, f.tenant_id, f.priority, f.base, f.weight, f.cap, f.running,
-                       f.base + g.k / f.weight AS tag,
-                       row_number() OVER (PARTITION BY f.tenant_id
-                                          ORDER BY f.base + g.k / f.weight, f.queue) AS nt
+                       g.k, f.base + g.k / f.weight AS tag
                 FROM fronts AS f
                 CROSS JOIN generate_series(1, %(max_jobs)s) AS g(k)) AS t
-          WHERE t.cap IS NULL OR t.nt <= t.cap - t.running) AS s
+          WHERE t.cap IS NULL OR t.k <= t.cap - t.running) AS s
     -- Twice the claim's size: a lane may give less than its allotment (its head jobs leased
     -- by a concurrent claim, held by their keys, not yet due); the spare places fill from the
     -- next lanes in tag order, and what is left over is unlocked at commit.
     WHERE s.nq <= 2 * %(max_jobs)s
-    GROUP BY s.queue, s.tenant_id, s.base, s.weight
+    GROUP BY s.queue, s.tenant_id, s.base, s.weight, s.cap, s.running
 ),
 heads AS (
     SELECT h.id, h.type, h.priority, h.run_at, h.room, a.queue, a.tenant_id, a.base, a.weight,
-           a.n,
+           a.n, a.cap, a.running,
            -- One claim takes at most a key's room of its jobs, across queues and tenants.
            row_number() OVER (PARTITION BY h.ck ORDER BY h.priority DESC, h.run_at, h.id) AS nk
     FROM allotted AS a
@@ -253,17 +254,24 @@ rate_cut AS (
 ),
 -- }rates
 cut AS MATERIALIZED (
-    SELECT c.*, c.base + c.nl / c.weight AS tag
-    FROM (SELECT h.*,
-                 row_number() OVER (PARTITION BY h.queue, h.tenant_id
-                                    ORDER BY h.priority DESC, h.run_at, h.id) AS nl
-          FROM heads AS h
-          WHERE (h.room IS NULL OR h.nk <= h.room)
-          -- rates{
-            AND h.id NOT IN (SELECT x.id FROM rate_cut AS x)
-          -- }rates
-         ) AS c
-    WHERE c.nl <= c.n
+    -- Each lane's jobs up to its allotment, tagged; then no tenant past its cap (leased jobs
+    -- and the ones this claim takes, all queues).
+    SELECT d.*
+    FROM (SELECT c.*, row_number() OVER (PARTITION BY c.tenant_id
+                                         ORDER BY c.priority DESC, c.tag, c.queue, c.run_at,
+                                                  c.id) AS nt
+          FROM (SELECT l.*, l.base + l.nl / l.weight AS tag
+                FROM (SELECT h.*,
+                             row_number() OVER (PARTITION BY h.queue, h.tenant_id
+                                                ORDER BY h.priority DESC, h.run_at, h.id) AS nl
+                      FROM heads AS h
+                      WHERE (h.room IS NULL OR h.nk <= h.room)
+                      -- rates{
+                        AND h.id NOT IN (SELECT x.id FROM rate_cut AS x)
+                      -- }rates
+                     ) AS l
+                WHERE l.nl <= l.n) AS c) AS d
+    WHERE d.cap IS NULL OR d.nt <= d.cap - d.running
 ),
 ranked AS (
     SELECT c.id, c.queue, c.tenant_id, c.tag, c.base, c.weight, q.pos, q.weight AS qweight,
