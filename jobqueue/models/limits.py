@@ -129,8 +129,8 @@ class Lane(models.Model):
 
     ``vtime`` is the virtual finish tag of the last job the lane was served (each job adds
     1 / the tenant's weight). The claim writes the rows (``store/sql/claim.sql``); a lane
-    without a row is new and enters at the front of its queue. Rows of lanes not served for a
-    week are pruned. See docs/fairness.md.
+    without a row is new and enters one job behind the front of its queue, so deleting rows (a
+    tenant gone for good) is always safe. See docs/fairness.md.
     """
 
     queue = models.CharField(max_length=100)
