@@ -6,6 +6,7 @@ import sys
 from types import ModuleType
 
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 from django.utils.module_loading import autodiscover_modules
 
 from jobqueue.errors import JobQueueConfigurationError
@@ -39,6 +40,12 @@ class JobQueueConfig(AppConfig):
         # In ready(), not at module level: Django imports this module while it loads the apps,
         # before models may be imported, and the checks reach the models (through the store).
         from jobqueue import checks  # noqa: F401  (registers the system checks)
+
+        # The same reason: the store reaches the models. migrate (re)creates the claim's
+        # server-side function on each PostgreSQL database it migrates (store/postgres/routines.py).
+        from jobqueue.store.postgres.routines import install_after_migrate
+
+        post_migrate.connect(install_after_migrate, sender=self, dispatch_uid="jobqueue.claim_fn")
 
         try:
             modules = get_settings().discover_modules

@@ -29,6 +29,7 @@ from jobqueue.models.jobs import (
 from jobqueue.models.limits import (
     BreakerState,
     DependencyBreaker,
+    Lane,
     Pause,
     PauseKind,
     RateBucket,
@@ -51,6 +52,7 @@ __all__ = [
     "Job",
     "JobParent",
     "JobQuerySet",
+    "Lane",
     "LeaderLease",
     "MissedPolicy",
     "OutboxEntry",

@@ -122,3 +122,33 @@ class RateBucket(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class Lane(models.Model):
+    """One (queue, tenant) lane's virtual time: what the claim's fair share is counted on.
+
+    ``vtime`` is the virtual finish tag of the last job the lane was served (each job adds
+    1 / the tenant's weight). The claim writes the rows (``store/sql/claim.sql``); a lane
+    without a row is new and enters one job behind the front of its queue, so deleting rows (a
+    tenant gone for good) is always safe. See docs/fairness.md.
+    """
+
+    queue = models.CharField(max_length=100)
+    tenant_id = models.CharField(max_length=100, blank=True, default="")
+    vtime = models.FloatField(default=0.0, help_text="Virtual time: jobs served / weight.")
+    served_at = models.DateTimeField(
+        default=timezone.now, help_text="Last served (database clock)."
+    )
+
+    class Meta:
+        db_table = "jobqueue_lane"
+        ordering = ["queue", "tenant_id"]
+        verbose_name = "lane"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["queue", "tenant_id"], name="jobqueue_lane_queue_tenant"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.tenant_id or '-'}"

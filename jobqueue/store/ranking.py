@@ -1,7 +1,8 @@
 """The ORM store's claim order: the claim of ``store/sql/claim.sql``, ranked in Python.
 
-The generic (SQLite) store reads the due claimable rows and ranks them here; the PostgreSQL store
-ranks in SQL. Both take the same :class:`~jobqueue.store.plan.ClaimPlan` (weights, start tags,
+The generic (SQLite) store reads the due claimable rows and ranks them here, by the lanes'
+virtual times as the SQL claim's two levels do (docs/fairness.md); the PostgreSQL store ranks in
+SQL. Both take the same :class:`~jobqueue.store.plan.ClaimPlan` (weights, start tags,
 strictness, tenant caps), a value type of the store seam, so the store needs nothing of the
 worker's queue selection (:mod:`jobqueue.limits.fairness`).
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 from jobqueue.store.plan import ClaimPlan
 
-__all__ = ["Candidate", "serve_order"]
+__all__ = ["Candidate", "Lane", "Served", "serve_order"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,47 +28,109 @@ class Candidate:
     run_at: object  # a datetime; only compared
 
 
+#: A lane: (queue, tenant_id).
+Lane = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What a claim ranked: the jobs in service order with their tags, and each lane's new time.
+
+    ``vtimes`` holds the virtual time each lane moves to: the lanes that gave jobs, past what
+    they gave, and the lanes that had no job to give, charged one (as ``claim.sql``'s
+    ``served``). The store writes it (``jobqueue_lane``).
+    """
+
+    jobs: list[tuple[Candidate, float]]
+    vtimes: dict[Lane, float]
+
+
 def serve_order(
     candidates: Sequence[Candidate],
+    lanes: Sequence[Lane],
     queues: Sequence[str],
     plan: ClaimPlan,
     running: Mapping[str, int],
+    vtimes: Mapping[Lane, float],
     max_jobs: int,
-) -> list[tuple[Candidate, float]]:
+) -> Served:
     """Return up to ``max_jobs`` of ``candidates`` in service order, each with its tag.
 
-    The same order as ``store/sql/claim.sql``: within a queue priority DESC, then the tenant
-    with the lowest (leased jobs + the ones taken here) / its weight, then run_at and id; across
-    queues by tag, or by list position when ``plan.strict``; no tenant past its cap.
+    The same order as ``store/sql/claim.sql``'s two levels: each lane (queue, tenant) starts at
+    its virtual time raised to one unit behind the lane furthest ahead in its queue (a new lane
+    starts there too), its ``k``-th job is tagged ``start + k / weight``; within a queue,
+    priority DESC, then tag, tenant, run_at and id; no tenant past its cap; across queues by the
+    queue's tag, or by list position when ``plan.strict``.
 
     Args:
-        candidates: due claimable jobs of ``queues`` (ordering keys already applied).
+        candidates: due claimable jobs of ``queues`` (keys and limits already applied), each
+            lane's in claim order (priority DESC, run_at, id).
+        lanes: every lane with claimable jobs (those without a candidate are charged one job).
         queues: the claim's queues, in the plan's order.
         plan: weights, start tags, strictness, tenant caps and weights.
-        running: leased jobs per tenant, all queues and workers.
+        running: leased jobs per tenant (all queues and workers), for the tenants with a cap.
+        vtimes: the lanes' stored virtual times (a lane without one is new).
         max_jobs: most jobs to return.
+
+    Returns:
+        The jobs and the lanes' new virtual times (:class:`Served`).
     """
     position = {queue: pos for pos, queue in enumerate(queues)}
+    front: dict[str, float] = {}
+    for lane in lanes:
+        if lane in vtimes:
+            front[lane[0]] = max(front.get(lane[0], vtimes[lane]), vtimes[lane])
+    base: dict[Lane, float] = {}
+    for lane in lanes:
+        ahead = front.get(lane[0])
+        stored = vtimes.get(lane)
+        base[lane] = (
+            0.0 if ahead is None else max(ahead - 1, stored if stored is not None else ahead - 1)
+        )
     by_claim_order = sorted(candidates, key=lambda c: (-c.priority, c.run_at, c.id))
-    taken_of_tenant: dict[str, int] = {}
-    loaded: list[tuple[int, float, object, int, Candidate]] = []
+    nth_of_lane: dict[Lane, int] = {}
+    tagged: list[tuple[float, Candidate]] = []
     for c in by_claim_order:
-        nth = taken_of_tenant.get(c.tenant_id, 0) + 1
+        lane = (c.queue, c.tenant_id)
+        nth = nth_of_lane.get(lane, 0) + 1
+        nth_of_lane[lane] = nth
+        tagged.append((base[lane] + nth / plan.caps.weight_of(c.tenant_id), c))
+    # Caps: a tenant's jobs in tag order, all queues, up to its cap less its leased jobs.
+    taken_of_tenant: dict[str, int] = {}
+    within: list[tuple[int, float, str, object, int, Candidate]] = []
+    for tag, c in sorted(tagged, key=lambda item: (item[0], item[1].queue)):
         cap = plan.caps.cap_of(c.tenant_id)
+        nth = taken_of_tenant.get(c.tenant_id, 0) + 1
         if cap is not None and nth > cap - running.get(c.tenant_id, 0):
             continue
         taken_of_tenant[c.tenant_id] = nth
-        load = (running.get(c.tenant_id, 0) + nth) / plan.caps.weight_of(c.tenant_id)
-        loaded.append((-c.priority, load, c.run_at, c.id, c))
-    loaded.sort(key=lambda item: item[:4])
+        within.append((-c.priority, tag, c.tenant_id, c.run_at, c.id, c))
+    within.sort(key=lambda item: item[:5])
     nth_of_queue: dict[str, int] = {}
-    served: list[tuple[tuple[float, float, int], Candidate, float]] = []
-    for *_, c in loaded:
+    ranked: list[tuple[tuple[float, float, int], Candidate, float, float]] = []
+    for _priority, lane_tag, _tenant, _run_at, _id, c in within:
         pos = position[c.queue]
         nth = nth_of_queue.get(c.queue, 0) + 1
         nth_of_queue[c.queue] = nth
         tag = plan.start[pos] + nth / plan.weights[pos]
         key = (float(pos), float(nth), pos) if plan.strict else (0.0, tag, pos)
-        served.append((key, c, tag))
-    served.sort(key=lambda item: item[0])
-    return [(c, tag) for _, c, tag in served[:max_jobs]]
+        ranked.append((key, c, tag, lane_tag))
+    ranked.sort(key=lambda item: item[0])
+    picked = ranked[:max_jobs]
+    got: dict[Lane, int] = {}
+    for _, c, _, _ in picked:
+        got[(c.queue, c.tenant_id)] = got.get((c.queue, c.tenant_id), 0) + 1
+    # Charged one job: a lane that had nothing to give, among those a claim of this size would
+    # have allotted places (claim.sql's "fronts": twice the claim, by first tag, per queue).
+    fronts: set[Lane] = set()
+    for queue in {lane[0] for lane in lanes}:
+        mine = sorted(
+            (lane for lane in lanes if lane[0] == queue),
+            key=lambda lane: (base[lane] + 1 / plan.caps.weight_of(lane[1]), lane[1]),
+        )
+        fronts.update(mine[: 2 * max_jobs])
+    moved: dict[Lane, float] = {}
+    for lane in lanes:
+        if lane in got or (lane in fronts and lane not in nth_of_lane):
+            moved[lane] = base[lane] + max(got.get(lane, 0), 1) / plan.caps.weight_of(lane[1])
+    return Served([(c, tag) for _, c, tag, _ in picked], moved)

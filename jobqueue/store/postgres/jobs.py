@@ -69,6 +69,7 @@ from jobqueue.store.postgres.db import Executor, PostgresArea, enqueue_params
 from jobqueue.store.postgres.finishing import PostgresFinishing, finish_statement, note_claimed
 from jobqueue.store.postgres.flows import PostgresFlows
 from jobqueue.store.postgres.limits import PostgresLimits
+from jobqueue.store.postgres.routines import claim_call
 from jobqueue.store.rows import fetchall, fetchone
 from jobqueue.store.shared import (
     claim_again,
@@ -392,6 +393,8 @@ class PostgresJobs(PostgresArea):
         """Claim up to ``max_jobs`` of ``queues`` (no ``"*"`` left) in one claim statement."""
         caps, limits = plan.caps, plan.limits
         statement, params = self._claim_statement(queues, worker_id, max_jobs, lease_s, now, plan)
+        # The claim's server-side function (planned once per session), else the statement.
+        text = claim_call(self.alias, statement) or sql(statement)
         turned = caps.enabled or limits.enabled or self.alias in _KEYED_SEEN
         if turned:
             # Two claims running at once would each read the other's leases as not yet taken
@@ -406,10 +409,10 @@ class PostgresJobs(PostgresArea):
                 with self.db.execute("claim_turn", {}) as cursor:
                     cursor.fetchone()
                 bounded.checkpoint("claim", self.alias)
-                with self.db.execute(statement, params) as cursor:
+                with self.db.execute_text(text, params) as cursor:
                     rows = fetchall(cursor)
         else:
-            with self.db.execute(statement, params) as cursor:
+            with self.db.execute_text(text, params) as cursor:
                 rows = fetchall(cursor)
         return self._claimed(rows, plan, turned)
 
@@ -560,7 +563,8 @@ class PostgresJobs(PostgresArea):
         finish_params = self.finishing.finish_params(outcomes, None)
         finish = sql(finish_statement(self.alias, finish_params["ids"]))
         done, error = bounded.execute_each(
-            self.alias, [(finish, finish_params), (sql(name), claim_params_)]
+            self.alias,
+            [(finish, finish_params), (claim_call(self.alias, name) or sql(name), claim_params_)],
         )
         states = {r.id: r.state for r in fetchall(done[0])} if done else None
         try:

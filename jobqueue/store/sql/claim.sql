@@ -1,58 +1,62 @@
--- claim: lease up to max_jobs due jobs of the given queues, sharing them fairly.
+-- claim: lease up to max_jobs due jobs of the given queues, in two levels (docs/decisions.md,
+-- "The claim in two levels"; docs/fairness.md).
 --
--- Order of service (jobqueue/limits/fairness.py and docs/fairness.md):
---   across queues: by weighted-fair tag start[q] + k/weight[q] (k = the job's rank in its queue),
---     or, with strict, by the queue's position in the list;
---   within a queue: priority DESC, then the tenant with the lowest (leased jobs + the ones this
---     claim takes) / weight (JOBQUEUE["TENANT_WEIGHTS"], default 1: weighted fair queueing over
---     running jobs; with equal weights, the tenant with the fewest), then run_at, then id;
---   a tenant never exceeds its cap of leased jobs (all queues, all workers; the caller serializes
---     capped claims with an advisory lock so the leased counts read here are current);
---   concurrency limits (issue 18, jobqueue/limits/concurrency.py): a job with a concurrency_key is
---     never claimed while its key has concurrency_limit leased jobs (all queues, all workers; an
---     override from JOBQUEUE["CONCURRENCY_LIMITS"] wins over the limit stored on the job), and
---     one claim takes no more than the key's room. Checked per row in "heads", so a key at its
---     limit is read past, never blocking the jobs behind it; the room is applied in
---     "per_tenant" (nk: the job's rank among its key's heads).
---     Leased rows count whoever holds them: a killed worker's slots come back when the reaper
---     expires its leases. Claims that may meet limits take turns (claim_turn.sql), as capped ones;
---   a job with an ordering_key waits while an earlier live job of that key exists or any job of
---     that key is leased;
---   a paused queue or job type (a jobqueue_pause row) gives nothing: read here, in the claim, so
---     a pause binds every worker from its next claim and needs no cache (issue 17).
+-- A lane is one (queue, tenant) pair: what a tenant's fair share and cap are counted on.
 --
--- Index use: jobqueue_job_claim (queue, tenant_id, priority DESC, run_at, id) over claimable rows
--- only. "tenants" walks it as a loose index scan (one probe per tenant with claimable jobs, not a
--- read of every row); "heads" reads each (queue, tenant)'s first jobs in claim order; running
--- counts use jobqueue_job_running (tenant_id) over leased rows; running per concurrency key uses
--- jobqueue_job_conc_running (concurrency_key) over leased rows with a key (one probe per keyed
--- row read, over at most that key's running jobs); ordering keys use
--- jobqueue_job_ordering (ordering_key, id) over live rows; pauses use jobqueue_pause_kind_name
--- (kind, name), a table of a few rows.
+-- Level one picks lanes, reading no job but each lane's first index entry:
+--   "tenants" walks jobqueue_job_claim (queue, tenant_id, priority DESC, run_at, id) over
+--     claimable rows as a loose index scan: one probe per lane with work, giving its tenant and
+--     its top priority;
+--   a lane whose tenant is at its cap (leased jobs, all queues and workers) or whose tenant's
+--     rate bucket is drained, or whose queue is paused, is left out here: it never takes a
+--     place another lane could use;
+--   each lane's next jobs get virtual finish tags base + k / weight (k = 1, 2, ...; weight:
+--     JOBQUEUE["TENANT_WEIGHTS"], default 1), where base is the lane's virtual time
+--     (jobqueue_lane.vtime: the tag of the last job it was served) raised to one unit behind the
+--     lane furthest ahead in its queue, so a lane back from idle (or new, without a row), or
+--     held back by its keys or limits, re-enters at the front and banks no credit. This is
+--     start-time fair queueing (Goyal, Vin and Cheng, SIGCOMM 1996) with the front as its
+--     virtual clock: over many claims, backlogged tenants are served in proportion to their
+--     weights whatever the claim size or the number of workers;
+--   the max_jobs lowest tags of each queue (higher top priority first) are the lanes' allotments
+--     ("allotted"; none past its tenant's room; twice the claim, the rest spare). Only lanes that can win a place are tagged: the
+--     max_jobs first of each queue by their first tag ("fronts").
+-- Level two takes each allotted lane's head jobs, as many as its allotment, by the claim index
+-- (one probe per lane), read past what may not run now, and locked with SKIP LOCKED:
+--   a job whose type is paused;
+--   a job with an ordering_key while an earlier live job of that key exists or any job of that
+--     key is leased;
+--   a job whose concurrency key has no room (its limit: the setting's override from the
+--     %(limits)s object, else the job's; less its leased jobs, all queues and workers); one
+--     claim takes no more than the key's room ("cut": nk);
+--   rates{
+--   a job under a drained token bucket (its type's, its dependency's); and the jobs of
+--     rate-limited types come from a probe of their own beside the lane's other jobs, so a
+--     limited backlog at the lane's head never holds up the types behind it ("heads" second
+--     branch; "rate_cut" keeps no more of a bucket's jobs than it has tokens by the snapshot);
+--   }rates
+-- A lane whose head gave fewer than its allotment leaves the rest of the claim unfilled; the
+-- caller claims again when a claim came back short (store/postgres/jobs.py).
 --
--- Rate limits (issue 18; jobqueue/settings/rates.py, docs/decisions.md "Rate limits in the claim"):
---   a job waits, claimable-later and without spending an attempt, while any token bucket it
---   falls under (its type's, its dependency's, its tenant's) has less than one token; the buckets
---   are refilled to now and spent in this statement ("rate_*" CTEs), so workers on every host
---   share them by the database clock. Drained buckets are read from the snapshot ("rate_out");
---   the buckets of the candidates that can be picked (the first max_jobs of each queue), and
---   only those, are locked in key order and read as committed ("rate_buckets"): no token is
---   spent twice, and since a claim waits for nothing else while holding a bucket (job rows are
---   taken with SKIP LOCKED) and takes buckets in one order, claims cannot
---   deadlock. The store creates missing buckets after a short claim (ensure_rate_buckets.sql);
---   one still missing counts as empty. The lines between
---   "rates{" and "}rates" are sent only when some limit is declared (store/sqltext.py): the
---   claim without them stays within psycopg's query cache.
+-- Across queues: by weighted-fair tag start[q] + nth / weight[q] (nth = the job's place in its
+-- queue), or, with strict, by the queue's position in the list (limits/fairness.py).
 --
--- Text budget: the compacted statement plus the transaction-limits prefix must fit psycopg's
--- 4,096-character query cache (tests/store/test_sqltext.py); after issue 18's limits and weights and
--- the batch_id returned for finish_many's text (store/postgres/finishing.py) it has 15 to spare.
--- Comments are free (stripped before sending).
+-- Each lane served moves its virtual time past what it got ("lanes_served"): the lane rows are
+-- locked in key order, after the rate buckets, so two claims wait on each other only briefly and
+-- never deadlock; job rows are only ever taken with SKIP LOCKED. A row another claim leased
+-- since this statement's snapshot fails the re-checked state condition and is skipped. Rows
+-- locked but not picked are unlocked at commit.
 --
--- "heads" row-locks what it reads with SKIP LOCKED, so concurrent claims never wait on each other
--- or hand out the same job, and a claim reads past the rows another claim holds instead of coming
--- back empty. A row another claim leased since this statement's snapshot fails the re-checked
--- state condition and is skipped. Rows locked but not picked are unlocked at commit.
+-- Rate limits (docs/decisions.md "Rate limits in the claim"): the buckets are refilled to now
+-- and spent in this statement ("rate_*"), so workers on every host share them by the database
+-- clock. Drained buckets are read from the snapshot ("rate_out"); the buckets of the candidates
+-- that can be picked are locked in key order and read as committed ("rate_buckets"): no token is
+-- spent twice. The store creates missing buckets after a short claim (ensure_rate_buckets.sql);
+-- one still missing counts as empty. The lines between "rates{" and "}rates" are sent only when
+-- some limit is declared (store/sqltext.py).
+--
+-- Leased counts are read only where a cap needs them: fairness is by virtual time, not by what
+-- is running, so an uncapped claim counts nothing.
 WITH RECURSIVE
 queues AS (
     SELECT q.name, q.weight, q.start, q.pos
@@ -61,38 +65,37 @@ queues AS (
     WHERE NOT EXISTS (SELECT 1 FROM jobqueue_pause AS p WHERE p.kind = 'queue' AND p.name = q.name)
 ),
 tenants AS (
-    SELECT q.name AS queue,
-           (SELECT min(j.tenant_id) FROM jobqueue_job AS j
-            WHERE j.queue = q.name AND j.state IN ('ready', 'scheduled')) AS tenant_id
+    SELECT q.name AS queue, h.tenant_id, h.priority
     FROM queues AS q
+    CROSS JOIN LATERAL (
+        SELECT j.tenant_id, j.priority FROM jobqueue_job AS j
+        WHERE j.queue = q.name AND j.state IN ('ready', 'scheduled')
+        ORDER BY j.tenant_id, j.priority DESC LIMIT 1
+    ) AS h
     UNION ALL
-    SELECT t.queue,
-           (SELECT min(j.tenant_id) FROM jobqueue_job AS j
-            WHERE j.queue = t.queue AND j.state IN ('ready', 'scheduled')
-              AND j.tenant_id > t.tenant_id)
+    SELECT t.queue, h.tenant_id, h.priority
     FROM tenants AS t
-    WHERE t.tenant_id IS NOT NULL
-),
-capped AS (
-    SELECT d.tenant_id,
-           CASE WHEN o.tenant_id IS NOT NULL THEN o.cap  -- an override; NULL exempts the tenant
-                WHEN d.tenant_id = '' THEN NULL
-                ELSE %(default_cap)s::int END AS cap
-    FROM (SELECT DISTINCT tenant_id FROM tenants WHERE tenant_id IS NOT NULL) AS d
-    LEFT JOIN unnest(%(cap_tenants)s::text[], %(cap_values)s::int[]) AS o(tenant_id, cap)
-        ON o.tenant_id = d.tenant_id
+    CROSS JOIN LATERAL (
+        SELECT j.tenant_id, j.priority FROM jobqueue_job AS j
+        WHERE j.queue = t.queue AND j.state IN ('ready', 'scheduled') AND j.tenant_id > t.tenant_id
+        ORDER BY j.tenant_id, j.priority DESC LIMIT 1
+    ) AS h
 ),
 load AS MATERIALIZED (
-    -- Leased jobs per tenant matter only for a cap or to choose between tenants; with one
-    -- uncapped tenant (the common case of no tenants at all) they are not counted.
-    -- MATERIALIZED: counted once per tenant. Inlined, the count ran once per head row (over 100
-    -- tenants, 2,500 probes and 5,000 buffer reads of a 25-job claim's 10,900).
+    -- Each tenant's cap (an override; NULL exempts the tenant; the site's own jobs, tenant '',
+    -- are not capped by the default) and, only where there is a cap, its leased jobs.
     SELECT c.tenant_id, c.cap,
-           CASE WHEN c.cap IS NOT NULL OR (SELECT count(*) FROM capped) > 1
+           CASE WHEN c.cap IS NOT NULL
                 THEN (SELECT count(*) FROM jobqueue_job AS l
                       WHERE l.state = 'leased' AND l.tenant_id = c.tenant_id)
                 ELSE 0 END AS running
-    FROM capped AS c
+    FROM (SELECT d.tenant_id,
+                 CASE WHEN o.tenant_id IS NOT NULL THEN o.cap
+                      WHEN d.tenant_id = '' THEN NULL
+                      ELSE %(default_cap)s::int END AS cap
+          FROM (SELECT DISTINCT tenant_id FROM tenants) AS d
+          LEFT JOIN unnest(%(cap_tenants)s::text[], %(cap_values)s::int[]) AS o(tenant_id, cap)
+              ON o.tenant_id = d.tenant_id) AS c
 ),
 -- rates{
 rate_limits AS (
@@ -109,38 +112,82 @@ rate_limits AS (
 rate_keys AS (
     SELECT k.type, k.key FROM unnest(%(rl_types)s::text[], %(rl_type_keys)s::text[]) AS k(type, key)
 ),
-rate_out AS MATERIALIZED (
-    -- The buckets that turn jobs away: drained (less than one token, refilled to now; a burst is
-    -- at least 1) or missing, as of this statement's snapshot, unlocked; each with the types it
-    -- limits (none: a tenant's). Computed once per claim, so a limit that binds nothing (this
-    -- is then empty) costs each row "heads" reads one look at an empty set.
-    SELECT r.key, k.type
+rate_est AS MATERIALIZED (
+    -- Each bucket's tokens refilled to now, as of this statement's snapshot, unlocked (0: a
+    -- bucket not yet created). An estimate for choosing; what is spent is read in rate_buckets.
+    SELECT r.key, coalesce(least(r.burst, b.tokens + r.rate * greatest(0, extract(epoch FROM
+           coalesce(%(now)s::timestamptz, now()) - b.refreshed_at))), 0) AS tokens
     FROM rate_limits AS r
     LEFT JOIN jobqueue_rate_limit AS b ON b.key = r.key
-    LEFT JOIN rate_keys AS k ON k.key = r.key
-    WHERE b.key IS NULL OR b.tokens + r.rate * greatest(0, extract(epoch FROM
-          coalesce(%(now)s::timestamptz, now()) - b.refreshed_at)) < 1
+),
+rate_out AS MATERIALIZED (
+    -- The buckets that turn jobs away (less than one token; a burst is at least 1), each with
+    -- the types it limits (none: a tenant's).
+    SELECT e.key, k.type
+    FROM rate_est AS e
+    LEFT JOIN rate_keys AS k ON k.key = e.key
+    WHERE e.tokens < 1
 ),
 -- }rates
-heads AS (
-    SELECT h.id, h.priority, h.run_at, h.room, t.queue, t.tenant_id, l.cap, l.running,
-           -- One claim takes at most a key's room of its jobs, across queues and tenants.
-           row_number() OVER (PARTITION BY h.ck ORDER BY h.priority DESC, h.run_at, h.id) AS nk
+lanes AS MATERIALIZED (
+    SELECT t.queue, t.tenant_id, t.priority, l.cap, l.running, v.vtime,
+           coalesce((%(tenant_weights)s::jsonb->>t.tenant_id)::float8, 1) AS weight
     FROM tenants AS t
     JOIN load AS l ON l.tenant_id = t.tenant_id
+    LEFT JOIN jobqueue_lane AS v ON v.queue = t.queue AND v.tenant_id = t.tenant_id
+    WHERE (l.cap IS NULL OR l.cap > l.running)
+    -- rates{
+      AND NOT EXISTS (SELECT 1 FROM rate_out AS o WHERE o.key = 'tenant:' || t.tenant_id)
+    -- }rates
+),
+fronts AS (
+    SELECT f.*
+    FROM (SELECT b.*, row_number() OVER (PARTITION BY b.queue
+                                         ORDER BY b.priority DESC, b.base + 1 / b.weight,
+                                                  b.tenant_id) AS nf
+          FROM (SELECT a.*,
+                       coalesce(greatest(a.vtime,
+                                         max(a.vtime) OVER (PARTITION BY a.queue) - 1), 0) AS base
+                FROM lanes AS a) AS b) AS f
+    WHERE f.nf <= 2 * %(max_jobs)s
+),
+allotted AS (
+    -- (A lane's allotment is held to its tenant's room; across a tenant's lanes the cap is
+    -- applied to the jobs the heads gave, in "cut": the virtual times of two queues are not
+    -- comparable, and a lane with nothing to give must not take its tenant's room.)
+    SELECT s.queue, s.tenant_id, s.base, s.weight, s.cap, s.running, count(*) AS n
+    FROM (SELECT t.*, row_number() OVER (PARTITION BY t.queue
+                                         ORDER BY t.priority DESC, t.tag, t.tenant_id) AS nq
+          FROM (SELECT f.queue, f.tenant_id, f.priority, f.base, f.weight, f.cap, f.running,
+                       g.k, f.base + g.k / f.weight AS tag
+                FROM fronts AS f
+                CROSS JOIN generate_series(1, %(max_jobs)s) AS g(k)) AS t
+          WHERE t.cap IS NULL OR t.k <= t.cap - t.running) AS s
+    -- Twice the claim's size: a lane may give less than its allotment (its head jobs leased
+    -- by a concurrent claim, held by their keys, not yet due); the spare places fill from the
+    -- next lanes in tag order, and what is left over is unlocked at commit.
+    WHERE s.nq <= 2 * %(max_jobs)s
+    GROUP BY s.queue, s.tenant_id, s.base, s.weight, s.cap, s.running
+),
+heads AS (
+    SELECT h.id, h.type, h.priority, h.run_at, h.room, a.queue, a.tenant_id, a.base, a.weight,
+           a.n, a.cap, a.running,
+           -- One claim takes at most a key's room of its jobs, across queues and tenants.
+           row_number() OVER (PARTITION BY h.ck ORDER BY h.priority DESC, h.run_at, h.id) AS nk
+    FROM allotted AS a
     CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.run_at, j.concurrency_key AS ck, k.room
+        -- (Each branch a subquery of its own: FOR UPDATE is not allowed in a UNION's member.)
+        SELECT * FROM (SELECT j.id, j.type, j.priority, j.run_at, j.concurrency_key AS ck, k.room
         FROM jobqueue_job AS j
-        -- Concurrency limits: the key's room, its limit (the setting's override from the
-        -- %(limits)s object, else the job's) less its leased jobs. NULL: no key (or no limit).
+        -- The key's room: its limit less its leased jobs. NULL: no key (or no limit).
         CROSS JOIN LATERAL (
             SELECT CASE WHEN j.concurrency_key IS NOT NULL THEN
                 coalesce((%(limits)s::jsonb->>j.concurrency_key)::int, j.concurrency_limit)
                 - (SELECT count(*) FROM jobqueue_job AS r
                    WHERE r.state = 'leased' AND r.concurrency_key = j.concurrency_key) END AS room
         ) AS k
-        WHERE j.queue = t.queue
-          AND j.tenant_id = t.tenant_id
+        WHERE j.queue = a.queue
+          AND j.tenant_id = a.tenant_id
           AND j.state IN ('ready', 'scheduled')
           AND j.run_at <= coalesce(%(now)s::timestamptz, now())
           AND NOT EXISTS (SELECT 1 FROM jobqueue_pause AS p
@@ -150,44 +197,90 @@ heads AS (
                 WHERE o.ordering_key = j.ordering_key
                   AND o.state IN ('leased', 'ready', 'scheduled')
                   AND (o.id < j.id OR o.state = 'leased')))
-          -- A job whose key is at its limit is read past (not claimed and handed back), so
-          -- the jobs behind it are served.
           -- (IS NULL first: the planner then estimates nearly every row passes, as it does.)
           AND (j.concurrency_key IS NULL OR k.room > 0)
           -- rates{
-          -- (OFFSET 0: a subplan, not an anti join, which the planner would cost as turning
-          -- away nearly every row, walking the whole index for the LIMIT: seconds with JIT.)
-          AND NOT EXISTS (SELECT 1 FROM rate_out AS o
-                          WHERE o.type = j.type OR o.key = 'tenant:' || j.tenant_id OFFSET 0)
+          AND j.type <> ALL(%(rl_types)s::text[])
           -- }rates
         ORDER BY j.priority DESC, j.run_at, j.id
-        -- A constant LIMIT, not "room left under the cap": the planner would estimate an
-        -- expression LIMIT at a tenth of the table, and that inflated cost switches on JIT
-        -- compilation, seconds per claim. The cap is applied in "ranked".
-        LIMIT %(max_jobs)s
-        FOR UPDATE OF j SKIP LOCKED
+        -- An expression LIMIT: the lane's allotment. The statement runs with JIT off
+        -- (store/postgres/jobs.py), since the planner estimates such a LIMIT at a tenth of the
+        -- rows it could read.
+        LIMIT a.n
+        FOR UPDATE OF j SKIP LOCKED) AS unlimited
+        -- rates{
+        UNION ALL
+        SELECT * FROM (SELECT j.id, j.type, j.priority, j.run_at, j.concurrency_key AS ck, k.room
+        FROM jobqueue_job AS j
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN j.concurrency_key IS NOT NULL THEN
+                coalesce((%(limits)s::jsonb->>j.concurrency_key)::int, j.concurrency_limit)
+                - (SELECT count(*) FROM jobqueue_job AS r
+                   WHERE r.state = 'leased' AND r.concurrency_key = j.concurrency_key) END AS room
+        ) AS k
+        WHERE j.queue = a.queue
+          AND j.tenant_id = a.tenant_id
+          AND j.state IN ('ready', 'scheduled')
+          AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+          AND j.type = ANY(%(rl_types)s::text[])
+          AND NOT EXISTS (SELECT 1 FROM jobqueue_pause AS p
+                          WHERE p.kind = 'type' AND p.name = j.type)
+          AND (j.ordering_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jobqueue_job AS o
+                WHERE o.ordering_key = j.ordering_key
+                  AND o.state IN ('leased', 'ready', 'scheduled')
+                  AND (o.id < j.id OR o.state = 'leased')))
+          AND (j.concurrency_key IS NULL OR k.room > 0)
+          -- (OFFSET 0: a subplan, not an anti join, which the planner would cost as turning
+          -- away nearly every row, walking the whole index for the LIMIT.)
+          AND NOT EXISTS (SELECT 1 FROM rate_out AS o WHERE o.type = j.type OFFSET 0)
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT a.n
+        FOR UPDATE OF j SKIP LOCKED) AS limited
+        -- }rates
     ) AS h
-    WHERE l.cap IS NULL OR l.cap > l.running
 ),
-per_tenant AS (
-    SELECT h.*,
-           -- nt: the job's rank among its tenant's heads
-           row_number() OVER (PARTITION BY h.tenant_id
-                              ORDER BY h.priority DESC, h.run_at, h.id) AS nt
-    FROM heads AS h
-    WHERE h.room IS NULL OR h.nk <= h.room
+-- rates{
+rate_cut AS (
+    -- The jobs of each type bucket past its tokens (by the snapshot): left out before the
+    -- lanes' allotments are cut, so they never take the place of a job that can run.
+    SELECT x.id
+    FROM (SELECT h.id, k.key,
+                 row_number() OVER (PARTITION BY k.key
+                                    ORDER BY h.priority DESC, h.run_at, h.id) AS nth
+          FROM heads AS h JOIN rate_keys AS k ON k.type = h.type) AS x
+    JOIN rate_est AS e ON e.key = x.key
+    WHERE x.nth > floor(e.tokens)
+),
+-- }rates
+cut AS MATERIALIZED (
+    -- Each lane's jobs up to its allotment, tagged; then no tenant past its cap (leased jobs
+    -- and the ones this claim takes, all queues).
+    SELECT d.*
+    FROM (SELECT c.*, row_number() OVER (PARTITION BY c.tenant_id
+                                         ORDER BY c.priority DESC, c.tag, c.queue, c.run_at,
+                                                  c.id) AS nt
+          FROM (SELECT l.*, l.base + l.nl / l.weight AS tag
+                FROM (SELECT h.*,
+                             row_number() OVER (PARTITION BY h.queue, h.tenant_id
+                                                ORDER BY h.priority DESC, h.run_at, h.id) AS nl
+                      FROM heads AS h
+                      WHERE (h.room IS NULL OR h.nk <= h.room)
+                      -- rates{
+                        AND h.id NOT IN (SELECT x.id FROM rate_cut AS x)
+                      -- }rates
+                     ) AS l
+                WHERE l.nl <= l.n) AS c) AS d
+    WHERE d.cap IS NULL OR d.nt <= d.cap - d.running
 ),
 ranked AS (
-    SELECT p.id, p.queue, q.pos, q.weight, q.start,
-           row_number() OVER (PARTITION BY p.queue
-                              ORDER BY p.priority DESC,
-                                       -- the tenant's weight: %(tenant_weights)s, default 1
-                                       (p.running + p.nt)
-                                       / coalesce((%(tenant_weights)s::jsonb->>p.tenant_id)::float, 1),
-                                       p.run_at, p.id) AS nth_of_queue
-    FROM per_tenant AS p
-    JOIN queues AS q ON q.name = p.queue
-    WHERE p.cap IS NULL OR p.nt <= p.cap - p.running
+    SELECT c.id, c.queue, c.tenant_id, c.tag, c.base, c.weight, q.pos, q.weight AS qweight,
+           q.start,
+           row_number() OVER (PARTITION BY c.queue
+                              ORDER BY c.priority DESC, c.tag, c.tenant_id, c.run_at, c.id)
+               AS nth_of_queue
+    FROM cut AS c
+    JOIN queues AS q ON q.name = c.queue
 ),
 -- rates{
 rate_jobs AS (
@@ -198,7 +291,7 @@ rate_jobs AS (
            row_number() OVER (PARTITION BY jk.key
                               ORDER BY CASE WHEN %(strict)s THEN r.pos ELSE 0 END,
                                        CASE WHEN %(strict)s THEN r.nth_of_queue
-                                            ELSE r.start + r.nth_of_queue / r.weight END,
+                                            ELSE r.start + r.nth_of_queue / r.qweight END,
                                        r.pos, r.id) AS nth
     FROM ranked AS r
     JOIN jobqueue_job AS j ON j.id = r.id
@@ -222,7 +315,8 @@ rate_buckets AS MATERIALIZED (
 ),
 -- }rates
 picked AS (
-    SELECT r.id, r.pos, r.nth_of_queue, r.start + r.nth_of_queue / r.weight AS tag
+    SELECT r.id, r.queue, r.tenant_id, r.base, r.weight, r.pos, r.nth_of_queue,
+           r.start + r.nth_of_queue / r.qweight AS tag
     FROM ranked AS r
     -- rates{
     WHERE r.nth_of_queue <= %(max_jobs)s
@@ -230,12 +324,12 @@ picked AS (
                       WHERE x.id = r.id AND (b.tokens IS NULL OR x.nth > floor(b.tokens)))
     -- }rates
     ORDER BY CASE WHEN %(strict)s THEN r.pos ELSE 0 END,
-             CASE WHEN %(strict)s THEN r.nth_of_queue ELSE r.start + r.nth_of_queue / r.weight END,
+             CASE WHEN %(strict)s THEN r.nth_of_queue ELSE r.start + r.nth_of_queue / r.qweight END,
              r.pos
     LIMIT %(max_jobs)s
-)
+),
 -- rates{
-, rate_spent AS (
+rate_spent AS (
     UPDATE jobqueue_rate_limit AS b
     -- Never back in time: a claim whose transaction began before the last spend's refilled
     -- nothing (elapsed < 0 counts as 0) and must not make the next refill count that time twice.
@@ -245,8 +339,35 @@ picked AS (
           FROM rate_jobs AS x JOIN picked AS p ON p.id = x.id GROUP BY x.key) AS s
     JOIN rate_buckets AS rb ON rb.key = s.key
     WHERE b.key = s.key
-)
+),
 -- }rates
+served AS (
+    -- What each lane got, from its base: 1 / weight a job. A lane that was allotted places but
+    -- had no job to give (its heads held by their keys, not yet due, or leased meanwhile) is
+    -- charged one job, so it cannot keep the first places of every claim while it gives
+    -- nothing; once it has work it re-enters at the front (base) like any other.
+    SELECT a.queue, a.tenant_id, a.base, greatest(coalesce(p.n, 0), 1) / a.weight AS got
+    FROM allotted AS a
+    LEFT JOIN (SELECT x.queue, x.tenant_id, count(*) AS n FROM picked AS x
+               GROUP BY x.queue, x.tenant_id) AS p
+        ON p.queue = a.queue AND p.tenant_id = a.tenant_id
+    WHERE p.n > 0
+       OR NOT EXISTS (SELECT 1 FROM cut AS c WHERE c.queue = a.queue AND c.tenant_id = a.tenant_id)
+),
+lanes_served AS (
+    -- The lane's new virtual time: past what it got, from its base or, if another claim moved
+    -- it further since this statement's snapshot, from there (so two claims add up).
+    INSERT INTO jobqueue_lane AS l (queue, tenant_id, vtime, served_at)
+    SELECT s.queue, s.tenant_id, s.base + s.got, coalesce(%(now)s::timestamptz, now())
+    FROM served AS s
+    ORDER BY s.queue, s.tenant_id
+    ON CONFLICT (queue, tenant_id) DO UPDATE
+    SET vtime = greatest(l.vtime, (SELECT s.base FROM served AS s
+                                   WHERE s.queue = l.queue AND s.tenant_id = l.tenant_id))
+                + (SELECT s.got FROM served AS s
+                   WHERE s.queue = l.queue AND s.tenant_id = l.tenant_id),
+        served_at = excluded.served_at
+)
 UPDATE jobqueue_job AS j
 SET state = 'leased',
     attempts = j.attempts + 1,

@@ -24,7 +24,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from jobqueue.errors import DuplicateJob
-from jobqueue.models import Job
+from jobqueue.models import Job, Lane
 from jobqueue.retries import RunOutcome
 from jobqueue.states import CLAIMABLE, LIVE, JobState
 from jobqueue.store.interface import (
@@ -163,8 +163,21 @@ class GenericJobs(GenericArea):
                 )
             pairs = sorted(claimable.order_by().values_list("queue", "tenant_id").distinct())
             running = self._running({t for _, t in pairs}, plan)
+            # A tenant at its cap has no lane in this claim (claim.sql's "lanes").
+            pairs = [
+                (queue, tenant)
+                for queue, tenant in pairs
+                if (cap := plan.caps.cap_of(tenant)) is None or cap > running.get(tenant, 0)
+            ]
             candidates = self._candidates(claimable, pairs, max_jobs, plan, running, now)
-            picked = serve_order(candidates, queues, plan, running, max_jobs)
+            lanes = Lane.objects.using(self.alias).filter(queue__in=queues)
+            vtimes = {(lane.queue, lane.tenant_id): lane.vtime for lane in lanes}
+            served = serve_order(candidates, pairs, queues, plan, running, vtimes, max_jobs)
+            picked = served.jobs
+            for (queue, tenant), vtime in served.vtimes.items():
+                Lane.objects.using(self.alias).update_or_create(
+                    queue=queue, tenant_id=tenant, defaults={"vtime": vtime, "served_at": now}
+                )
             rows = self._jobs.in_bulk([c.id for c, _ in picked], field_name="id") if picked else {}
             for candidate, tag in picked:
                 job = rows[candidate.id]
@@ -206,11 +219,12 @@ class GenericJobs(GenericArea):
     _jobs: Any  # the host's queryset of jobs on ``alias``
 
     def _running(self, tenants: set[str], plan: ClaimPlan) -> dict[str, int]:
-        """Return leased jobs per tenant of ``tenants``, when a cap or a choice needs them."""
-        if len(tenants) <= 1 and all(plan.caps.cap_of(t) is None for t in tenants):
+        """Return leased jobs per tenant of ``tenants`` that have a cap (only caps need them)."""
+        capped = {t for t in tenants if plan.caps.cap_of(t) is not None}
+        if not capped:
             return {}
         rows = (
-            self._jobs.filter(state=JobState.LEASED, tenant_id__in=tenants)
+            self._jobs.filter(state=JobState.LEASED, tenant_id__in=capped)
             .values("tenant_id")
             .annotate(n=Count("id"))
         )

@@ -1,0 +1,66 @@
+"""The claim as a server-side function (``jobqueue/store/postgres/routines.py``).
+
+``migrate`` installs it (the test database was migrated so); a worker calls it by the name of its
+own version's text, and sends the statement when that function is missing.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from jobqueue.models import Job
+from jobqueue.states import JobState
+from jobqueue.store import get_store
+from jobqueue.store.postgres import routines
+from tests.conftest import requires_postgres
+from tests.factories import make_job
+
+pytestmark = [requires_postgres(), pytest.mark.django_db]
+
+
+def _exists(name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regproc(%s) IS NOT NULL", [name])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("statement", ["claim", "claim~rates"])
+def test_migrate_installs_the_claim_function_and_the_claim_calls_it(statement):
+    name, text = routines.function_text(statement)
+    assert _exists(name)
+    assert "plan_cache_mode = force_generic_plan" in text and "jit = off" in text
+    call = routines.claim_call("default", statement)
+    assert call is not None and call.startswith(f"SELECT * FROM {name}(%(queues)s::text[], ")
+    job = make_job(JobState.READY, queue="fn")
+    [claimed] = get_store().claim(["fn"], "w1", 5, 30.0)
+    assert claimed.id == job.id
+    assert Job.objects.get(id=job.id).state == JobState.LEASED
+
+
+def test_a_version_without_its_function_sends_the_statement():
+    """A process whose text's function is not installed (another version migrated, or a role
+    that may not create functions) still claims: the statement goes as it is."""
+    name, _ = routines.function_text("claim~rates")
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP FUNCTION {name}")  # rolled back with the test
+    routines._known.clear()
+    assert routines.claim_call("default", "claim~rates") is None
+    job = make_job(JobState.READY, queue="fn")
+    [claimed] = get_store().claim(["fn"], "w1", 5, 30.0)
+    assert claimed.id == job.id
+    routines._known.clear()
+
+
+def test_the_function_name_follows_its_text():
+    """Two versions of the claim never share a name, so a rolling deploy calls its own."""
+    plain, _ = routines.function_text("claim~rates")
+    limited, _ = routines.function_text("claim")
+    assert plain != limited
+    assert plain.startswith("jobqueue_claim_") and len(plain) == len("jobqueue_claim_") + 12
+
+
+def test_a_parameter_without_a_type_is_refused(monkeypatch):
+    monkeypatch.delitem(routines.PARAM_TYPES, "max_jobs")
+    with pytest.raises(KeyError, match="max_jobs"):
+        routines.function_text("claim~rates")
