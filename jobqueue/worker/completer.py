@@ -33,6 +33,7 @@ from django.db import DatabaseError
 
 from jobqueue.logging import job_extra
 from jobqueue.retries import RunOutcome
+from jobqueue.store import bounded
 from jobqueue.store.interface import ClaimRequest, FinishedThenClaimed
 from jobqueue.worker.executor import send_outcome_signal
 from jobqueue.worker.guard import DependencyGuard
@@ -258,7 +259,9 @@ class Completer:
             outcomes.append(run.outcome)
         began = time.monotonic()
         try:
-            with self._db_lock:
+            # The worker's own ack: asynchronous commit (unless it may complete a batch: the
+            # store decides; docs/settings.md, ASYNCHRONOUS_COMMIT).
+            with self._db_lock, bounded.asynchronous_commit():
                 if request is None:
                     states = self.store.finish_many(outcomes)
                 else:
