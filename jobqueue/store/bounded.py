@@ -112,13 +112,13 @@ def synchronous_commit() -> Iterator[None]:
         _ASYNCHRONOUS.reset(token)
 
 
-def _limits(limits: TransactionLimits | None, *, durable: bool = False) -> dict[str, str | None]:
+def _limits(limits: TransactionLimits | None, *, durable: bool = False) -> dict[str, list[str]]:
     """Return ``limit_transaction.sql``'s parameters; ``durable``: never asynchronous."""
     settings = get_settings()
-    params: dict[str, str | None] = dict((limits or settings.transaction_limits).as_params())
-    asynchronous = not durable and _ASYNCHRONOUS.get() and settings.asynchronous_commit
-    params["jq_commit"] = "off" if asynchronous else None
-    return params
+    values = dict((limits or settings.transaction_limits).as_params())
+    if not durable and _ASYNCHRONOUS.get() and settings.asynchronous_commit:
+        values["synchronous_commit"] = "off"
+    return {"jq_names": list(values), "jq_values": list(values.values())}
 
 
 def checkpoint(name: str, alias: str) -> None:

@@ -62,7 +62,7 @@ def started() -> Iterator[list[tuple[Worker, threading.Thread]]]:
 
 
 def start(started: list, **options) -> Worker:
-    worker = Worker(install_signal_handlers=False, grace_s=0, poll_interval_s=3.0, **options)
+    worker = Worker(install_signal_handlers=False, grace_s=0, poll_interval_s=5.0, **options)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     started.append((worker, thread))
@@ -88,7 +88,7 @@ def test_a_slot_freed_by_a_busy_worker_is_refilled_by_an_idle_one(
 
     # A alone first: it takes two of the key (its limit) and leaves one slot.
     a = start(started, queues=["keyed", "other"], weights=[1, 1000], concurrency=3)
-    keyed = jobqueue.enqueue_many([spec("keyed", "k", 0.6) for _ in range(8)])
+    keyed = jobqueue.enqueue_many([spec("keyed", "k", 1.0) for _ in range(8)])
     wait_for(lambda: leased("keyed") == LIMIT, timeout=60)
     # Then a backlog A prefers (weight 1000 to 1) for the slot each keyed run frees.
     others = jobqueue.enqueue_many([spec("other", None, 0.3) for _ in range(40)])
@@ -106,7 +106,8 @@ def test_a_slot_freed_by_a_busy_worker_is_refilled_by_an_idle_one(
     ]
     assert len(spans) == len(keyed)
     assert most_at_once(spans) <= LIMIT
-    # An ack and a claim (a few ms; tens on a loaded machine) per 0.6 s run: about 0.95.
-    # Waiting for B's poll (3 s) instead left the key half idle or worse.
-    assert usage(spans, LIMIT) >= 0.85, sorted(spans)
+    # An ack, a notification and a claim per 1 s run: a few ms (about 0.99 in use), up to
+    # a few hundred on a machine loaded many times over its cores (0.8 allows 0.25 s per
+    # refill). Waiting for B's poll (5 s) instead left the key idle most of the time (0.4).
+    assert usage(spans, LIMIT) >= 0.8, sorted(spans)
     assert Job.objects.filter(id__in=others).exists()
