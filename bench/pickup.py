@@ -73,28 +73,39 @@ def wait_done(n: int, timeout_s: float = 120.0) -> None:
     raise SystemExit(f"only {done} of {n} jobs succeeded within {timeout_s:.0f} s")
 
 
-def trickle(jobs: int, gap_s: float) -> list[float]:
-    """Return the pickup of each job, ms (handler start - enqueue called)."""
+def trickle(
+    jobs: int, gap_s: float, env: dict[str, str] | None = None
+) -> tuple[list[float], list[float]]:
+    """Return each job's pickup (handler start - enqueue called) and its enqueue call, ms.
+
+    The enqueue call (called to returned: the INSERT and its commit, which the notification
+    waits for) is part of the pickup; the rest is the worker's (notification, claim, start).
+    """
     import jobqueue
 
     sql("TRUNCATE jobqueue_job, jobqueue_worker RESTART IDENTITY")
-    proc = runworkers("--queues", "bench")
+    proc = runworkers("--queues", "bench", env=env)
     try:
         jobqueue.enqueue("bench", STAMP, {})  # warm-up, not counted
         wait_done(1)
         time.sleep(0.5)  # idle again
         called: dict[int, float] = {}
+        enqueue_ms: list[float] = []
         next_at = time.monotonic()
         for _ in range(jobs):
             at = time.time()
             called[jobqueue.enqueue("bench", STAMP, {})] = at
+            enqueue_ms.append((time.time() - at) * 1000)
             next_at += gap_s
             time.sleep(max(next_at - time.monotonic(), 0.0))
         wait_done(jobs + 1)
     finally:
         stop(proc)
     rows = sql("SELECT id, result FROM jobqueue_job WHERE id = ANY(%s)", [list(called)])
-    return [(float(json.loads(r) if isinstance(r, str) else r) - called[i]) * 1000 for i, r in rows]
+    pickup = [
+        (float(json.loads(r) if isinstance(r, str) else r) - called[i]) * 1000 for i, r in rows
+    ]
+    return pickup, enqueue_ms
 
 
 def backend_cpu_s(database: str) -> float:
@@ -187,6 +198,11 @@ def main() -> None:
     parser.add_argument("--pooler", action="store_true", help="also measure idle through PgBouncer")
     parser.add_argument("--only", choices=("trickle", "idle"))
     parser.add_argument("--no-setup", action="store_true", help="reuse the migrated database")
+    parser.add_argument(
+        "--compare-async",
+        action="store_true",
+        help="trickle runs alternate ASYNCHRONOUS_COMMIT on and off (the worker's setting)",
+    )
     args = parser.parse_args()
     if not args.no_setup:
         recreate_database(URL, ENV)
@@ -194,21 +210,41 @@ def main() -> None:
 
     django.setup()
     if args.only in (None, "trickle"):
-        p50s, p99s = [], []
+        ways = [("", None)]
+        if args.compare_async:
+            ways = [
+                (
+                    f" ASYNCHRONOUS_COMMIT {on}",
+                    {
+                        **ENV,
+                        "JOBQUEUE_SETTINGS": json.dumps(
+                            {"ENQUEUE_UNREGISTERED": True, "ASYNCHRONOUS_COMMIT": on}
+                        ),
+                    },
+                )
+                for on in (True, False)
+            ]
+        p50s: dict[str, list[float]] = {label: [] for label, _ in ways}
+        p99s: dict[str, list[float]] = {label: [] for label, _ in ways}
         for run in range(args.runs):
-            ms = trickle(args.jobs, args.gap_ms / 1000)
-            p50, p99 = percentile(ms, 50), percentile(ms, 99)
-            p50s.append(p50)
-            p99s.append(p99)
+            for label, env in ways if run % 2 == 0 else list(reversed(ways)):
+                ms, enqueue_ms = trickle(args.jobs, args.gap_ms / 1000, env)
+                p50, p99 = percentile(ms, 50), percentile(ms, 99)
+                p50s[label].append(p50)
+                p99s[label].append(p99)
+                print(
+                    f"trickle{label} run {run + 1}: {len(ms)} jobs {args.gap_ms:g} ms apart: "
+                    f"pickup p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {max(ms):.2f} ms; of which "
+                    f"the enqueue call (insert + commit) p50 {percentile(enqueue_ms, 50):.2f} "
+                    f"ms, p99 {percentile(enqueue_ms, 99):.2f} ms",
+                    flush=True,
+                )
+        for label, _ in ways:
             print(
-                f"trickle run {run + 1}: {len(ms)} jobs {args.gap_ms:g} ms apart: pickup p50 "
-                f"{p50:.2f} ms, p99 {p99:.2f} ms, max {max(ms):.2f} ms",
-                flush=True,
+                f"trickle{label}, median of {args.runs} runs: p50 "
+                f"{statistics.median(p50s[label]):.2f} ms, p99 "
+                f"{statistics.median(p99s[label]):.2f} ms"
             )
-        print(
-            f"trickle, median of {args.runs} runs: p50 {statistics.median(p50s):.2f} ms, "
-            f"p99 {statistics.median(p99s):.2f} ms"
-        )
     if args.only in (None, "idle"):
         modes = [("direct", ENV, None)]
         if args.pooler:
