@@ -373,14 +373,23 @@ class Command(BaseCommand):
             # A dead child held leases on its slot's alias only.
             hand_back_leases(worker_id, alias_of.get(worker_id, shares[0].alias))
 
+        def listens_on(alias: str) -> str | None:
+            # Where a worker of ``alias`` LISTENs: never through a pooler, only on PostgreSQL.
+            listen_on = listen_alias(alias)
+            if listen_on is None or connections[listen_on].vendor != "postgresql":
+                return None
+            return listen_on
+
         def relay(fds: Mapping[int, int]) -> int:
             # One listening connection per database for all the slots on it (handoff.py).
             by_alias: dict[str, list[int]] = {}
             for slot, fd in fds.items():
-                listen_on = listen_alias(shares[slot % len(shares)].alias)
-                if listen_on is not None and connections[listen_on].vendor == "postgresql":
+                listen_on = listens_on(shares[slot % len(shares)].alias)
+                if listen_on is not None:
                     by_alias.setdefault(listen_on, []).append(fd)
             return run_relay(by_alias, "jobqueue-relay")
+
+        listening = conf.listen_notify and any(listens_on(s.alias) for s in shares)
 
         supervisor = Supervisor(
             processes=(processes or 1) * len(shares),
@@ -389,7 +398,7 @@ class Command(BaseCommand):
             worker_id_for=slot_worker_id,
             hand_back=hand_back,
             record_death=lambda cause: count_death(cause, shares[0].alias),
-            relay=relay if conf.listen_notify else None,
+            relay=relay if listening else None,
         )
         supervisor.run()
 
