@@ -76,8 +76,9 @@ class Worker:
         wake_fd: under the supervisor with a relay (``handoff.py``), the read end of this
             process's pipe: wake-ups come from there, not from a listening connection of its
             own (``listen_notify`` must be on for them to be read).
-        sharing: with ``wake_fd``, how many processes share the relay: while it is up, an idle
-            one polls (and reaps expired leases) that many times less often.
+        sharing: with ``wake_fd``, how many processes share the relay: an idle one polls that
+            many times less often while the relay is up, and reaps expired leases that many
+            times less often (the host as a whole as often as one process did).
         strict: serve queues in list order instead: a queue only when those before it have no
             claimable job.
         concurrency: jobs run at once (threads), >= 1.

@@ -306,6 +306,10 @@ class Supervisor:
                 return
             if pid == self._relay_pid:
                 self._relay_pid = None
+                if self._stop_signal is not None:
+                    # A stop sent to the whole process group reached it too.
+                    logger.info("the relay process %d ended", pid)
+                    continue
                 self._relay_restart_at = time.monotonic() + RELAY_RESTART_S
                 logger.error(
                     "the relay process %d ended (%s); restarting it in %.0f s (the workers "
