@@ -17,6 +17,10 @@ run. Four ways, interleaved by round so a drift of the machine's load hits each:
 
 Prints jobs/s per way, median (min-max) of the rounds, and the server's ``fsync`` and
 ``synchronous_commit`` settings the figures depend on.
+
+With ``--drain``, also real ``runworkers --burst`` processes (1 and 2, default concurrency) on
+``--jobs`` ready no-op jobs, ``ASYNCHRONOUS_COMMIT`` True and False interleaved: jobs/s from
+the first claim to the last ack (database clock).
 """
 
 from __future__ import annotations
@@ -102,6 +106,29 @@ def drain(store: Any, batch: int, cycle: Callable[[Any, list, Any], list]) -> tu
     return done, time.perf_counter() - began
 
 
+def drain_processes(n: int, processes: int, asynchronous: bool) -> float:
+    """Return jobs/s (first start to last finish) of ``processes`` ``runworkers --burst``."""
+    import json
+    import subprocess
+    import sys
+
+    from _common import ROOT
+
+    fill(n)
+    settings = {"ENQUEUE_UNREGISTERED": True, "ASYNCHRONOUS_COMMIT": asynchronous}
+    env = {**ENV, "JOBQUEUE_SETTINGS": json.dumps(settings)}
+    cmd = [sys.executable, "-m", "django", "runworkers", "--no-scheduler", "--queues", QUEUE]
+    procs = [subprocess.Popen([*cmd, "--burst"], env=env, cwd=ROOT) for _ in range(processes)]
+    for proc in procs:
+        proc.wait()
+    [(done, span)] = sql(
+        "SELECT count(*) FILTER (WHERE state = 'succeeded'),"
+        " extract(epoch FROM max(finished_at) - min(started_at)) FROM jobqueue_job"
+    )
+    assert done == n, (done, n)
+    return n / float(span)
+
+
 def two_transactions(store: Any, outcomes: list, request: Any) -> list:
     made = store.finish_then_claim(outcomes, request)
     assert made.error is None
@@ -113,6 +140,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=25)
+    parser.add_argument("--drain", action="store_true", help="also real worker processes")
     args = parser.parse_args()
     recreate_database(URL, ENV)
     import django
@@ -151,6 +179,18 @@ def main() -> None:
             f"{name:12s} {statistics.median(values):8.0f} jobs/s "
             f"({min(values):.0f}-{max(values):.0f})"
         )
+    if not args.drain:
+        return
+    for processes in (1, 2):
+        drained: dict[bool, list[float]] = {True: [], False: []}
+        for r in range(args.rounds):
+            for asynchronous in (True, False) if r % 2 == 0 else (False, True):
+                drained[asynchronous].append(drain_processes(args.jobs, processes, asynchronous))
+        for asynchronous, values in drained.items():
+            print(
+                f"drain, {processes} process(es), ASYNCHRONOUS_COMMIT {asynchronous}: "
+                f"{statistics.median(values):.0f} jobs/s ({min(values):.0f}-{max(values):.0f})"
+            )
 
 
 if __name__ == "__main__":
