@@ -88,6 +88,15 @@ once; polling stays as the fallback. Set False where LISTEN cannot work (PgBounc
 transaction mode, without ``POOLED_DATABASES``): workers then only poll every
 ``POLL_INTERVAL_SECONDS``. A pooled alias never LISTENs through the pooler (``poolspec``)."""
 
+DEFAULT_ASYNCHRONOUS_COMMIT = True
+"""On PostgreSQL, a worker's own claim, heartbeat and ack transactions commit with
+``synchronous_commit = off``: the server answers before it has flushed them to disk, so a worker
+does not wait for a disk flush per claim and per ack. A server crash may then forget the last
+fraction of a second of them (at most three times ``wal_writer_delay``); each such job runs again,
+which at-least-once delivery already covers. Never applied to an enqueue (the caller's
+transaction), the outbox relay, a cron fire, or an ack that may complete a batch (its callbacks
+are promised once per completion). False: every transaction commits synchronously."""
+
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 """Largest payload accepted by enqueue, measured as UTF-8 JSON."""
 
@@ -166,6 +175,7 @@ class JobQueueSettings:
     backoff: Backoff = field(default_factory=Backoff)
     poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS
     listen_notify: bool = DEFAULT_LISTEN_NOTIFY
+    asynchronous_commit: bool = DEFAULT_ASYNCHRONOUS_COMMIT
     metrics_interval_seconds: float = DEFAULT_METRICS_INTERVAL_SECONDS
     #: The bearer token the metrics view accepts (``Authorization: Bearer ...``); None: none.
     metrics_token: str | None = None
@@ -329,6 +339,7 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
     "BACKOFF": ("backoff", parse_backoff),
     "POLL_INTERVAL_SECONDS": ("poll_interval_seconds", _ranged("POLL_INTERVAL_SECONDS")),
     "LISTEN_NOTIFY": ("listen_notify", _listen_notify),
+    "ASYNCHRONOUS_COMMIT": ("asynchronous_commit", _bool("ASYNCHRONOUS_COMMIT")),
     "METRICS_INTERVAL_SECONDS": (
         "metrics_interval_seconds",
         _ranged("METRICS_INTERVAL_SECONDS"),

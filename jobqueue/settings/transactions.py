@@ -42,11 +42,14 @@ class TransactionLimits:
     idle_in_transaction_seconds: float = DEFAULT_IDLE_IN_TRANSACTION_SECONDS
 
     def as_params(self) -> dict[str, str]:
-        """Return the limits as ``limit_transaction.sql`` parameters (milliseconds, text)."""
+        """Return the limits as PostgreSQL settings: name -> value (milliseconds, text).
+
+        ``store/bounded.py`` sets them transaction-locally (``limit_transaction.sql``).
+        """
         return {
-            "jq_lock_ms": _ms(self.lock_timeout_seconds),
-            "jq_statement_ms": _ms(self.statement_timeout_seconds),
-            "jq_idle_ms": _ms(self.idle_in_transaction_seconds),
+            "lock_timeout": _ms(self.lock_timeout_seconds),
+            "statement_timeout": _ms(self.statement_timeout_seconds),
+            "idle_in_transaction_session_timeout": _ms(self.idle_in_transaction_seconds),
         }
 
 

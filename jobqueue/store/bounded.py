@@ -24,6 +24,14 @@ is. Two shapes, one mechanism:
 On databases other than PostgreSQL (SQLite: transactions cannot outlive their process) nothing
 is set.
 
+Asynchronous commit (``JOBQUEUE["ASYNCHRONOUS_COMMIT"]``): inside :func:`asynchronous_commit`
+(a worker's own claim, heartbeat and ack) the transactions opened here also get
+``synchronous_commit = off``; :func:`synchronous_commit` inside it takes that back for a write
+that must be flushed before it is answered (an ack that may complete a batch). Everywhere else
+(an enqueue, the outbox relay, a cron fire, the reaper, an operator's repair) the session's own
+``synchronous_commit`` holds. The scope is per thread (a context variable): a worker's handler
+threads never inherit it.
+
 :data:`HOOKS` lets tests stall a process at a named point inside one of these transactions
 (``claim``: after the capped claim's turn is taken; ``reaper``: after the expired leases are
 locked; ``pruner``: after a batch is deleted). Production code never sets it.
@@ -31,8 +39,9 @@ locked; ``pruner``: after a batch is deleted). Production code never sets it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
@@ -44,11 +53,13 @@ from jobqueue.store.sqltext import sql
 
 __all__ = [
     "HOOKS",
+    "asynchronous_commit",
     "checkpoint",
     "execute",
     "execute_each",
     "own_transaction",
     "pipelines",
+    "synchronous_commit",
     "timed_out",
 ]
 
@@ -67,8 +78,51 @@ def _limit_sql() -> str:
     return sql("limit_transaction")
 
 
-def _limits(limits: TransactionLimits | None) -> dict[str, str]:
-    return (limits or get_settings().transaction_limits).as_params()
+#: Whether the transactions this thread opens now may commit asynchronously (see the module's
+#: docstring); the setting decides whether they do.
+_ASYNCHRONOUS: ContextVar[bool] = ContextVar("jobqueue_asynchronous_commit", default=False)
+
+
+@contextmanager
+def asynchronous_commit() -> Iterator[None]:
+    """Let the transactions opened here in the block commit with ``synchronous_commit = off``.
+
+    For a worker's own claim, heartbeat and ack only: a server crash may forget the last
+    fraction of a second of them, and each job they concerned runs again (at-least-once). Off
+    when ``JOBQUEUE["ASYNCHRONOUS_COMMIT"]`` is False; a caller's transaction is never changed.
+    """
+    token = _ASYNCHRONOUS.set(True)
+    try:
+        yield
+    finally:
+        _ASYNCHRONOUS.reset(token)
+
+
+@contextmanager
+def synchronous_commit() -> Iterator[None]:
+    """Commit the transactions opened here in the block synchronously, even when asynchronous.
+
+    Inside :func:`asynchronous_commit`, for a write whose loss could break a promise: an ack
+    that may complete a batch and enqueue its callbacks, promised once per completion.
+    """
+    token = _ASYNCHRONOUS.set(False)
+    try:
+        yield
+    finally:
+        _ASYNCHRONOUS.reset(token)
+
+
+def _limits(limits: TransactionLimits | None, *, durable: bool = False) -> dict[str, list[str]]:
+    """Return ``limit_transaction.sql``'s parameters; ``durable``: never asynchronous."""
+    settings = get_settings()
+    values = dict((limits or settings.transaction_limits).as_params())
+    # JIT off: jobqueue's statements are short, and the planner's estimate of a LIMIT taken
+    # from a row (the claim's lane allotments) could otherwise switch on compilation costing
+    # seconds (docs/decisions.md, "The claim in two levels").
+    values["jit"] = "off"
+    if not durable and _ASYNCHRONOUS.get() and settings.asynchronous_commit:
+        values["synchronous_commit"] = "off"
+    return {"jq_names": list(values), "jq_values": list(values.values())}
 
 
 def checkpoint(name: str, alias: str) -> None:
@@ -175,7 +229,12 @@ def pipelines(alias: str) -> bool:
     )
 
 
-def execute_each(alias: str, statements: Sequence[tuple[str, dict[str, Any]]]) -> Each:
+def execute_each(
+    alias: str,
+    statements: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    durable: Collection[int] = (),
+) -> Each:
     """Execute each statement in a bounded transaction of its own; all in one round trip.
 
     Each statement commits on its own (its own ``BEGIN``, limits and ``COMMIT``), in order, in
@@ -190,6 +249,8 @@ def execute_each(alias: str, statements: Sequence[tuple[str, dict[str, Any]]]) -
     Args:
         alias: database alias.
         statements: ``(text, params)`` pairs, each one statement of ``sql/``.
+        durable: indexes in ``statements`` of those that commit synchronously even inside
+            :func:`asynchronous_commit`.
 
     Returns:
         :data:`Each`: a cursor at its result for each statement that committed, in order, and
@@ -197,7 +258,6 @@ def execute_each(alias: str, statements: Sequence[tuple[str, dict[str, Any]]]) -
         not known (the connection broke) counts as not committed.
     """
     connection = connections[alias]
-    limits = _limits(None)
     blocks: list[tuple[Any, Any]] = []
     error: Exception | None = None
     try:
@@ -209,7 +269,8 @@ def execute_each(alias: str, statements: Sequence[tuple[str, dict[str, Any]]]) -
                     # Errors while queueing are kept, not raised through the pipeline's exit
                     # (which would log them again): the exit's Sync still runs.
                     try:
-                        for text, params in statements:
+                        for index, (text, params) in enumerate(statements):
+                            limits = _limits(None, durable=index in durable)
                             raw.cursor().execute("BEGIN")
                             raw.cursor().execute(_limit_sql(), limits)
                             cursor = raw.cursor()

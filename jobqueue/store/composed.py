@@ -373,6 +373,9 @@ class ComposedStore:
     def set_listener_up(self, worker_id: str, up: bool | None) -> None:
         return self.operator.set_listener_up(worker_id, up)
 
+    def wake_queues(self, queues: Sequence[str]) -> None:
+        return self.operator.wake_queues(queues)
+
     def prune_workers(self, silent_for_s: float) -> int:
         return self.operator.prune_workers(silent_for_s)
 

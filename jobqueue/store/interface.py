@@ -181,6 +181,9 @@ class ClaimedJob:
         tag: the job's weighted-fair tag in this claim (``jobqueue/limits/fairness.py``).
         suspect: its worker process died while it ran beside other jobs; it must run alone
             (``jobqueue/worker/solo.py``).
+        concurrency_key: the job's concurrency key, or None (a driver that does not return
+            it leaves None): its ack frees a slot of that key (``jobqueue/worker/completer.py``
+            wakes the other workers for it).
     """
 
     id: int
@@ -196,6 +199,7 @@ class ClaimedJob:
     tenant_id: str
     tag: float = 0.0
     suspect: bool = False
+    concurrency_key: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> ClaimedJob:
@@ -218,6 +222,7 @@ class ClaimedJob:
             tenant_id=row.tenant_id,
             tag=row.tag,
             suspect=row.suspect,
+            concurrency_key=getattr(row, "concurrency_key", None),
         )
 
 
@@ -1478,6 +1483,17 @@ class Store(Protocol):
             queues: the queues it serves.
             concurrency: most jobs it runs at once.
             heartbeat_interval_s: seconds between its heartbeats.
+        """
+
+    def wake_queues(self, queues: Sequence[str]) -> None:
+        """Wake the idle workers of ``queues`` as an enqueue does (PostgreSQL: ``NOTIFY``).
+
+        A worker whose ack freed a slot of a full concurrency key calls it, so a worker with
+        free slots claims the key's next job now instead of at its next poll. Drivers whose
+        workers only poll do nothing.
+
+        Args:
+            queues: queue names.
         """
 
     def touch_worker(self, worker_id: str, running_jobs: int = 0, status: str = "running") -> None:

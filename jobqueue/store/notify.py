@@ -57,6 +57,22 @@ def listen_connection_params(alias: str) -> dict[str, Any]:
     return params
 
 
+def wake_for(payload: str, serves: Callable[[str], bool], wake: Callable[[float], None]) -> None:
+    """Call ``wake(delay_s)`` for a ready-channel payload of a queue that ``serves`` accepts.
+
+    Args:
+        payload: ``"<queue>"`` (ready now) or ``"<queue> <seconds>"`` (delayed jobs due then).
+        serves: ``serves(queue)``: whether the worker claims from that queue.
+        wake: the claim loop's ``wake(delay_s)``.
+    """
+    queue, _, due = payload.partition(" ")
+    if serves(queue):
+        try:
+            wake(float(due) if due else 0.0)
+        except ValueError:
+            wake(0.0)  # not ours to judge: claim, which costs little
+
+
 class ReadyListener:
     """LISTEN on the ready channel and call ``wake(delay_s)`` for the worker's queues.
 
@@ -119,6 +135,10 @@ class ReadyListener:
             os.close(pipe[0])
             os.close(pipe[1])
 
+    def dispatch(self, payload: str) -> None:
+        """Act on one notification's payload (on the listener's thread): wake if it is ours."""
+        wake_for(payload, self.serves, self.wake)
+
     def _run(self) -> None:
         import psycopg
 
@@ -178,12 +198,7 @@ class ReadyListener:
             # What arrived, without waiting: also what came in during the ping's LISTEN (which
             # psycopg keeps aside, with the socket then read already).
             for notify in conn.notifies(timeout=0.0):
-                queue, _, due = notify.payload.partition(" ")
-                if self.serves(queue):
-                    try:
-                        self.wake(float(due) if due else 0.0)
-                    except ValueError:
-                        self.wake(0.0)  # not ours to judge: claim, which costs little
+                self.dispatch(notify.payload)
             if time.monotonic() - last_ping >= PING_INTERVAL_S:
                 # The ping is a LISTEN again (a no-op on a channel already listened on): a
                 # round trip that also keeps pg_stat_activity showing what this backend is for.

@@ -16,7 +16,7 @@ from django.db import DatabaseError
 
 from jobqueue.limits.fairness import QueueSelector
 from jobqueue.store import ClaimedJob
-from jobqueue.store.bounded import timed_out
+from jobqueue.store.bounded import asynchronous_commit, timed_out
 from jobqueue.store.interface import ClaimRequest, FinishedThenClaimed
 from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.outage import DatabaseBackoff
@@ -81,9 +81,10 @@ class Claimer:
         """Claim up to ``free`` jobs and start those admitted; None after a database error."""
         request = self.request(free)
         try:
-            claimed = self.store.claim(
-                request.queues, self.worker_id, free, self.lease_s, plan=request.plan
-            )
+            with asynchronous_commit():  # the worker's own claim (ASYNCHRONOUS_COMMIT)
+                claimed = self.store.claim(
+                    request.queues, self.worker_id, free, self.lease_s, plan=request.plan
+                )
         except DatabaseError as exc:
             self._failed(exc)
             return None

@@ -33,6 +33,7 @@ from django.db import DatabaseError
 
 from jobqueue.logging import job_extra
 from jobqueue.retries import RunOutcome
+from jobqueue.store import bounded
 from jobqueue.store.interface import ClaimRequest, FinishedThenClaimed
 from jobqueue.worker.executor import send_outcome_signal
 from jobqueue.worker.guard import DependencyGuard
@@ -179,6 +180,7 @@ class Completer:
         if batch:
             request = None if claim is None else claim(len(batch))
             states, unwritten = self._write(batch, request)
+            self._wake_for_keys(batch, states, request)
             for run in batch:
                 job_id = run.claimed.id
                 if job_id in unwritten:
@@ -194,6 +196,36 @@ class Completer:
                 self._lost(run)
                 ended += 1
         return ended
+
+    def _wake_for_keys(
+        self, batch: Sequence[Run], states: dict[int, str], request: ClaimRequest | None
+    ) -> None:
+        """Wake the other workers when these acks freed slots of concurrency keys.
+
+        A key at its limit is refilled only by a claim made after a slot of it frees: this
+        worker's own claim rides the write when it has slots, but it may take other jobs (or
+        have no slot), and idle workers of the queue sleep until their poll (which left a full
+        key idle for most of a second per run). So unless this worker's claim came back short
+        (nothing more it could take: no backlog for anyone serving the same queues), the
+        queues of the keyed jobs just finished are notified, as an enqueue notifies them.
+        Best effort: polling still finds the job when the notification fails.
+        """
+        queues = {
+            run.claimed.queue
+            for run in batch
+            if run.claimed.concurrency_key is not None and run.claimed.id in states
+        }
+        if not queues:
+            return
+        made = self._claimed
+        if request is not None and made is not None:
+            claimed = made[1].claimed
+            if claimed is not None and len(claimed) < request.max_jobs:
+                return  # this worker's claim found nothing more to take
+        try:
+            self.store.wake_queues(sorted(queues))
+        except DatabaseError as exc:
+            logger.debug("could not wake the workers of %s: %s", sorted(queues), exc)
 
     def _batch_closed(self, done: Sequence[Run]) -> bool:
         """Return whether the outcomes in ``done`` should be recorded now, or wait for more."""
@@ -214,6 +246,10 @@ class Completer:
         if self._stopping.is_set() or len(done) == running:
             # Nothing else is running (nothing could join: an idle worker claims at once),
             # or we are stopping (no claim to fill): waiting would only cost time.
+            return 0.0
+        if any(run.claimed.concurrency_key is not None for run in done):
+            # A keyed run holds a slot of its key until its ack: waiting for company would
+            # leave the key's next job waiting as long, on every run of a full key.
             return 0.0
         oldest = min(run.done_at for run in done)
         if running < self.concurrency:
@@ -258,7 +294,9 @@ class Completer:
             outcomes.append(run.outcome)
         began = time.monotonic()
         try:
-            with self._db_lock:
+            # The worker's own ack: asynchronous commit (unless it may complete a batch: the
+            # store decides; docs/settings.md, ASYNCHRONOUS_COMMIT).
+            with self._db_lock, bounded.asynchronous_commit():
                 if request is None:
                     states = self.store.finish_many(outcomes)
                 else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from jobqueue.store import bounded
 from jobqueue.worker.runs import Runs
 
 logger = logging.getLogger("jobqueue.worker")
@@ -56,7 +57,7 @@ class Heartbeat:
         """
         held = self.runs.snapshot()
         leases = [(job_id, r.claimed.lease_token) for job_id, r in held.items()]
-        with self._db_lock:
+        with self._db_lock, bounded.asynchronous_commit():
             kept = self.store.extend_leases(leases, self.lease_s)
         for job_id, run in held.items():
             lease = kept.get(job_id)

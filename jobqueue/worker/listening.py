@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 
 from jobqueue.store.notify import FAST_POLL_S, ReadyListener
+from jobqueue.worker.handoff import HandedListener, idle_wait_s
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -34,13 +35,28 @@ class ListenerHealth:
         using: database alias of the queues.
         enabled: whether the worker listens at all; if not, this does nothing and the worker
             polls every ``POLL_INTERVAL_SECONDS`` (its row's ``listener_up`` stays None).
+        handoff_fd: under the supervisor, the read end of this process's pipe from the
+            supervisor's relay (``handoff.py``): the worker reads wake-ups there instead of
+            LISTENing on a connection of its own. None: it listens itself.
+        sharing: how many worker processes share that relay: an idle one polls that many
+            times less often while the relay is up (``handoff.idle_wait_s``).
     """
 
     name = "listener-state"
     interval_s = 1.0
 
-    def __init__(self, store, worker_id: str, using: str, enabled: bool) -> None:
+    def __init__(
+        self,
+        store,
+        worker_id: str,
+        using: str,
+        enabled: bool,
+        handoff_fd: int | None = None,
+        sharing: int = 1,
+    ) -> None:
         self.store = store
+        self.handoff_fd = handoff_fd
+        self.sharing = sharing
         self.worker_id = worker_id
         self.using = using
         self.enabled = enabled
@@ -53,12 +69,14 @@ class ListenerHealth:
         #: Called on the listener's thread each time its connection is up again: the worker
         #: wakes its claim loop out of a database backoff (``outage.py``).
         self.on_up: Callable[[], None] = lambda: None
-        self.listener: ReadyListener | None = None
+        self.listener: ReadyListener | HandedListener | None = None
 
     def attach(self, serves: Callable[[str], bool], wake: Callable[[float], None]) -> None:
         """Give the listener the worker's queue filter and the claim loop's ``wake(delay_s)``."""
         self._wake = wake
-        if self.enabled:
+        if self.enabled and self.handoff_fd is not None:
+            self.listener = HandedListener(self.handoff_fd, serves, wake, self._changed)
+        elif self.enabled:
             name = f"jobqueue-listener {self.worker_id}"
             self.listener = ReadyListener(self.using, serves, wake, name, self._changed)
 
@@ -73,9 +91,15 @@ class ListenerHealth:
             self.listener.stop()
 
     def idle_wait_s(self, poll_interval_s: float) -> float:
-        """Return how long the claim loop may wait idle: the poll interval, or less while down."""
-        if not self.enabled or self.up:
+        """Return how long the claim loop may wait idle: the poll interval, or less while down.
+
+        A process whose wake-ups come from the supervisor's relay waits longer while the relay
+        is up: the processes sharing it poll about once per interval together.
+        """
+        if not self.enabled:
             return poll_interval_s
+        if self.up:
+            return idle_wait_s(poll_interval_s, self.sharing if self.handoff_fd else 1)
         return min(poll_interval_s, FAST_POLL_S)
 
     def _changed(self, up: bool) -> None:

@@ -73,6 +73,12 @@ class Worker:
             proportion (see ``jobqueue/limits/fairness.py``).
         exclude_queues: queues ``"*"`` leaves out.
         max_tasks: finish at most this many jobs, then stop claiming and drain (``quota.py``).
+        wake_fd: under the supervisor with a relay (``handoff.py``), the read end of this
+            process's pipe: wake-ups come from there, not from a listening connection of its
+            own (``listen_notify`` must be on for them to be read).
+        sharing: with ``wake_fd``, how many processes share the relay: an idle one polls that
+            many times less often while the relay is up, and reaps expired leases that many
+            times less often (the host as a whole as often as one process did).
         strict: serve queues in list order instead: a queue only when those before it have no
             claimable job.
         concurrency: jobs run at once (threads), >= 1.
@@ -118,6 +124,8 @@ class Worker:
         stop_signals: StopSignals = STANDALONE,
         exclude_queues: Sequence[str] = (),
         max_tasks: int | None = None,
+        wake_fd: int | None = None,
+        sharing: int = 1,
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
@@ -136,6 +144,10 @@ class Worker:
         self.poll_interval_s = poll_interval_s or conf.poll_interval_seconds
         self.grace_s = conf.grace_seconds if grace_s is None else grace_s
         self.reaper_interval_s = reaper_interval_s or conf.reaper_interval_seconds
+        if wake_fd is not None:
+            # The host reaps about as often as one process did (the reaper's work is the
+            # database's, not this process's).
+            self.reaper_interval_s *= max(sharing, 1)
         self.burst = burst
         self.worker_id = worker_id or default_worker_id()
         self.using = using or "default"
@@ -165,6 +177,8 @@ class Worker:
             self.worker_id,
             self.listen_on or self.using,
             self.listen_notify and self.listen_on is not None,
+            handoff_fd=wake_fd,
+            sharing=sharing,
         )
         self._listener.attach(self.selector.serves, self._wakeups.wake)
         self._stops = Stops(stop_signals, self._wakeups, self._runs.__len__, self.grace_s)

@@ -1,16 +1,19 @@
 """Internal: ``runworkers --processes N``: start N worker processes, restart the ones that die.
 
-The supervisor itself touches no database. It forks each worker (so Django is set up once, and a
-child starts in milliseconds), watches them, and restarts a child that died. A child that died
-before it served (its first claim statement had not returned: ``served.py``) is restarted after
-a backoff that grows while its slot keeps dying so, so a crash loop at start-up does not spin; a
-child that served is replaced at once, however young (issue 32: a worker killed from outside,
-by the OOM killer, an eviction or an operator, is not a crash loop, and the backoff had idled
-whole fleets under repeated kills). A child that exits with :data:`EXIT_RECYCLE` (its handler
-ran past its timeout and its thread could not be stopped, or it finished its ``--max-tasks``)
-is replaced at once. Deaths are named and counted by cause (``causes.py``: a signal, an exit
-status, or the OOM killer when the kernel says so) in the log and, through ``record_death``, in
-the metrics.
+The supervisor itself touches no database. Given a ``relay``, it forks one more process that
+does: it LISTENs once for all the workers and hands each notification to them through a pipe
+per slot (``handoff.py``); a relay that dies is restarted after :data:`RELAY_RESTART_S`.
+
+It forks each worker (so Django is set up once, and a child starts in milliseconds), watches them,
+and restarts a child that died. A child that died before it served (its first claim statement had
+not returned: ``served.py``) is restarted after a backoff that grows while its slot keeps dying so,
+so a crash loop at start-up does not spin; a child that served is replaced at once, however young
+(issue 32: a worker killed from outside, by the OOM killer, an eviction or an operator, is not a
+crash loop, and the backoff had idled whole fleets under repeated kills). A child that exits with
+:data:`EXIT_RECYCLE` (its handler ran past its timeout and its thread could not be stopped, or it
+finished its ``--max-tasks``) is replaced at once. Deaths are named and counted by cause
+(``causes.py``: a signal, an exit status, or the OOM killer when the kernel says so) in the log
+and, through ``record_death``, in the metrics.
 
 A child that dies (killed, or exiting with an error) may leave leases behind. When given a
 ``hand_back`` callable, the supervisor forks a short-lived process that runs it with the dead
@@ -36,7 +39,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -60,6 +63,8 @@ RESTART_BACKOFF_CAP_S = 30.0
 KILL_AFTER_GRACE_S = 10.0
 #: Longest a hand-back process may run before it is killed (its leases then expire), seconds.
 HAND_BACK_TIMEOUT_S = 30.0
+#: How long after the relay process died it is restarted, seconds (its workers poll meanwhile).
+RELAY_RESTART_S = 1.0
 
 
 @dataclass(slots=True)
@@ -114,6 +119,10 @@ class Supervisor:
         record_death: ``record_death(cause)``, run in that same forked process after the
             hand-back, to count the death by cause where the metrics read it (the supervisor
             itself touches no database); None counts them in the log only.
+        relay: ``relay({slot: write fd})``, run in a forked process for as long as the
+            supervisor runs (restarted if it dies): it wakes each slot's worker by writing to
+            that slot's pipe, whose read end the worker finds with :meth:`wake_fd`. None: each
+            worker listens for itself.
 
     Raises:
         ValueError: ``processes`` is below 1.
@@ -128,6 +137,7 @@ class Supervisor:
         worker_id_for: Callable[[int, int, str], str],
         hand_back: Callable[[str], object] | None = None,
         record_death: Callable[[str], object] | None = None,
+        relay: Callable[[Mapping[int, int]], int] | None = None,
     ) -> None:
         if processes < 1:
             raise ValueError(f"processes must be >= 1, got {processes}")
@@ -145,6 +155,55 @@ class Supervisor:
         self._stop_deadline: float | None = None
         #: (signal to send the children, the signal received that asks for it), in order.
         self._forward: list[tuple[int, int]] = []
+        self.relay = relay
+        #: slot -> (read end, write end) of its wake-up pipe, while there is a relay.
+        self._pipes: dict[int, tuple[int, int]] = {}
+        self._relay_pid: int | None = None
+        self._relay_restart_at: float | None = None
+
+    def wake_fd(self, slot: int) -> int | None:
+        """Return the read end of ``slot``'s wake-up pipe (in its worker), or None: no relay."""
+        pipe = self._pipes.get(slot)
+        return None if pipe is None else pipe[0]
+
+    # -- the relay ----------------------------------------------------------------------------
+
+    def _spawn_relay(self) -> None:
+        assert self.relay is not None
+        connections.close_all()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED.handled)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                for signum in SUPERVISED.handled:
+                    signal.signal(signum, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                for read, _ in self._pipes.values():
+                    os.close(read)
+                code = self.relay({slot: write for slot, (_, write) in self._pipes.items()})
+            except BaseException:
+                logger.exception("the relay process %d crashed", os.getpid())
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        self._relay_pid = pid
+        self._relay_restart_at = None
+        logger.info("started the relay process %d (one listener for the workers)", pid)
+
+    def _stop_relay(self) -> None:
+        pid, self._relay_pid = self._relay_pid, None
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        for read, write in self._pipes.values():
+            os.close(read)
+            os.close(write)
+        self._pipes.clear()
 
     # -- signals ----------------------------------------------------------------------------
 
@@ -188,6 +247,12 @@ class Supervisor:
                 for signum in SUPERVISED.handled:
                     signal.signal(signum, signal.SIG_DFL)
                 _terminate_with_parent()
+                for index, (read, write) in self._pipes.items():
+                    # Its own pipe's read end only: a write end held here would keep a pipe
+                    # open after the relay died.
+                    os.close(write)
+                    if index != slot.index:
+                        os.close(read)
                 self.served.install(slot.index)
                 worker_id = self.worker_id_for(slot.index, os.getpid(), nonce)
                 code = self.run_worker(slot.index, worker_id)
@@ -239,6 +304,21 @@ class Supervisor:
                 return
             if pid == 0:
                 return
+            if pid == self._relay_pid:
+                self._relay_pid = None
+                if self._stop_signal is not None:
+                    # A stop sent to the whole process group reached it too.
+                    logger.info("the relay process %d ended", pid)
+                    continue
+                self._relay_restart_at = time.monotonic() + RELAY_RESTART_S
+                logger.error(
+                    "the relay process %d ended (%s); restarting it in %.0f s (the workers "
+                    "poll every second meanwhile)",
+                    pid,
+                    self.causes.cause(status),
+                    RELAY_RESTART_S,
+                )
+                continue
             helper = next((s for s in self.slots if s.hand_back_pid == pid), None)
             if helper is not None:
                 helper.hand_back_pid = None
@@ -335,6 +415,17 @@ class Supervisor:
         # `runworkers` holds SIGTERM from the start of Django's set-up (stopping.py): a stop sent
         # since then is handled now, as a drain of children that have claimed nothing.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, SUPERVISED.handled)
+        if self.relay is not None:
+            self._pipes = {slot.index: os.pipe() for slot in self.slots}
+            self._spawn_relay()
+        try:
+            self._supervise()
+        finally:
+            self._stop_relay()
+        logger.info("supervisor stopped")
+        return 0
+
+    def _supervise(self) -> None:
         for slot in self.slots:
             self._spawn(slot)
         while True:
@@ -372,9 +463,13 @@ class Supervisor:
                         self._spawn(slot)
                 if all(s.done for s in self.slots):
                     break
+                if (
+                    self._relay_restart_at is not None
+                    and now >= self._relay_restart_at
+                    and self._relay_pid is None
+                ):
+                    self._spawn_relay()
             time.sleep(0.1)
-        logger.info("supervisor stopped")
-        return 0
 
 
 def reexec(argv: Sequence[str]) -> NoReturn:

@@ -192,6 +192,13 @@ class OperationsContract:
 
     # -- workers -------------------------------------------------------------------------------
 
+    def test_wake_queues_writes_nothing(self, store):
+        """It only wakes listeners (PostgreSQL: ``test_notify.py``); no row changes."""
+        job_id = self.make(queue="k").id
+        before = Job.objects.using(self.alias).values("id", "state", "run_at").get(id=job_id)
+        assert store.wake_queues(["k", "other"]) is None
+        assert Job.objects.using(self.alias).values("id", "state", "run_at").get() == before
+
     def workers(self) -> dict[str, dict[str, Any]]:
         return {w["worker_id"]: w for w in Worker.objects.using(self.alias).values()}
 

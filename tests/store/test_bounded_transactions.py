@@ -59,9 +59,9 @@ def test_defaults_are_documented_values():
     assert limits.statement_timeout_seconds == DEFAULT_STATEMENT_TIMEOUT_SECONDS == 10.0
     assert limits.idle_in_transaction_seconds == DEFAULT_IDLE_IN_TRANSACTION_SECONDS == 5.0
     assert limits.as_params() == {
-        "jq_lock_ms": "5000",
-        "jq_statement_ms": "10000",
-        "jq_idle_ms": "5000",
+        "lock_timeout": "5000",
+        "statement_timeout": "10000",
+        "idle_in_transaction_session_timeout": "5000",
     }
 
 

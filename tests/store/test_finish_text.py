@@ -99,9 +99,9 @@ def test_the_pipelined_ack_of_plain_jobs_leaves_the_batch_part_out(monkeypatch):
     sent: list[str] = []
     each = bounded.execute_each
 
-    def recording(alias, statements):
+    def recording(alias, statements, **options):
         sent.extend(text for text, _ in statements)
-        return each(alias, statements)
+        return each(alias, statements, **options)
 
     monkeypatch.setattr(bounded, "execute_each", recording)
 

@@ -69,6 +69,15 @@ def test_one_notification_per_queue_and_statement_carrying_only_the_queue(listen
 
 
 @pg
+def test_wake_queues_notifies_each_queue_once_as_an_enqueue_does(listener):
+    """A worker whose ack freed slots of a full concurrency key wakes the queue's workers."""
+    get_store().wake_queues(["k2", "k1", "k2"])
+    assert sorted(listener.drain()) == ["k1", "k2"]
+    get_store().wake_queues([])
+    assert listener.drain() == []
+
+
+@pg
 def test_a_rolled_back_enqueue_notifies_nobody(listener):
     with pytest.raises(ZeroDivisionError):
         with transaction.atomic():

@@ -412,3 +412,13 @@ def batch_member(index=0, sleep_s=0.0, fail=False):
 def batch_report(batch, payload):
     """A batch callback (test_batches): returns what it was handed."""
     return {"batch": batch, "payload": payload}
+
+
+@job
+def started_at_wall(**kwargs):
+    """Return the wall-clock time (``time.time()``, seconds) at which the handler started.
+
+    ``bench/pickup.py`` reads it as the start of the run (pickup = it - the time ``enqueue``
+    was called, both on this machine's clock).
+    """
+    return time.time()

@@ -9,6 +9,7 @@ import os
 import pkgutil
 import signal
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from django.core import checks
@@ -35,9 +36,10 @@ from jobqueue.management.arguments import (
 )
 from jobqueue.settings.conf import get_settings
 from jobqueue.settings.queues import EVERY_QUEUE
-from jobqueue.store.pooler import refuse_unmarked_pooler
+from jobqueue.store.pooler import listen_alias, refuse_unmarked_pooler
 from jobqueue.worker.aliases import AliasShare, alias_shares
 from jobqueue.worker.deaths import count_death, hand_back_leases
+from jobqueue.worker.handoff import run_relay
 from jobqueue.worker.loop import Worker, default_worker_id
 from jobqueue.worker.stopping import STANDALONE, SUPERVISED
 from jobqueue.worker.supervisor import EXIT_RECYCLE, Supervisor, reexec
@@ -252,7 +254,14 @@ class Command(BaseCommand):
         }
         with_scheduler = not options["no_scheduler"] and not options["burst"]
 
-        def run_worker(worker_id: str | None, *, recycle: bool, share: AliasShare) -> Worker:
+        def run_worker(
+            worker_id: str | None,
+            *,
+            recycle: bool,
+            share: AliasShare,
+            wake_fd: int | None = None,
+            sharing: int = 1,
+        ) -> Worker:
             # Built in the process that runs it: under --processes, after the fork.
             worker_id = worker_id or default_worker_id()
             using = share.alias
@@ -286,6 +295,8 @@ class Command(BaseCommand):
                 queues=share.queues,
                 weights=share.weights,
                 using=using,
+                wake_fd=wake_fd,
+                sharing=sharing,
                 **settings,
             )
             try:
@@ -343,7 +354,13 @@ class Command(BaseCommand):
 
         def run_slot(slot: int, worker_id: str) -> int:
             # Slots take the aliases in turn: N processes per alias, each on one alias.
-            worker = run_worker(worker_id, recycle=True, share=shares[slot % len(shares)])
+            worker = run_worker(
+                worker_id,
+                recycle=True,
+                share=shares[slot % len(shares)],
+                wake_fd=supervisor.wake_fd(slot),
+                sharing=processes or 1,
+            )
             code = worker.exit_code
             assert code is not None  # as above
             if code == 0 and worker.quota.spent and not worker.stop_requested:
@@ -356,14 +373,34 @@ class Command(BaseCommand):
             # A dead child held leases on its slot's alias only.
             hand_back_leases(worker_id, alias_of.get(worker_id, shares[0].alias))
 
-        Supervisor(
+        def listens_on(alias: str) -> str | None:
+            # Where a worker of ``alias`` LISTENs: never through a pooler, only on PostgreSQL.
+            listen_on = listen_alias(alias)
+            if listen_on is None or connections[listen_on].vendor != "postgresql":
+                return None
+            return listen_on
+
+        def relay(fds: Mapping[int, int]) -> int:
+            # One listening connection per database for all the slots on it (handoff.py).
+            by_alias: dict[str, list[int]] = {}
+            for slot, fd in fds.items():
+                listen_on = listens_on(shares[slot % len(shares)].alias)
+                if listen_on is not None:
+                    by_alias.setdefault(listen_on, []).append(fd)
+            return run_relay(by_alias, "jobqueue-relay")
+
+        listening = conf.listen_notify and any(listens_on(s.alias) for s in shares)
+
+        supervisor = Supervisor(
             processes=(processes or 1) * len(shares),
             run_worker=run_slot,
             grace_s=grace,
             worker_id_for=slot_worker_id,
             hand_back=hand_back,
             record_death=lambda cause: count_death(cause, shares[0].alias),
-        ).run()
+            relay=relay if listening else None,
+        )
+        supervisor.run()
 
     def _configure_logging(self, verbosity: int) -> None:
         log = logging.getLogger("jobqueue")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -93,6 +94,18 @@ def finish_statement(alias: str, ids: Sequence[int]) -> str:
     return "finish_many~batches" if plain else "finish_many"
 
 
+def may_complete_batch(statement: str) -> bool:
+    """Return whether the ``finish_many.sql`` text ``statement`` may complete a batch.
+
+    Such a write commits synchronously even in a worker's ack (``bounded.synchronous_commit``):
+    the batch's callbacks it enqueues are promised once per completion, and a committed but
+    unflushed completion could be seen (its callback run) and then forgotten by a server crash,
+    completing the batch (and running the callback) a second time. The text without batch
+    bookkeeping (``"finish_many~batches"``) never completes one.
+    """
+    return statement == "finish_many"
+
+
 class PostgresFinishing(PostgresArea):
     """Heartbeats, outcomes, releases, reaping and dead workers' jobs on PostgreSQL."""
 
@@ -119,7 +132,9 @@ class PostgresFinishing(PostgresArea):
         if not outcomes:
             return {}
         params = self.finish_params(outcomes, now)
-        with self.db.execute(finish_statement(self.alias, params["ids"]), params) as cursor:
+        name = finish_statement(self.alias, params["ids"])
+        durable = bounded.synchronous_commit() if may_complete_batch(name) else nullcontext()
+        with durable, self.db.execute(name, params) as cursor:
             return {r.id: r.state for r in fetchall(cursor)}
 
     def finish_params(self, outcomes: Sequence[RunOutcome], now: datetime | None) -> dict[str, Any]:

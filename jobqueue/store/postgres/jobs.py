@@ -66,7 +66,12 @@ from jobqueue.store.interface import (
 )
 from jobqueue.store.plan import ClaimPlan, ConcurrencyLimits, window
 from jobqueue.store.postgres.db import Executor, PostgresArea, enqueue_params
-from jobqueue.store.postgres.finishing import PostgresFinishing, finish_statement, note_claimed
+from jobqueue.store.postgres.finishing import (
+    PostgresFinishing,
+    finish_statement,
+    may_complete_batch,
+    note_claimed,
+)
 from jobqueue.store.postgres.flows import PostgresFlows
 from jobqueue.store.postgres.limits import PostgresLimits
 from jobqueue.store.postgres.routines import claim_call
@@ -561,10 +566,14 @@ class PostgresJobs(PostgresArea):
             queues, request.worker_id, request.max_jobs, request.lease_s, None, plan
         )
         finish_params = self.finishing.finish_params(outcomes, None)
-        finish = sql(finish_statement(self.alias, finish_params["ids"]))
+        finish_name = finish_statement(self.alias, finish_params["ids"])
         done, error = bounded.execute_each(
             self.alias,
-            [(finish, finish_params), (claim_call(self.alias, name) or sql(name), claim_params_)],
+            [
+                (sql(finish_name), finish_params),
+                (claim_call(self.alias, name) or sql(name), claim_params_),
+            ],
+            durable=(0,) if may_complete_batch(finish_name) else (),
         )
         states = {r.id: r.state for r in fetchall(done[0])} if done else None
         try:

@@ -29,6 +29,11 @@ from jobqueue.store.shared import WorkerRegistry
 class PostgresOperator(WorkerRegistry, PostgresArea):
     """Operator writes and reads on PostgreSQL: cancel, retry, run now, prune."""
 
+    def wake_queues(self, queues: Sequence[str]) -> None:
+        if queues:
+            with self.db.execute("wake_queues", {"queues": sorted(set(queues))}) as cursor:
+                cursor.fetchall()
+
     def _exists(self, job_id: int) -> bool:
         with self.db.execute("job_exists", {"id": job_id}) as cursor:
             return cursor.fetchone() is not None

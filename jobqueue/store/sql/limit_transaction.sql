@@ -1,8 +1,7 @@
--- limit_transaction: bound the current transaction (lock waits, each statement, idle time between statements).
--- No table; transaction-local (set_config(..., true)): the limits end with the transaction. Values in ms.
--- JIT off: jobqueue's statements are short, and the planner's estimate of a LIMIT taken from a
--- row (the claim's lane allotments) could otherwise switch on compilation costing seconds.
-SELECT set_config('lock_timeout', %(jq_lock_ms)s, true),
-       set_config('statement_timeout', %(jq_statement_ms)s, true),
-       set_config('idle_in_transaction_session_timeout', %(jq_idle_ms)s, true),
-       set_config('jit', 'off', true)
+-- limit_transaction: bound the current transaction (lock waits, each statement, idle time between statements),
+-- and, for a worker's own claim, heartbeat or ack, commit asynchronously (synchronous_commit off: bounded.py).
+-- JIT is off in all of them (bounded.py): the claim's lane allotments are LIMITs taken from a row.
+-- No table; transaction-local (set_config(..., true)): the settings end with the transaction. Durations in ms.
+-- Names and values as two arrays: one short text whatever is set (it goes in front of the claim, whose whole
+-- query string must fit psycopg's 4,096-character cache of parsed placeholders: sqltext.py).
+SELECT set_config(l.name, l.value, true) FROM unnest(%(jq_names)s::text[], %(jq_values)s::text[]) AS l(name, value)

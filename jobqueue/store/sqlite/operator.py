@@ -58,6 +58,9 @@ class GenericOperator(WorkerRegistry, GenericArea):
         super().__init__(db)
         self.flows = flows
 
+    def wake_queues(self, queues: Sequence[str]) -> None:
+        """Do nothing: on this driver workers poll (nothing listens)."""
+
     def cancel_or_request(self, job_id: int, by: str = "") -> str | None:
         now = timezone.now()
         with transaction.atomic(using=self.alias):
