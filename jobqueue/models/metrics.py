@@ -22,6 +22,12 @@ RECYCLES = "recycles"
 RECYCLE_REASONS = ("overrun", "max_tasks")
 
 
+#: The ``name`` prefixes of the rows counting event-loop stalls per job type (``body`` the count)
+#: and their length in milliseconds (``jobqueue.maintenance.pruning.record_loop_stalls``).
+LOOP_STALLS_PREFIX = "loop_stalls:"
+LOOP_STALL_MS_PREFIX = "loop_stall_ms:"
+
+
 class GaugeSnapshot(models.Model):
     """The latest cluster-wide gauge reading in the Prometheus text format."""
 

@@ -71,6 +71,8 @@ RANGES: dict[str, Range] = {
     "MAX_PAYLOAD_BYTES": _count(1, 255 * 1024 * 1024, "bytes"),
     "CHECKPOINT_MAX_BYTES": _count(1, 1024 * 1024, "bytes"),
     "CONCURRENCY": _count(1, 1000),
+    # Coroutines, not threads: 10,000 awaiting jobs fit in one process; one claim takes them.
+    "ASYNC_CONCURRENCY": _count(1, 10_000),
     "TENANT_MAX_RUNNING": _count(1, 1_000_000),
     "RETENTION": _seconds(0, MAX_DELAY_SECONDS),
     "LEADER_LEASE_SECONDS": _seconds(1, 12 * HOUR),
@@ -109,6 +111,7 @@ FLAGS: dict[str, str] = {
     "--poll-interval": "POLL_INTERVAL_SECONDS",
     "--grace": "GRACE_SECONDS",
     "--concurrency": "CONCURRENCY",
+    "--async-concurrency": "ASYNC_CONCURRENCY",
     "--processes": "PROCESSES",
     "--max-tasks": "MAX_TASKS",
     "--older-than": "RETENTION",

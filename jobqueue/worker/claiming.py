@@ -27,6 +27,10 @@ from jobqueue.worker.wakeups import WakeUps
 
 logger = logging.getLogger("jobqueue.worker")
 
+#: Error message of a sync job given back because its claim, which also filled the event loop's
+#: slots, brought more sync jobs than threads were free.
+NO_THREAD_MESSAGE = "given back unstarted (no handler thread was free); the attempt is not counted"
+
 
 class Claimer:
     """Make a worker's claims and start the jobs they take.
@@ -120,6 +124,9 @@ class Claimer:
         job_types = {job.id: resolve_type(job) for job in claimed}
         start, back = self._solo.admit(self._guard.admit(claimed, job_types), self._running)
         give_back(self.store, back)
+        # Sync jobs past the free threads (a claim also fills the event loop's slots).
+        start, back = self._starter.fit(start, job_types)
+        give_back(self.store, back, message=NO_THREAD_MESSAGE)
         for job in start:
             self._starter.start(job, job_types[job.id])
         return claimed

@@ -54,8 +54,9 @@ from jobqueue.worker.listening import ListenerHealth
 from jobqueue.worker.outage import DatabaseBackoff, ReapHold
 from jobqueue.worker.quota import TaskQuota
 from jobqueue.worker.ratewake import rate_wake
-from jobqueue.worker.runs import Runs
+from jobqueue.worker.runs import Run, Runs
 from jobqueue.worker.solo import SoloGate
+from jobqueue.worker.stalls import StallReporter
 from jobqueue.worker.starting import Starter
 from jobqueue.worker.stopping import STANDALONE, Stops, StopSignals
 from jobqueue.worker.supervisor import EXIT_RECYCLE
@@ -75,7 +76,9 @@ class Worker:
         max_tasks: finish at most this many jobs, then stop claiming and drain (``quota.py``).
         strict: serve queues in list order instead: a queue only when those before it have no
             claimable job.
-        concurrency: jobs run at once (threads), >= 1.
+        concurrency: sync jobs run at once (threads), >= 1.
+        async_concurrency: ``async def`` jobs run at once on the worker's event loop
+            (``eventloop.py``), >= 1; default ``JOBQUEUE["ASYNC_CONCURRENCY"]``.
         lease_s: lease length, seconds; heartbeats every third of it.
         poll_interval_s: longest idle wait between claims, seconds.
         grace_s: how long running jobs may finish after the first SIGTERM, seconds.
@@ -118,6 +121,7 @@ class Worker:
         stop_signals: StopSignals = STANDALONE,
         exclude_queues: Sequence[str] = (),
         max_tasks: int | None = None,
+        async_concurrency: int | None = None,
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
@@ -132,6 +136,7 @@ class Worker:
             rates=rate_limits(),
         )
         self.concurrency = concurrency or conf.concurrency
+        self.async_concurrency = async_concurrency or conf.async_concurrency
         self.lease_s = lease_s or conf.lease_seconds
         self.poll_interval_s = poll_interval_s or conf.poll_interval_seconds
         self.grace_s = conf.grace_seconds if grace_s is None else grace_s
@@ -201,6 +206,9 @@ class Worker:
             worker_id=self.worker_id,
             concurrency=self.concurrency,
             on_runaway=self._recycle_if_runaways,
+            async_concurrency=self.async_concurrency,
+            hold_async_s=self.poll_interval_s,
+            serves=self.selector.serves,
         )
         self._handlers = self._starter.threads
         self._claimer = Claimer(
@@ -230,7 +238,13 @@ class Worker:
             self.store, interval_s=self.reaper_interval_s, hold=hold, stopping=self._stopping
         )
         self._maintenance = ServiceRunner(
-            [self.heartbeat, self.reaper, WorkerRowPruner(self.store), self._listener],
+            [
+                self.heartbeat,
+                self.reaper,
+                WorkerRowPruner(self.store),
+                self._listener,
+                StallReporter(self._starter.stalls, using=self.using),
+            ],
             name="heartbeat",
             using=self.using,
             stop=self._maintenance_stop,
@@ -369,13 +383,14 @@ class Worker:
                     return
             self._wait(self._listener.idle_wait_s(self.poll_interval_s))
 
-    def _free_slots(self, ending: int = 0) -> int:
-        # Claim for free slots only (no local buffer), and never past the thread cap; a
-        # suspect job runs alone. ``ending``: runs whose outcomes are being recorded now.
-        free = min(self.concurrency - len(self._runs) + ending, self._handlers.room())
+    def _free_slots(self, ending: list[Run] | None = None) -> int:
+        # Claim for free slots only (no local buffer): threads never past their cap, the event
+        # loop's if it runs async jobs (starting.py); a suspect job runs alone. ``ending``: runs
+        # whose outcomes are being recorded now.
+        free = self._starter.free(ending or [])
         return self.quota.cap(self._solo.claim_size(free, self._runs))
 
-    def _claim_after(self, ending: int) -> ClaimRequest | None:
+    def _claim_after(self, ending: list[Run]) -> ClaimRequest | None:
         """The claim to send with the write ending ``ending`` runs (None: stopping, max_tasks)."""
         if self._stopping.is_set() or self.quota.max_tasks is not None:
             return None
@@ -391,7 +406,7 @@ class Worker:
             if closes_at is not None:
                 deadlines.append(closes_at)
             timer = self._wakeups.next_timer()
-            if timer is not None and len(self._runs) < self.concurrency:
+            if timer is not None and self._starter.free() > 0:
                 if not self._stopping.is_set():
                     # (With every slot busy, the claim after the next outcome serves it.)
                     deadlines.append(timer)
@@ -434,7 +449,8 @@ class Worker:
         self._listener.stop()
         self.completer.record_ready()
         release_runs(self.store, self._runs, self.stats)
-        self._abandoned = self._handlers.busy
+        # Released runs' tasks are cancelled (their contexts told them); end the loop too.
+        self._abandoned = self._handlers.busy + self._starter.loop.close()
         self._runs.clear()
         self._maintenance_stop.set()
         maintenance.join(timeout=5)

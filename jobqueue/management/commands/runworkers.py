@@ -164,7 +164,15 @@ class Command(BaseCommand):
             "--concurrency",
             type=in_range("--concurrency"),
             default=None,
-            help="jobs run at once, in threads (default: JOBQUEUE['CONCURRENCY'])",
+            help="sync jobs run at once, in threads (default: JOBQUEUE['CONCURRENCY'])",
+        )
+        parser.add_argument(
+            "--async-concurrency",
+            type=in_range("--async-concurrency"),
+            default=None,
+            metavar="N",
+            help="async def jobs run at once on the process's event loop, besides the threads "
+            "(default: JOBQUEUE['ASYNC_CONCURRENCY'], 100)",
         )
         parser.add_argument(
             "--lease",
@@ -243,6 +251,7 @@ class Command(BaseCommand):
         settings = {
             "strict": options["strict"],
             "concurrency": options["concurrency"],
+            "async_concurrency": options["async_concurrency"],
             "lease_s": options["lease"],
             "poll_interval_s": options["poll_interval"],
             "grace_s": options["grace"],
