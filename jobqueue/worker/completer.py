@@ -156,9 +156,7 @@ class Completer:
 
     # -- recording (the loop's thread) ------------------------------------------------------
 
-    def record_ready(
-        self, claim: Callable[[list[Run]], ClaimRequest | None] | None = None
-    ) -> int:
+    def record_ready(self, claim: Callable[[list[Run]], ClaimRequest | None] | None = None) -> int:
         """Record the outcomes that are in, if their batch is closed; return how many ended.
 
         Runs whose lease was lost are not written (their outcome is discarded and said so); a

@@ -28,7 +28,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from django.db import close_old_connections
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, connections
 
 from jobqueue.logging import job_extra
 from jobqueue.registry import JobType
@@ -115,9 +116,13 @@ class EventLoopRuns:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         loop = task.get_loop()
+
         # The thread that tells the context (claim loop, heartbeat) is not the loop's.
         def cancel() -> None:
-            loop.call_soon_threadsafe(task.cancel)
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop is closed: the task ended with it
+                pass
 
         context.on_stop(cancel)
 
@@ -155,6 +160,9 @@ class EventLoopRuns:
                 task.cancel()
             if tasks:
                 await asyncio.wait(tasks, timeout=CLOSE_WAIT_S)
+            # The connection of the thread where sync_to_async ran the handlers' (and the job
+            # contexts') queries, as a process ends a request's.
+            await sync_to_async(connections.close_all)()
             asyncio.get_running_loop().stop()
 
         asyncio.run_coroutine_threadsafe(cancel_all(), loop)

@@ -71,9 +71,7 @@ class _TimedSteps:
                 value, error = None, exc
 
 
-def timed_steps(
-    coro: Coroutine[Any, Any, Any], on_step: Callable[[float], None]
-) -> _TimedSteps:
+def timed_steps(coro: Coroutine[Any, Any, Any], on_step: Callable[[float], None]) -> _TimedSteps:
     """Return an awaitable that runs ``coro``, calling ``on_step(seconds)`` after each step.
 
     Args:

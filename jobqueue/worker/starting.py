@@ -100,9 +100,7 @@ class Starter:
         #: Whether this worker expects async jobs (a registered async type of its queues, or
         #: one it claimed): only then do its claims fill the loop.
         self.serves_async = False
-        if serves is not None and any(
-            is_async(t) and serves(t.queue) for t in registry().values()
-        ):
+        if serves is not None and any(is_async(t) and serves(t.queue) for t in registry().values()):
             self._saw_async()
 
     def _saw_async(self) -> None:
@@ -218,8 +216,7 @@ class Starter:
             run.context.mark_timed_out()
             if run.on_loop:
                 logger.warning(
-                    "%s ran past its timeout of %g s: failing the attempt; its task is "
-                    "cancelled",
+                    "%s ran past its timeout of %g s: failing the attempt; its task is cancelled",
                     run.label,
                     claimed.timeout_s,
                     extra=run.extra(),

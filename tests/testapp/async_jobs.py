@@ -39,9 +39,9 @@ async def sleep_forever(context: JobContext, marker: str = "") -> None:
 
 
 @job(queue="async", takes_context=True)
-async def cancel_myself(context: JobContext, using: str = "default") -> None:
+async def cancel_myself(context: JobContext, alias: str = "default") -> None:
     """Play the operator: ask to cancel this job, then await until the worker stops the task."""
-    await sync_to_async(jobqueue.cancel)(context.job_id, using=using)
+    await sync_to_async(jobqueue.cancel)(context.job_id, using=alias)
     await asyncio.sleep(3600)
 
 

@@ -1,4 +1,4 @@
-"""``async def`` jobs on the worker's event loop, driven in-process (``Worker.run_once``), both stores.
+"""``async def`` jobs on the worker's event loop, in-process (``Worker.run_once``), both stores.
 
 The handlers (``tests/testapp/async_jobs.py``) await a local HTTP server the test starts
 (``tests/httpserver.py``). Concurrency is shown without a clock: ``/gather/<key>/<n>`` answers
@@ -64,11 +64,9 @@ def row(using: str, job_id: int) -> Job:
 def test_async_jobs_run_together_on_one_loop_beyond_the_thread_count(using, server):
     """20 jobs that can only finish together, on one thread slot: all succeed, each once."""
     key = uuid.uuid4().hex[:8]
+    url = f"{server.url}/gather/{key}/20"
     ids = jobqueue.enqueue_many(
-        [
-            {"queue": "async", "job_type": FETCH, "payload": {"url": f"{server.url}/gather/{key}/20"}}
-            for _ in range(20)
-        ],
+        [{"queue": "async", "job_type": FETCH, "payload": {"url": url}} for _ in range(20)],
         using=using,
     )
     w = worker(using, concurrency=1, async_concurrency=50)
@@ -132,9 +130,8 @@ def test_an_async_run_past_its_timeout_is_cancelled_and_recorded_as_a_timeout(us
 
 @both_stores
 def test_an_operator_cancel_cancels_the_running_task(using):
-    job_id = jobqueue.enqueue(
-        "async", "tests.testapp.async_jobs.cancel_myself", {"using": using}, timeout_s=60, using=using
-    )
+    cancel_myself = "tests.testapp.async_jobs.cancel_myself"
+    job_id = jobqueue.enqueue("async", cancel_myself, {"alias": using}, timeout_s=60, using=using)
     # Heartbeats every second: the cancel request is seen at the first one.
     w = worker(using, lease_s=3)
     assert w.run_once() == 1
