@@ -6,6 +6,8 @@ Thousands of requests may wait on it at once (coroutines, not threads). Paths:
 * ``/gather/<key>/<n>``: answers ``200 ok`` once ``n`` requests of ``key`` are waiting at once,
   or ``504`` after 60 s: it proves that many requests were in flight together without timing
   anything;
+* ``/wait/<key>``: answers ``200 ok`` once the test calls :meth:`LocalHTTPServer.release` with
+  ``key`` (at once if it did already);
 * ``/hold``: never answers (until the server stops).
 
 It counts requests per path prefix (:attr:`LocalHTTPServer.served`).
@@ -30,6 +32,7 @@ class LocalHTTPServer:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.base_events.Server | None = None
         self._groups: dict[str, tuple[int, asyncio.Event]] = {}
+        self._waits: dict[str, asyncio.Event] = {}
         self.port = 0
 
     @property
@@ -59,6 +62,14 @@ class LocalHTTPServer:
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+    def release(self, key: str) -> None:
+        """Answer every ``/wait/<key>`` request, now and later."""
+
+        def set_it() -> None:
+            self._waits.setdefault(key, asyncio.Event()).set()
+
+        self._loop.call_soon_threadsafe(set_it)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -91,6 +102,9 @@ class LocalHTTPServer:
                 await asyncio.wait_for(event.wait(), GATHER_WAIT_S)
             except asyncio.TimeoutError:
                 return "504 Gateway Timeout"
+            return "200 OK"
+        if parts[0] == "wait":
+            await self._waits.setdefault(parts[1], asyncio.Event()).wait()
             return "200 OK"
         if parts[0] == "hold":
             await asyncio.Event().wait()

@@ -206,3 +206,22 @@ def test_a_handler_that_blocks_the_loop_is_logged_and_counted(using, caplog):
     )
     assert counts[f"{LOOP_STALLS_PREFIX}tests.testapp.async_jobs.block_the_loop"] == "1"
     assert int(counts[f"{LOOP_STALL_MS_PREFIX}tests.testapp.async_jobs.block_the_loop"]) >= 300
+
+
+def test_the_metrics_count_event_loop_stalls_by_job_type(client):
+    """What the reporter wrote is what Prometheus reads (PostgreSQL: the metrics' database)."""
+    from django.test import override_settings
+
+    from tests.ops.test_metrics import parse
+
+    job_id = jobqueue.enqueue("async", "tests.testapp.async_jobs.block_the_loop", {"seconds": 0.2})
+    w = worker("default")
+    drain(w)
+    assert row("default", job_id).state == JobState.SUCCEEDED
+    StallReporter(w._starter.stalls, using="default").run_once()
+    public = {"METRICS_PUBLIC": True, "METRICS_INTERVAL_SECONDS": 0}
+    with override_settings(ROOT_URLCONF="tests.metrics_urls", JOBQUEUE=public):
+        m = parse(client.get("/metrics/").content.decode())
+    label = '{job_type="tests.testapp.async_jobs.block_the_loop"}'
+    assert m[f"jobqueue_event_loop_stalls_total{label}"] == 1
+    assert m[f"jobqueue_event_loop_stalled_seconds_total{label}"] >= 0.2
