@@ -180,6 +180,8 @@ class ClaimedJob:
         tag: the job's weighted-fair tag in this claim (``jobqueue/limits/fairness.py``).
         suspect: its worker process died while it ran beside other jobs; it must run alone
             (``jobqueue/worker/solo.py``).
+        trace: the W3C trace context its enqueue stored (``traceparent``, ``tracestate``), or
+            None: the run's span is its child (``jobqueue/tracing.py``).
     """
 
     id: int
@@ -195,6 +197,7 @@ class ClaimedJob:
     tenant_id: str
     tag: float = 0.0
     suspect: bool = False
+    trace: dict[str, str] | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> ClaimedJob:
@@ -217,6 +220,7 @@ class ClaimedJob:
             tenant_id=row.tenant_id,
             tag=row.tag,
             suspect=row.suspect,
+            trace=json_value(row.trace) if row.trace is not None else None,
         )
 
 
@@ -276,6 +280,8 @@ class NewJob:
     #: At most ``concurrency_limit`` leased jobs of ``concurrency_key`` (both or neither).
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    #: The W3C trace context of the enqueue, as JSON text (``jobqueue/tracing.py``); None: none.
+    trace_json: str | None = None
 
 
 #: The error message of a lease released at graceful shutdown.

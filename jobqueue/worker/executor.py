@@ -35,6 +35,7 @@ from jobqueue.registry import JobType, policy_for, resolve
 from jobqueue.retries import RunOutcome, decide
 from jobqueue.states import JobState
 from jobqueue.store.interface import ClaimedJob
+from jobqueue.tracing import run_span
 from jobqueue.worker.context import JobContext
 
 # BaseExceptionGroup is Python 3.11+ (None on 3.10, which has no exception groups).
@@ -166,6 +167,31 @@ def execute(
         ``SystemExit`` from a handler are recorded as failures too, so a handler cannot stop
         the worker by raising them.
     """
+    # The run's span (jobqueue/tracing.py: a no-op without OpenTelemetry), child of the
+    # enqueue's, with the outcome as its status.
+    with _traced(claimed) as span:
+        outcome = _execute(claimed, context, rng, job_type)
+        span.ended(outcome.state, outcome.error)
+    return outcome
+
+
+def _traced(claimed: ClaimedJob) -> Any:
+    return run_span(
+        job_id=claimed.id,
+        job_type=claimed.job_type,
+        queue=claimed.queue,
+        attempt=claimed.attempt,
+        tenant_id=claimed.tenant_id,
+        trace=claimed.trace,
+    )
+
+
+def _execute(
+    claimed: ClaimedJob,
+    context: JobContext,
+    rng: random.Random | None,
+    job_type: JobType | None,
+) -> RunOutcome:
     started = time.monotonic()
     try:
         if job_type is None:
@@ -213,15 +239,21 @@ async def execute_async(
         job_type: the resolved handler; :func:`is_async` must be true of it.
         watch: wraps the handler's coroutine (the event loop times each of its steps).
     """
-    started = time.monotonic()
-    try:
-        _send_started(claimed, context)
-        args = (context,) if job_type.takes_context else ()
-        coro = job_type.func(*args, **claimed.payload)
-        result = await (coro if watch is None else watch(coro))
-    except BaseException as exc:  # noqa: BLE001 - as in execute()
-        return failure_outcome(claimed, exc, context.worker_id, time.monotonic() - started, rng=rng)
-    return _success(claimed, result, started, context.worker_id)
+    with _traced(claimed) as span:  # current in this task only (a context variable)
+        started = time.monotonic()
+        try:
+            _send_started(claimed, context)
+            args = (context,) if job_type.takes_context else ()
+            coro = job_type.func(*args, **claimed.payload)
+            result = await (coro if watch is None else watch(coro))
+        except BaseException as exc:  # noqa: BLE001 - as in execute()
+            outcome = failure_outcome(
+                claimed, exc, context.worker_id, time.monotonic() - started, rng=rng
+            )
+        else:
+            outcome = _success(claimed, result, started, context.worker_id)
+        span.ended(outcome.state, outcome.error)
+    return outcome
 
 
 async def _execute_async(

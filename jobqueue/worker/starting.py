@@ -67,8 +67,8 @@ class Starter:
         async_concurrency: the worker's async slots (``ASYNC_CONCURRENCY``).
         hold_async_s: how long the async slots stay out of the claims after a claim brought
             sync jobs no thread could take, seconds.
-        serves: ``serves(queue)``: whether the worker claims from ``queue``; an ``async def``
-            type registered for such a queue makes its claims fill the loop from the start.
+        serves: ``serves(queue)``: whether the worker names ``queue``; an ``async def`` type
+            registered for such a queue makes its claims fill the loop from the start.
     """
 
     def __init__(
