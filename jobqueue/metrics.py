@@ -438,7 +438,8 @@ def compute(using: str = "default") -> str:
     out += family(
         "jobqueue_worker_recycles_total",
         "Worker processes that ended to be replaced, by reason: overrun (handlers ran past their "
-        "timeout and kept their threads: a job type that does not stop) or max_tasks.",
+        "timeout and kept their threads: a job type that does not stop), max_tasks, or memory "
+        "(resident memory past --max-memory-per-child).",
         [
             ({"reason": reason}, float(recycled.get(f"{RECYCLES}:{reason}") or 0))
             for reason in RECYCLE_REASONS

@@ -103,6 +103,9 @@ RANGES: dict[str, Range] = {
     "RATE_LIMITS.burst": _count(1, 1_000_000, "tokens"),
     # runworkers --max-tasks (a flag only): a billion tasks is "never" for any process.
     "MAX_TASKS": _count(1, 1_000_000_000, "tasks"),
+    # runworkers --max-memory-per-child (a flag only), MiB: below 32 MB no Django process
+    # starts; 4 TiB is "never".
+    "MAX_MEMORY_PER_CHILD": _count(32, 4 * 1024 * 1024, "MB"),
 }
 
 #: Command flag -> the key of its range (flags take the range of the setting they override).
@@ -114,6 +117,7 @@ FLAGS: dict[str, str] = {
     "--async-concurrency": "ASYNC_CONCURRENCY",
     "--processes": "PROCESSES",
     "--max-tasks": "MAX_TASKS",
+    "--max-memory-per-child": "MAX_MEMORY_PER_CHILD",
     "--older-than": "RETENTION",
     "--batch-size": "PRUNE_BATCH_SIZE",
 }

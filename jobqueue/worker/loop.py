@@ -51,6 +51,7 @@ from jobqueue.worker.completer import Completer
 from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.listening import ListenerHealth
+from jobqueue.worker.memory import MemoryLimit
 from jobqueue.worker.outage import DatabaseBackoff, ReapHold
 from jobqueue.worker.quota import TaskQuota
 from jobqueue.worker.ratewake import rate_wake
@@ -98,6 +99,8 @@ class Worker:
             Either way the worker stops claiming, drains, and :meth:`run` returns
             :data:`~jobqueue.worker.supervisor.EXIT_RECYCLE`: the process must end (the supervisor
             replaces it) for the runaway threads to end. Set under ``--processes``.
+        max_memory_mb: recycle the same way once the process's resident memory passes this
+            many MB (MiB), checked after each job that ends (``memory.py``); None: never.
     """
 
     def __init__(
@@ -122,6 +125,7 @@ class Worker:
         exclude_queues: Sequence[str] = (),
         max_tasks: int | None = None,
         async_concurrency: int | None = None,
+        max_memory_mb: int | None = None,
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
@@ -149,6 +153,9 @@ class Worker:
         self.services = list(services or [])
         self.recycle_on_overrun = recycle_on_overrun
         self._recycle = False
+        #: Why the worker recycles itself (a ``RECYCLE_REASONS`` entry), once it does.
+        self._recycle_reason: str | None = None
+        self._memory = MemoryLimit(max_memory_mb)
         #: What :meth:`run` returned, once it has.
         self.exit_code: int | None = None
         self.heartbeat_interval_s = self.lease_s / 3
@@ -354,7 +361,8 @@ class Worker:
         while True:
             self._starter.enforce_timeouts()
             claim_began = time.monotonic()  # a limiter drained then holds jobs (rate_wake)
-            self.completer.record_ready(self._claim_after)
+            if self.completer.record_ready(self._claim_after):
+                self._recycle_if_grown()
             # A claim that went with the outcomes' write (one round trip): start what it took.
             made = self.completer.take_claimed()
             asked, claimed = 0, None
@@ -433,11 +441,30 @@ class Worker:
         limit = 1 if self.recycle_on_overrun else self.concurrency + 1
         if runaways < limit or self._stopping.is_set():
             return
-        self._recycle = True
+        self._recycle, self._recycle_reason = True, "overrun"
         logger.warning(
             "recycling this process: %d handler(s) still running past their timeout; no new "
             "claims; running jobs get %.0f s, then a fresh process replaces this one",
             runaways,
+            self.grace_s,
+        )
+        self.stop()
+
+    def _recycle_if_grown(self) -> None:
+        """Stop claiming and recycle once resident memory passes ``max_memory_mb`` (after a job)."""
+        if self._stopping.is_set():
+            return
+        resident_mb = self._memory.exceeded()
+        if resident_mb is None:
+            return
+        self._recycle, self._recycle_reason = True, "memory"
+        logger.warning(
+            "recycling this process: resident memory %.0f MB is over --max-memory-per-child %d "
+            "MB; no new claims; %d running job(s) get %.0f s, then a fresh process replaces "
+            "this one",
+            resident_mb,
+            self._memory.max_mb,
+            len(self._runs),
             self.grace_s,
         )
         self.stop()
@@ -461,7 +488,7 @@ class Worker:
         try:
             if not self._stops.signalled and (self._recycle or self.quota.spent):
                 # jobqueue_worker_recycles_total{reason}
-                reason = "overrun" if self._recycle else "max_tasks"
+                reason = (self._recycle_reason or "overrun") if self._recycle else "max_tasks"
                 record_recycle(reason, using=self.using)
             self.store.deregister_worker(self.worker_id)
         except DatabaseError as exc:

@@ -155,6 +155,15 @@ class Command(BaseCommand):
             "under --processes the supervisor replaces the process at once (recycling)",
         )
         parser.add_argument(
+            "--max-memory-per-child",
+            type=in_range("--max-memory-per-child"),
+            default=None,
+            metavar="MB",
+            help="after a job, if this process's resident memory is over MB (MiB), stop "
+            "claiming, drain and recycle: under --processes the supervisor replaces the process, "
+            "alone it re-runs itself in place",
+        )
+        parser.add_argument(
             "--strict",
             action="store_true",
             help="serve --queues in the order listed: a queue only when the ones before it "
@@ -258,6 +267,7 @@ class Command(BaseCommand):
             "burst": options["burst"],
             "exclude_queues": options["exclude_queues"],
             "max_tasks": options["max_tasks"],
+            "max_memory_mb": options["max_memory_per_child"],
         }
         with_scheduler = not options["no_scheduler"] and not options["burst"]
 
