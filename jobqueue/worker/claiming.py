@@ -122,11 +122,12 @@ class Claimer:
         # Each job's type is resolved once per run, here: the breakers, the executor and the
         # completer's breaker count all use it.
         job_types = {job.id: resolve_type(job) for job in claimed}
-        start, back = self._solo.admit(self._guard.admit(claimed, job_types), self._running)
+        # Sync jobs past the free threads (a claim also fills the event loop's slots) go back
+        # first, before the breakers count them as admitted (a half-open breaker's probe).
+        fits, no_thread = self._starter.fit(claimed, job_types)
+        give_back(self.store, no_thread, message=NO_THREAD_MESSAGE)
+        start, back = self._solo.admit(self._guard.admit(fits, job_types), self._running)
         give_back(self.store, back)
-        # Sync jobs past the free threads (a claim also fills the event loop's slots).
-        start, back = self._starter.fit(start, job_types)
-        give_back(self.store, back, message=NO_THREAD_MESSAGE)
         for job in start:
             self._starter.start(job, job_types[job.id])
         return claimed

@@ -125,7 +125,7 @@ class Starter:
     def fit(
         self, jobs: list[ClaimedJob], job_types: dict[int, JobType | None]
     ) -> tuple[list[ClaimedJob], list[ClaimedJob]]:
-        """Split admitted ``jobs`` into those a slot of their kind takes and those to give back.
+        """Split claimed ``jobs`` into those a slot of their kind takes and those to give back.
 
         Returns:
             ``(start, give_back)``, each in claim order.
