@@ -12,7 +12,7 @@ commits or rolls back with the caller's business data. The consumer calls (``cla
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,6 +28,7 @@ from jobqueue.registry import ENQUEUE_OPTIONS, JOB_OPTIONS, PARENT_OPTIONS, JobT
 from jobqueue.store import NewJob, get_store
 from jobqueue.store.interface import ENQUEUE_MANY_CHUNK_BYTES
 from jobqueue.store.outage import writing as _writing
+from jobqueue.tracing import producer_span
 
 __all__ = [
     "STEP_OPTIONS",
@@ -193,6 +194,18 @@ def enqueue_or_get(
     new_job = build_job(
         queue, job_type, parents.payload(payload) if parents else payload, **options
     )
+    # The enqueue's producer span (jobqueue/tracing.py: a no-op without OpenTelemetry); the row
+    # keeps its W3C context, for the runs' spans.
+    with producer_span([new_job.queue], new_job.type, new_job.tenant_id) as span:
+        if span.trace_json is not None:
+            new_job = replace(new_job, trace_json=span.trace_json)
+        job_id, created, created_at = _enqueue_one(new_job, explicit, parents)
+        span.sent([job_id])
+    return job_id, created, created_at
+
+
+def _enqueue_one(new_job: NewJob, explicit: str | None, parents: Any) -> tuple[int, bool, datetime]:
+    """Write ``new_job`` (with its parents, if any); :func:`enqueue_or_get`'s return value."""
     using = explicit or _routed(new_job)
     caller = outbox.caller_alias(using)
     if caller is not None:
@@ -292,6 +305,24 @@ def enqueue_many(
     new_jobs = build_jobs(specs)
     if not new_jobs:
         return []
+    types = {job.type for job in new_jobs}
+    tenants = {job.tenant_id for job in new_jobs}
+    with producer_span(
+        [job.queue for job in new_jobs],
+        next(iter(types)) if len(types) == 1 else None,
+        next(iter(tenants)) if len(tenants) == 1 else "",
+    ) as span:
+        if span.trace_json is not None:
+            new_jobs = [replace(job, trace_json=span.trace_json) for job in new_jobs]
+        ids = _enqueue_all(new_jobs, parents, explicit, chunk_bytes)
+        span.sent(ids)
+    return ids
+
+
+def _enqueue_all(
+    new_jobs: list[NewJob], parents: list[Any], explicit: str | None, chunk_bytes: int
+) -> list[int]:
+    """Write the validated ``new_jobs`` (:func:`enqueue_many`'s body); return their ids."""
     by_alias: dict[str, list[int]] = {}
     for index, job in enumerate(new_jobs):
         by_alias.setdefault(explicit or _routed(job), []).append(index)

@@ -49,7 +49,14 @@ from django.http import HttpRequest, HttpResponse
 
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.models import CronEntry, GaugeSnapshot, Pause, RetryBudget
-from jobqueue.models.metrics import DEATHS_PREFIX, LAST_PRUNE, RECYCLE_REASONS, RECYCLES
+from jobqueue.models.metrics import (
+    DEATHS_PREFIX,
+    LAST_PRUNE,
+    LOOP_STALL_MS_PREFIX,
+    LOOP_STALLS_PREFIX,
+    RECYCLE_REASONS,
+    RECYCLES,
+)
 from jobqueue.ops import queues as _queues
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.exposition import DATABASE_LABEL, family, histogram, merge
@@ -431,10 +438,38 @@ def compute(using: str = "default") -> str:
     out += family(
         "jobqueue_worker_recycles_total",
         "Worker processes that ended to be replaced, by reason: overrun (handlers ran past their "
-        "timeout and kept their threads: a job type that does not stop) or max_tasks.",
+        "timeout and kept their threads: a job type that does not stop), max_tasks, or memory "
+        "(resident memory past --max-memory-per-child).",
         [
             ({"reason": reason}, float(recycled.get(f"{RECYCLES}:{reason}") or 0))
             for reason in RECYCLE_REASONS
+        ],
+        "counter",
+    )
+    stalls = dict(
+        GaugeSnapshot.objects.using(using)
+        .filter(Q(name__startswith=LOOP_STALLS_PREFIX) | Q(name__startswith=LOOP_STALL_MS_PREFIX))
+        .values_list("name", "body")[:2000]
+    )
+    stalled_types = sorted(
+        name.removeprefix(LOOP_STALLS_PREFIX)
+        for name in stalls
+        if name.startswith(LOOP_STALLS_PREFIX)
+    )
+    out += family(
+        "jobqueue_event_loop_stalls_total",
+        "Steps of async def handlers that held their worker's event loop for 100 ms or more (a "
+        "blocking call in async code: every async job of that process waited), by job type.",
+        [({"job_type": t}, float(stalls[f"{LOOP_STALLS_PREFIX}{t}"])) for t in stalled_types],
+        "counter",
+    )
+    out += family(
+        "jobqueue_event_loop_stalled_seconds_total",
+        "How long those stalls held the event loop, seconds, by job type: its rate is the share "
+        "of time a worker's async jobs could not run (the loop's lag).",
+        [
+            ({"job_type": t}, float(stalls.get(f"{LOOP_STALL_MS_PREFIX}{t}") or 0) / 1000)
+            for t in stalled_types
         ],
         "counter",
     )

@@ -238,10 +238,12 @@ def _normalize(value: Any, path: str, depth: int) -> Any:
         return value
     if isinstance(value, Sequence):
         return [_normalize(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
+    # Django's own words first ("Unsupported type: <class ...>", normalize_json's TypeError), so
+    # code and tests written against Django's backends recognise it; then ours.
     raise InvalidPayload(
         path,
-        f"{_describe(value)} is not JSON (convert it first, e.g. a model to its pk, a datetime "
-        "to isoformat(), a Decimal to str)",
+        f"Unsupported type: {type(value)} ({_describe(value)} is not JSON: convert it first, "
+        "e.g. a model to its pk, a datetime to isoformat(), a Decimal to str)",
     )
 
 

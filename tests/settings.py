@@ -167,3 +167,10 @@ if env.bool("JOBQUEUE_TEST_NO_GC", default=False):
 
     gc.disable()
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+if env.str("JOBQUEUE_TEST_OTEL_SPANS", default=""):
+    # A worker process of tests/test_tracing.py: an OpenTelemetry SDK that writes each ended
+    # span to this file, one JSON line each, for the test to read.
+    from tests.otel import export_spans_to
+
+    export_spans_to(env.str("JOBQUEUE_TEST_OTEL_SPANS"))

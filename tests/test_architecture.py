@@ -36,6 +36,7 @@ PARTS: dict[str, set[str]] = {
         "history",
         "retries",
         "flows.status",
+        "tracing",
     },
     "settings": {"settings", "arguments", "routing", "masking", "logging"},
     "schema": {"models"},

@@ -8,8 +8,9 @@ fired writes nothing (:meth:`~jobqueue.store.interface.Store.fire_cron`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -23,6 +24,7 @@ from jobqueue.settings.cron import FIRE_TIME_KEY
 from jobqueue.store import NewJob, Store
 from jobqueue.store.bounded import own_transaction
 from jobqueue.store.interface import Advance, DueEntry, Fire, Fired, Leadership
+from jobqueue.tracing import producer_span
 
 # datetime.UTC is Python 3.11+; jobqueue supports 3.10.
 UTC = timezone.utc
@@ -103,7 +105,8 @@ def fire(
         with own_transaction(using or "default"):
             fired = Fired(leading=True, job_id=None)
             if fire_time is not None:
-                fired = store.fire_cron(
+                fired = _fire(
+                    store,
                     Fire(
                         entry_id=entry.id,
                         fire_time=fire_time,
@@ -111,7 +114,7 @@ def fire(
                         fired_by=leader.holder if leader else "",
                         leader=leader,
                         now=injected_now,
-                    )
+                    ),
                 )
                 if not fired.leading:
                     raise _Refused(leading=False)
@@ -134,6 +137,18 @@ def fire(
     return FireOutcome(leading=True, advanced=True, job_id=fired.job_id)
 
 
+def _fire(store: Any, fire: Fire) -> Fired:
+    """Fire inside a producer span (``jobqueue/tracing.py``), its context stored on the job."""
+    job = fire.job
+    with producer_span([job.queue], job.type, job.tenant_id, operation="fire") as span:
+        if span.trace_json is not None:
+            fire = replace(fire, job=replace(job, trace_json=span.trace_json))
+        fired = store.fire_cron(fire)
+        if fired.job_id is not None:
+            span.sent([fired.job_id])
+    return fired
+
+
 def run_now(entry: CronEntry | str, *, fired_by: str = "", using: str | None = None) -> int:
     """Enqueue the entry's job now, through the firing path (a "manual" fire record).
 
@@ -153,14 +168,15 @@ def run_now(entry: CronEntry | str, *, fired_by: str = "", using: str | None = N
         now = store.db_now()
         for attempt in range(3):
             fire_time = now + timedelta(microseconds=attempt)
-            fired = store.fire_cron(
+            fired = _fire(
+                store,
                 Fire(
                     entry_id=entry.id,
                     fire_time=fire_time,
                     job=build_job(entry, fire_time, fire_time),
                     fired_by=fired_by,
                     manual=True,
-                )
+                ),
             )
             if fired.job_id is not None:
                 logger.info(

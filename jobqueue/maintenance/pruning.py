@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from django.db.models import BigIntegerField, TextField
 from django.db.models.functions import Cast, Now
 
-from jobqueue.models.metrics import LAST_PRUNE, RECYCLES, GaugeSnapshot
+from jobqueue.models.metrics import (
+    LAST_PRUNE,
+    LOOP_STALL_MS_PREFIX,
+    LOOP_STALLS_PREFIX,
+    RECYCLES,
+    GaugeSnapshot,
+)
 from jobqueue.settings import ranges as limits
 from jobqueue.settings.conf import get_settings
 from jobqueue.states import FINISHED
@@ -159,11 +165,35 @@ def record_recycle(reason: str, *, using: str | None = None) -> None:
     Raises:
         django.db.Error: the database cannot be reached.
     """
-    name = f"{RECYCLES}:{reason}"
+    _add_to_counter(f"{RECYCLES}:{reason}", 1, using)
+
+
+def record_loop_stalls(
+    stalls: Mapping[str, tuple[int, float]], *, using: str | None = None
+) -> None:
+    """Count event-loop stalls (``jobqueue_event_loop_stalls_total{job_type}``, and their time).
+
+    Rows as :func:`record_recycle`'s: ``loop_stalls:<type>`` (the count) and
+    ``loop_stall_ms:<type>`` (their length, whole milliseconds), each one atomic increment.
+
+    Args:
+        stalls: job type -> (stalls, seconds the loop was held).
+        using: database alias of the worker's queue (default ``"default"``).
+
+    Raises:
+        django.db.Error: the database cannot be reached.
+    """
+    for job_type, (n, seconds) in stalls.items():
+        _add_to_counter(f"{LOOP_STALLS_PREFIX}{job_type}"[:100], n, using)
+        _add_to_counter(f"{LOOP_STALL_MS_PREFIX}{job_type}"[:100], round(seconds * 1000), using)
+
+
+def _add_to_counter(name: str, amount: int, using: str | None) -> None:
+    """Add ``amount`` to the counter row ``name``: created at 0 if missing, then one increment."""
     rows = GaugeSnapshot.objects.using(using or "default")
     rows.bulk_create([GaugeSnapshot(name=name, body="0", computed_at=Now())], ignore_conflicts=True)
     rows.filter(name=name).update(
-        body=Cast(Cast("body", BigIntegerField()) + 1, TextField()), computed_at=Now()
+        body=Cast(Cast("body", BigIntegerField()) + amount, TextField()), computed_at=Now()
     )
 
 

@@ -103,6 +103,11 @@ class Job(models.Model):
     # jobqueue.batch(): the Batch this job belongs to. No foreign key: adding one would validate
     # every existing row under a lock (docs/upgrading.md); the batch row outlives its members.
     batch_id = models.BigIntegerField(null=True, blank=True, help_text="Its batch, if any.")
+    # The W3C trace context of the enqueue's producer span (jobqueue/tracing.py), when
+    # OpenTelemetry traced it: {"traceparent": ..., "tracestate": ...}. NULL otherwise.
+    trace = models.JSONField(
+        null=True, blank=True, help_text="W3C trace context of the enqueue (OpenTelemetry)."
+    )
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

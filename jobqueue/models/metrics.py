@@ -17,9 +17,16 @@ DEATHS_PREFIX = "deaths:"
 #: The ``name`` of the row counting worker recycles, its ``body`` the count as text
 #: (``jobqueue.maintenance.pruning.record_recycle``).
 RECYCLES = "recycles"
-#: Why a worker process recycled: a handler overran its timeout and kept its thread, or the
-#: worker finished ``--max-tasks`` jobs.
-RECYCLE_REASONS = ("overrun", "max_tasks")
+#: Why a worker process recycled: a handler overran its timeout and kept its thread, the
+#: worker finished ``--max-tasks`` jobs, or its resident memory passed
+#: ``--max-memory-per-child``.
+RECYCLE_REASONS = ("overrun", "max_tasks", "memory")
+
+
+#: The ``name`` prefixes of the rows counting event-loop stalls per job type (``body`` the count)
+#: and their length in milliseconds (``jobqueue.maintenance.pruning.record_loop_stalls``).
+LOOP_STALLS_PREFIX = "loop_stalls:"
+LOOP_STALL_MS_PREFIX = "loop_stall_ms:"
 
 
 class GaugeSnapshot(models.Model):

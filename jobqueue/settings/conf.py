@@ -118,6 +118,13 @@ drains short jobs about as fast as it claims; 25 drained no-op jobs 1.7-2.9x fas
 stays within PostgreSQL's default 100 connections with two processes whose handlers all use the
 database (docs/decisions.md, "Default concurrency 25")."""
 
+DEFAULT_ASYNC_CONCURRENCY = 100
+"""``async def`` jobs one worker process runs at once on its event loop, besides its threads.
+
+An awaiting coroutine costs a few kilobytes, not a thread, so the limit is well above
+``CONCURRENCY``; what bounds it is what the handlers await (their connections, the remote
+side's patience), not the process (docs/decisions.md, "Async jobs on one event loop")."""
+
 DEFAULT_QUEUES = ("default",)
 """Queues a worker serves when none are named."""
 
@@ -186,6 +193,7 @@ class JobQueueSettings:
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     reaper_interval_seconds: float = DEFAULT_REAPER_INTERVAL_SECONDS
     concurrency: int = DEFAULT_CONCURRENCY
+    async_concurrency: int = DEFAULT_ASYNC_CONCURRENCY
     queues: tuple[str, ...] = DEFAULT_QUEUES
     queue_weights: tuple[int, ...] = (1,)
     tenant_max_running: int | None = None
@@ -351,6 +359,7 @@ FIELDS: dict[str, tuple[str | tuple[str, ...], Callable[[Any], Any]]] = {
     "GRACE_SECONDS": ("grace_seconds", _ranged("GRACE_SECONDS")),
     "REAPER_INTERVAL_SECONDS": ("reaper_interval_seconds", _ranged("REAPER_INTERVAL_SECONDS")),
     "CONCURRENCY": ("concurrency", _ranged("CONCURRENCY")),
+    "ASYNC_CONCURRENCY": ("async_concurrency", _ranged("ASYNC_CONCURRENCY")),
     "QUEUES": (("queues", "queue_weights"), parse_queues_setting),
     "TENANT_MAX_RUNNING": (
         "tenant_max_running",

@@ -71,6 +71,8 @@ RANGES: dict[str, Range] = {
     "MAX_PAYLOAD_BYTES": _count(1, 255 * 1024 * 1024, "bytes"),
     "CHECKPOINT_MAX_BYTES": _count(1, 1024 * 1024, "bytes"),
     "CONCURRENCY": _count(1, 1000),
+    # Coroutines, not threads: 10,000 awaiting jobs fit in one process; one claim takes them.
+    "ASYNC_CONCURRENCY": _count(1, 10_000),
     "TENANT_MAX_RUNNING": _count(1, 1_000_000),
     "RETENTION": _seconds(0, MAX_DELAY_SECONDS),
     "LEADER_LEASE_SECONDS": _seconds(1, 12 * HOUR),
@@ -101,6 +103,9 @@ RANGES: dict[str, Range] = {
     "RATE_LIMITS.burst": _count(1, 1_000_000, "tokens"),
     # runworkers --max-tasks (a flag only): a billion tasks is "never" for any process.
     "MAX_TASKS": _count(1, 1_000_000_000, "tasks"),
+    # runworkers --max-memory-per-child (a flag only), MiB: below 32 MB no Django process
+    # starts; 4 TiB is "never".
+    "MAX_MEMORY_PER_CHILD": _count(32, 4 * 1024 * 1024, "MB"),
 }
 
 #: Command flag -> the key of its range (flags take the range of the setting they override).
@@ -109,8 +114,10 @@ FLAGS: dict[str, str] = {
     "--poll-interval": "POLL_INTERVAL_SECONDS",
     "--grace": "GRACE_SECONDS",
     "--concurrency": "CONCURRENCY",
+    "--async-concurrency": "ASYNC_CONCURRENCY",
     "--processes": "PROCESSES",
     "--max-tasks": "MAX_TASKS",
+    "--max-memory-per-child": "MAX_MEMORY_PER_CHILD",
     "--older-than": "RETENTION",
     "--batch-size": "PRUNE_BATCH_SIZE",
 }

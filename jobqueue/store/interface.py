@@ -184,6 +184,8 @@ class ClaimedJob:
         concurrency_key: the job's concurrency key, or None (a driver that does not return
             it leaves None): its ack frees a slot of that key (``jobqueue/worker/completer.py``
             wakes the other workers for it).
+        trace: the W3C trace context its enqueue stored (``traceparent``, ``tracestate``), or
+            None: the run's span is its child (``jobqueue/tracing.py``).
     """
 
     id: int
@@ -200,6 +202,7 @@ class ClaimedJob:
     tag: float = 0.0
     suspect: bool = False
     concurrency_key: str | None = None
+    trace: dict[str, str] | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> ClaimedJob:
@@ -223,6 +226,7 @@ class ClaimedJob:
             tag=row.tag,
             suspect=row.suspect,
             concurrency_key=getattr(row, "concurrency_key", None),
+            trace=json_value(row.trace) if row.trace is not None else None,
         )
 
 
@@ -282,6 +286,8 @@ class NewJob:
     #: At most ``concurrency_limit`` leased jobs of ``concurrency_key`` (both or neither).
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    #: The W3C trace context of the enqueue, as JSON text (``jobqueue/tracing.py``); None: none.
+    trace_json: str | None = None
 
 
 #: The error message of a lease released at graceful shutdown.

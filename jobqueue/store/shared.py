@@ -150,7 +150,8 @@ def job_json(job: NewJob, job_id: int) -> str:
         f'"max_attempts":{job.max_attempts},"timeout_s":{float(job.timeout_s)!r},'
         f'"dedupe_key":{dumps(job.dedupe_key)},"ordering_key":{dumps(job.ordering_key)},'
         f'"concurrency_key":{dumps(job.concurrency_key)},'
-        f'"concurrency_limit":{dumps(job.concurrency_limit)}}}'
+        f'"concurrency_limit":{dumps(job.concurrency_limit)},'
+        f'"trace":{job.trace_json or "null"}}}'
     )
 
 

@@ -122,16 +122,22 @@ def _task_for(job: Any, backend: BaseTaskBackend) -> Task:
         return base
 
 
+#: jobqueue's errors that a ``django.tasks`` result names by the class Django's own backends
+#: record for the same failure: a return value ``normalize_json`` refuses is its ``TypeError``
+#: there. The job's history keeps jobqueue's class (its own API keeps its errors).
+_AS_DJANGO_RECORDS = {"jobqueue.errors.ResultNotJSON": "builtins.TypeError"}
+
+
 def _exception_class_path(entry: dict[str, Any]) -> str:
     path = entry.get("exception_class_path")
     if path:
-        return path
+        return _AS_DJANGO_RECORDS.get(path, path)
     if entry.get("kind") == "lease_expired":
         return "jobqueue.errors.LeaseLost"
     name = entry.get("type") or "Exception"
     if isinstance(getattr(builtins, name, None), type):
         return f"builtins.{name}"
-    return name
+    return _AS_DJANGO_RECORDS.get(name, name)
 
 
 def _errors(job: Any) -> list[TaskError]:

@@ -27,6 +27,10 @@ from jobqueue.worker.wakeups import WakeUps
 
 logger = logging.getLogger("jobqueue.worker")
 
+#: Error message of a sync job given back because its claim, which also filled the event loop's
+#: slots, brought more sync jobs than threads were free.
+NO_THREAD_MESSAGE = "given back unstarted (no handler thread was free); the attempt is not counted"
+
 
 class Claimer:
     """Make a worker's claims and start the jobs they take.
@@ -119,7 +123,11 @@ class Claimer:
         # Each job's type is resolved once per run, here: the breakers, the executor and the
         # completer's breaker count all use it.
         job_types = {job.id: resolve_type(job) for job in claimed}
-        start, back = self._solo.admit(self._guard.admit(claimed, job_types), self._running)
+        # Sync jobs past the free threads (a claim also fills the event loop's slots) go back
+        # first, before the breakers count them as admitted (a half-open breaker's probe).
+        fits, no_thread = self._starter.fit(claimed, job_types)
+        give_back(self.store, no_thread, message=NO_THREAD_MESSAGE)
+        start, back = self._solo.admit(self._guard.admit(fits, job_types), self._running)
         give_back(self.store, back)
         for job in start:
             self._starter.start(job, job_types[job.id])

@@ -157,16 +157,16 @@ class Completer:
 
     # -- recording (the loop's thread) ------------------------------------------------------
 
-    def record_ready(self, claim: Callable[[int], ClaimRequest | None] | None = None) -> int:
+    def record_ready(self, claim: Callable[[list[Run]], ClaimRequest | None] | None = None) -> int:
         """Record the outcomes that are in, if their batch is closed; return how many ended.
 
         Runs whose lease was lost are not written (their outcome is discarded and said so); a
         database error leaves the outcomes for the next pass and sets :attr:`unflushed`.
 
         Args:
-            claim: ``claim(freed)`` returns the claim to make right after the outcomes are
-                recorded, in the same round trip (or None for none), given how many runs the
-                write ends; what it took is then in :meth:`take_claimed`.
+            claim: ``claim(ending)`` returns the claim to make right after the outcomes are
+                recorded, in the same round trip (or None for none), given the runs the write
+                ends; what it took is then in :meth:`take_claimed`.
         """
         self.unflushed = False
         self._claimed = None
@@ -178,7 +178,7 @@ class Completer:
         batch = [run for run in done if not run.context.lease_lost]
         ended = 0
         if batch:
-            request = None if claim is None else claim(len(batch))
+            request = None if claim is None else claim(batch)
             states, unwritten = self._write(batch, request)
             self._wake_for_keys(batch, states, request)
             for run in batch:

@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from asgiref.sync import sync_to_async
 
 from jobqueue.errors import InvalidJobOption, InvalidPayload, JobQueueError, LeaseLost
 from jobqueue.payloads import to_json
@@ -72,6 +75,8 @@ class JobContext:
     _cancel_requested: bool = field(default=False, repr=False)
     # Set with any of the three flags, so a handler can wait on "stop" instead of polling.
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Called once when the run is told to stop: the event loop cancels an async handler's task.
+    _on_stop: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     @property
     def idempotency_key(self) -> str:
@@ -202,6 +207,39 @@ class JobContext:
             self._checkpoint = recorder.read_checkpoint(self.job_id)
         return self._checkpoint
 
+    async def aprogress(self, done: int, total: int | None = None) -> None:
+        """Record progress from an ``async def`` handler: :meth:`progress`, awaited.
+
+        The write runs where Django's own async ORM runs its queries (``sync_to_async``, one
+        shared thread), not on the event loop, which it would block.
+        """
+        await sync_to_async(self.progress)(done, total)
+
+    async def acheckpoint(self, state: Any) -> None:
+        """Store a checkpoint from an ``async def`` handler: :meth:`checkpoint`, awaited."""
+        await sync_to_async(self.checkpoint)(state)
+
+    async def acheckpoint_state(self) -> Any:
+        """Return :attr:`checkpoint_state` from an ``async def`` handler (the read is awaited)."""
+        return await sync_to_async(lambda: self.checkpoint_state)()
+
+    def on_stop(self, callback: Callable[[], None]) -> None:
+        """Internal: call ``callback`` (once, from the thread that tells) when the run must stop.
+
+        Called at once if it already must. The worker's event loop uses it to cancel an
+        ``async def`` handler's task at its timeout, its cancel request or its lost lease.
+        """
+        self._on_stop.append(callback)
+        if self._stop.is_set():
+            callback()
+
+    def _stopped(self) -> None:
+        first = not self._stop.is_set()
+        self._stop.set()
+        if first:
+            for callback in self._on_stop:
+                callback()
+
     def _recording(self) -> tuple[RunRecorder, uuid.UUID]:
         if self.recorder is None or self.lease_token is None:
             raise JobQueueError(
@@ -213,14 +251,14 @@ class JobContext:
     def mark_timed_out(self) -> None:
         """Internal: called by the worker when the run passes ``timeout_s``."""
         self._timed_out = True
-        self._stop.set()
+        self._stopped()
 
     def mark_lease_lost(self) -> None:
         """Internal: called by the worker's heartbeat when the lease is found lost."""
         self._lease_lost = True
-        self._stop.set()
+        self._stopped()
 
     def mark_cancel_requested(self) -> None:
         """Internal: called by the worker's heartbeat when a cancel request is seen."""
         self._cancel_requested = True
-        self._stop.set()
+        self._stopped()

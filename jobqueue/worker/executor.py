@@ -21,7 +21,7 @@ import logging
 import random
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from jobqueue import signals
@@ -35,12 +35,13 @@ from jobqueue.registry import JobType, policy_for, resolve
 from jobqueue.retries import RunOutcome, decide
 from jobqueue.states import JobState
 from jobqueue.store.interface import ClaimedJob
+from jobqueue.tracing import run_span
 from jobqueue.worker.context import JobContext
 
 # BaseExceptionGroup is Python 3.11+ (None on 3.10, which has no exception groups).
 _EXCEPTION_GROUP: type[BaseException] | None = getattr(builtins, "BaseExceptionGroup", None)
 
-__all__ = ["execute", "failure_outcome", "send_outcome_signal"]
+__all__ = ["execute", "execute_async", "failure_outcome", "is_async", "send_outcome_signal"]
 
 logger = logging.getLogger("jobqueue.executor")
 
@@ -166,6 +167,31 @@ def execute(
         ``SystemExit`` from a handler are recorded as failures too, so a handler cannot stop
         the worker by raising them.
     """
+    # The run's span (jobqueue/tracing.py: a no-op without OpenTelemetry), child of the
+    # enqueue's, with the outcome as its status.
+    with _traced(claimed) as span:
+        outcome = _execute(claimed, context, rng, job_type)
+        span.ended(outcome.state, outcome.error)
+    return outcome
+
+
+def _traced(claimed: ClaimedJob) -> Any:
+    return run_span(
+        job_id=claimed.id,
+        job_type=claimed.job_type,
+        queue=claimed.queue,
+        attempt=claimed.attempt,
+        tenant_id=claimed.tenant_id,
+        trace=claimed.trace,
+    )
+
+
+def _execute(
+    claimed: ClaimedJob,
+    context: JobContext,
+    rng: random.Random | None,
+    job_type: JobType | None,
+) -> RunOutcome:
     started = time.monotonic()
     try:
         if job_type is None:
@@ -180,6 +206,54 @@ def execute(
     except BaseException as exc:  # noqa: BLE001 - every handler failure becomes an outcome
         return failure_outcome(claimed, exc, context.worker_id, time.monotonic() - started, rng=rng)
     return _success(claimed, result, started, context.worker_id)
+
+
+def is_async(job_type: JobType | None) -> bool:
+    """Return whether ``job_type``'s handler is an ``async def`` (it runs on the event loop).
+
+    None (a type that could not be resolved) is not: its run records why on a thread.
+    """
+    return job_type is not None and inspect.iscoroutinefunction(job_type.func)
+
+
+async def execute_async(
+    claimed: ClaimedJob,
+    context: JobContext,
+    rng: random.Random | None = None,
+    *,
+    job_type: JobType,
+    watch: Callable[[Coroutine[Any, Any, Any]], Awaitable[Any]] | None = None,
+) -> RunOutcome:
+    """Await the ``async def`` handler of ``claimed`` on the running loop; return the outcome.
+
+    The worker's event loop (``jobqueue/worker/eventloop.py``) runs many of these at once.
+    Like :func:`execute`, it never raises for the handler: its exception, or the
+    ``CancelledError`` of a task cancelled at the run's timeout, cancel request or lost lease,
+    becomes a failure outcome (the worker has recorded the timeout already, the store turns
+    a cancel request into ``cancelled``, and a lost lease's outcome is discarded).
+
+    Args:
+        claimed: the job, as the claim returned it.
+        context: passed to handlers registered with ``takes_context=True``.
+        rng: random source for backoff jitter (seed it in tests).
+        job_type: the resolved handler; :func:`is_async` must be true of it.
+        watch: wraps the handler's coroutine (the event loop times each of its steps).
+    """
+    with _traced(claimed) as span:  # current in this task only (a context variable)
+        started = time.monotonic()
+        try:
+            _send_started(claimed, context)
+            args = (context,) if job_type.takes_context else ()
+            coro = job_type.func(*args, **claimed.payload)
+            result = await (coro if watch is None else watch(coro))
+        except BaseException as exc:  # noqa: BLE001 - as in execute()
+            outcome = failure_outcome(
+                claimed, exc, context.worker_id, time.monotonic() - started, rng=rng
+            )
+        else:
+            outcome = _success(claimed, result, started, context.worker_id)
+        span.ended(outcome.state, outcome.error)
+    return outcome
 
 
 async def _execute_async(

@@ -51,11 +51,13 @@ from jobqueue.worker.completer import Completer
 from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.heartbeat import Heartbeat
 from jobqueue.worker.listening import ListenerHealth
+from jobqueue.worker.memory import MemoryLimit
 from jobqueue.worker.outage import DatabaseBackoff, ReapHold
 from jobqueue.worker.quota import TaskQuota
 from jobqueue.worker.ratewake import rate_wake
-from jobqueue.worker.runs import Runs
+from jobqueue.worker.runs import Run, Runs
 from jobqueue.worker.solo import SoloGate
+from jobqueue.worker.stalls import StallReporter
 from jobqueue.worker.starting import Starter
 from jobqueue.worker.stopping import STANDALONE, Stops, StopSignals
 from jobqueue.worker.supervisor import EXIT_RECYCLE
@@ -81,7 +83,9 @@ class Worker:
             times less often (the host as a whole as often as one process did).
         strict: serve queues in list order instead: a queue only when those before it have no
             claimable job.
-        concurrency: jobs run at once (threads), >= 1.
+        concurrency: sync jobs run at once (threads), >= 1.
+        async_concurrency: ``async def`` jobs run at once on the worker's event loop
+            (``eventloop.py``), >= 1; default ``JOBQUEUE["ASYNC_CONCURRENCY"]``.
         lease_s: lease length, seconds; heartbeats every third of it.
         poll_interval_s: longest idle wait between claims, seconds.
         grace_s: how long running jobs may finish after the first SIGTERM, seconds.
@@ -101,6 +105,8 @@ class Worker:
             Either way the worker stops claiming, drains, and :meth:`run` returns
             :data:`~jobqueue.worker.supervisor.EXIT_RECYCLE`: the process must end (the supervisor
             replaces it) for the runaway threads to end. Set under ``--processes``.
+        max_memory_mb: recycle the same way once the process's resident memory passes this
+            many MB (MiB), checked after each job that ends (``memory.py``); None: never.
     """
 
     def __init__(
@@ -126,6 +132,8 @@ class Worker:
         max_tasks: int | None = None,
         wake_fd: int | None = None,
         sharing: int = 1,
+        async_concurrency: int | None = None,
+        max_memory_mb: int | None = None,
     ) -> None:
         conf = get_settings()
         self.queues = list(queues)
@@ -140,6 +148,7 @@ class Worker:
             rates=rate_limits(),
         )
         self.concurrency = concurrency or conf.concurrency
+        self.async_concurrency = async_concurrency or conf.async_concurrency
         self.lease_s = lease_s or conf.lease_seconds
         self.poll_interval_s = poll_interval_s or conf.poll_interval_seconds
         self.grace_s = conf.grace_seconds if grace_s is None else grace_s
@@ -156,6 +165,9 @@ class Worker:
         self.services = list(services or [])
         self.recycle_on_overrun = recycle_on_overrun
         self._recycle = False
+        #: Why the worker recycles itself (a ``RECYCLE_REASONS`` entry), once it does.
+        self._recycle_reason: str | None = None
+        self._memory = MemoryLimit(max_memory_mb)
         #: What :meth:`run` returned, once it has.
         self.exit_code: int | None = None
         self.heartbeat_interval_s = self.lease_s / 3
@@ -215,6 +227,11 @@ class Worker:
             worker_id=self.worker_id,
             concurrency=self.concurrency,
             on_runaway=self._recycle_if_runaways,
+            async_concurrency=self.async_concurrency,
+            hold_async_s=self.poll_interval_s,
+            # Queues it names (not those "*" finds): an async type registered for one of
+            # them makes the claims fill the loop from the first one (starting.py).
+            serves=self.queues.__contains__,
         )
         self._handlers = self._starter.threads
         self._claimer = Claimer(
@@ -244,7 +261,13 @@ class Worker:
             self.store, interval_s=self.reaper_interval_s, hold=hold, stopping=self._stopping
         )
         self._maintenance = ServiceRunner(
-            [self.heartbeat, self.reaper, WorkerRowPruner(self.store), self._listener],
+            [
+                self.heartbeat,
+                self.reaper,
+                WorkerRowPruner(self.store),
+                self._listener,
+                StallReporter(self._starter.stalls, using=self.using),
+            ],
             name="heartbeat",
             using=self.using,
             stop=self._maintenance_stop,
@@ -352,7 +375,8 @@ class Worker:
         while True:
             self._starter.enforce_timeouts()
             claim_began = time.monotonic()  # a limiter drained then holds jobs (rate_wake)
-            self.completer.record_ready(self._claim_after)
+            if self.completer.record_ready(self._claim_after):
+                self._recycle_if_grown()
             # A claim that went with the outcomes' write (one round trip): start what it took.
             made = self.completer.take_claimed()
             asked, claimed = 0, None
@@ -383,13 +407,14 @@ class Worker:
                     return
             self._wait(self._listener.idle_wait_s(self.poll_interval_s))
 
-    def _free_slots(self, ending: int = 0) -> int:
-        # Claim for free slots only (no local buffer), and never past the thread cap; a
-        # suspect job runs alone. ``ending``: runs whose outcomes are being recorded now.
-        free = min(self.concurrency - len(self._runs) + ending, self._handlers.room())
+    def _free_slots(self, ending: list[Run] | None = None) -> int:
+        # Claim for free slots only (no local buffer): threads never past their cap, the event
+        # loop's if it runs async jobs (starting.py); a suspect job runs alone. ``ending``: runs
+        # whose outcomes are being recorded now.
+        free = self._starter.free(ending or [])
         return self.quota.cap(self._solo.claim_size(free, self._runs))
 
-    def _claim_after(self, ending: int) -> ClaimRequest | None:
+    def _claim_after(self, ending: list[Run]) -> ClaimRequest | None:
         """The claim to send with the write ending ``ending`` runs (None: stopping, max_tasks)."""
         if self._stopping.is_set() or self.quota.max_tasks is not None:
             return None
@@ -405,7 +430,7 @@ class Worker:
             if closes_at is not None:
                 deadlines.append(closes_at)
             timer = self._wakeups.next_timer()
-            if timer is not None and len(self._runs) < self.concurrency:
+            if timer is not None and self._starter.free() > 0:
                 if not self._stopping.is_set():
                     # (With every slot busy, the claim after the next outcome serves it.)
                     deadlines.append(timer)
@@ -430,11 +455,30 @@ class Worker:
         limit = 1 if self.recycle_on_overrun else self.concurrency + 1
         if runaways < limit or self._stopping.is_set():
             return
-        self._recycle = True
+        self._recycle, self._recycle_reason = True, "overrun"
         logger.warning(
             "recycling this process: %d handler(s) still running past their timeout; no new "
             "claims; running jobs get %.0f s, then a fresh process replaces this one",
             runaways,
+            self.grace_s,
+        )
+        self.stop()
+
+    def _recycle_if_grown(self) -> None:
+        """Stop claiming and recycle once resident memory passes ``max_memory_mb`` (after a job)."""
+        if self._stopping.is_set():
+            return
+        resident_mb = self._memory.exceeded()
+        if resident_mb is None:
+            return
+        self._recycle, self._recycle_reason = True, "memory"
+        logger.warning(
+            "recycling this process: resident memory %.0f MB is over --max-memory-per-child %d "
+            "MB; no new claims; %d running job(s) get %.0f s, then a fresh process replaces "
+            "this one",
+            resident_mb,
+            self._memory.max_mb,
+            len(self._runs),
             self.grace_s,
         )
         self.stop()
@@ -448,7 +492,8 @@ class Worker:
         self._listener.stop()
         self.completer.record_ready()
         release_runs(self.store, self._runs, self.stats)
-        self._abandoned = self._handlers.busy
+        # Released runs' tasks are cancelled (their contexts told them); end the loop too.
+        self._abandoned = self._handlers.busy + self._starter.loop.close()
         self._runs.clear()
         self._maintenance_stop.set()
         maintenance.join(timeout=5)
@@ -457,7 +502,7 @@ class Worker:
         try:
             if not self._stops.signalled and (self._recycle or self.quota.spent):
                 # jobqueue_worker_recycles_total{reason}
-                reason = "overrun" if self._recycle else "max_tasks"
+                reason = (self._recycle_reason or "overrun") if self._recycle else "max_tasks"
                 record_recycle(reason, using=self.using)
             self.store.deregister_worker(self.worker_id)
         except DatabaseError as exc:

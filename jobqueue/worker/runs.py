@@ -31,6 +31,8 @@ class Run:
         outcome: set when the handler returned or the run passed its timeout.
         started: when (``time.monotonic``) the run started.
         done_at: when (``time.monotonic``) the outcome came in; 0.0 while running.
+        on_loop: its handler is an ``async def`` running on the worker's event loop
+            (``eventloop.py``), not on a handler thread.
     """
 
     claimed: ClaimedJob
@@ -39,6 +41,7 @@ class Run:
     outcome: RunOutcome | None = None
     started: float = field(default_factory=time.monotonic)
     done_at: float = 0.0
+    on_loop: bool = False
 
     @property
     def deadline(self) -> float:
@@ -71,6 +74,8 @@ class Runs:
 
     def __init__(self) -> None:
         self._by_id: dict[int, Run] = {}
+        #: How many of the runs are on the event loop (the others hold handler threads).
+        self.on_loop = 0
         #: Held to add or remove a run, and by other threads to read them.
         self.lock = threading.Lock()
 
@@ -90,17 +95,27 @@ class Runs:
     def add(self, run: Run) -> None:
         """Hold ``run`` (under the lock)."""
         with self.lock:
+            old = self._by_id.get(run.claimed.id)
+            self.on_loop += run.on_loop - (old.on_loop if old is not None else 0)
             self._by_id[run.claimed.id] = run
 
     def remove(self, job_id: int) -> None:
         """Forget the run of ``job_id`` (under the lock); no error if there is none."""
         with self.lock:
-            self._by_id.pop(job_id, None)
+            run = self._by_id.pop(job_id, None)
+            if run is not None:
+                self.on_loop -= run.on_loop
 
     def clear(self) -> None:
         """Forget every run (under the lock)."""
         with self.lock:
             self._by_id.clear()
+            self.on_loop = 0
+
+    @property
+    def on_threads(self) -> int:
+        """Return how many runs hold (or held, until recorded) a handler thread's slot."""
+        return len(self._by_id) - self.on_loop
 
     def items(self) -> list[tuple[int, Run]]:
         """Return ``(job id, run)`` pairs, copied (main thread: the only writer)."""

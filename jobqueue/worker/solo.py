@@ -89,16 +89,19 @@ class SoloGate:
         return [solo], [job for job in claimed if job is not solo]
 
 
-def give_back(store: Store, jobs: Sequence[ClaimedJob]) -> None:
+def give_back(
+    store: Store, jobs: Sequence[ClaimedJob], *, message: str = GIVEN_BACK_MESSAGE
+) -> None:
     """Release ``jobs`` unstarted (their attempt not counted); a failure leaves the lease to expire.
 
     Args:
         store: the worker's store.
         jobs: claimed jobs that were not started.
+        message: why, in each job's history (default: a suspect job runs alone).
     """
     for job in jobs:
         try:
-            store.release(job.id, job.lease_token, message=GIVEN_BACK_MESSAGE)
+            store.release(job.id, job.lease_token, message=message)
         except LeaseLost:
             pass
         except DatabaseError as exc:

@@ -364,8 +364,8 @@ class Supervisor:
         if code == EXIT_RECYCLE:
             slot.restart_at = time.monotonic()
             logger.warning(
-                "worker process of slot %d recycled (a job overran, or it reached --max-tasks); "
-                "replacing it",
+                "worker process of slot %d recycled (a job overran, or it reached --max-tasks or "
+                "--max-memory-per-child); replacing it",
                 slot.index,
             )
             return

@@ -53,7 +53,7 @@ def setting(key: str, value: object) -> dict:
     return {key: value}
 
 
-FLAG_ONLY = ("PRUNE_BATCH_SIZE", "PROCESSES", "MAX_TASKS")
+FLAG_ONLY = ("PRUNE_BATCH_SIZE", "PROCESSES", "MAX_TASKS", "MAX_MEMORY_PER_CHILD")
 SETTING_KEYS = [key for key in limits.RANGES if key not in FLAG_ONLY]
 
 

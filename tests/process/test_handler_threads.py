@@ -72,7 +72,11 @@ def test_cpu_bound_runaways_stay_under_the_thread_cap_and_recycle_the_process(
     assert max(threads_seen) <= 4, (threads_seen, log)
     if processes:
         assert (
-            log.count("recycled (a job overran, or it reached --max-tasks); replacing it") >= 1
+            log.count(
+                "recycled (a job overran, or it reached --max-tasks or --max-memory-per-child); "
+                "replacing it"
+            )
+            >= 1
         ), log
         assert "restarting in" not in log, log  # a crash restart: never for a recycle
     else:

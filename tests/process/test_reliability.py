@@ -245,7 +245,13 @@ def test_runaway_job_dies_of_timeout_and_its_process_is_recycled(workers, tmp_pa
     others = [jobqueue.enqueue("runaway", jobs.noop, {}) for _ in range(5)]
     wait_for(lambda: {state(i) for i in others} == {"succeeded"}, timeout=30)
     log = workers.log(sup)
-    assert log.count("recycled (a job overran, or it reached --max-tasks); replacing it") == 2, log
+    assert (
+        log.count(
+            "recycled (a job overran, or it reached --max-tasks or --max-memory-per-child); "
+            "replacing it"
+        )
+        == 2
+    ), log
     assert len(record_lines(path)) == 2
 
 

@@ -680,8 +680,9 @@ def test_a_return_value_that_is_not_json_fails_the_task_with_a_type_error(kind):
     result.refresh()
     assert (result.status, result.attempts) == (TaskResultStatus.FAILED, 1)
     [error] = result.errors
-    assert issubclass(error.exception_class, TypeError)
+    assert error.exception_class is TypeError  # what Django's backends record
     [entry] = Job.objects.get(id=int(result.id)).errors
+    assert entry["type"] == "ResultNotJSON"  # the job's own history keeps jobqueue's class
     assert "return value" in entry["message"] and "not JSON" in entry["message"]
     with pytest.raises(ValueError, match="failed"):
         _ = result.return_value
@@ -707,3 +708,17 @@ def test_a_task_that_cannot_be_imported_shows_the_import_error(path, says):
     assert says in entry["message"]  # the worker's log line is "dead (...): type: message"
     assert "ImportError" in entry["traceback"] or "ModuleNotFoundError" in entry["traceback"]
     assert says in entry["traceback"] and "import_string" in entry["traceback"]
+
+
+def test_an_argument_that_is_not_json_is_refused_in_djangos_words():
+    """Django's backends raise normalize_json's TypeError, "Unsupported type: <class ...>"."""
+    from datetime import date
+
+    with pytest.raises(TypeError) as reference:
+        tasks.echo.using(backend="immediate").enqueue(date(2026, 1, 1))
+    with pytest.raises(TypeError) as raised:
+        tasks.echo.enqueue(date(2026, 1, 1))
+    assert str(reference.value) == "Unsupported type: <class 'datetime.date'>"
+    assert "Unsupported type: <class 'datetime.date'>" in str(raised.value)
+    assert "args[0]" in str(raised.value)
+    assert not Job.objects.exists()

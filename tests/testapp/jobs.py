@@ -35,6 +35,19 @@ def record(context, path, sleep_s=0.0, **kwargs):
     return {"attempt": context.attempt}
 
 
+#: What leak_memory keeps: never freed, as a leak.
+_LEAKED: list[bytearray] = []
+
+
+@job(takes_context=True)
+def leak_memory(context, path, mb=40):
+    """Append 'job_id attempt pid', then keep ``mb`` MiB of written memory for good (a leak)."""
+    with open(path, "a") as f:
+        f.write(f"{context.job_id} {context.attempt} {os.getpid()}\n")
+    _LEAKED.append(bytearray(b"x" * (mb * 1024 * 1024)))  # written: resident, not just mapped
+    return len(_LEAKED)
+
+
 @job(takes_context=True)
 def record_until_released(context, path, release, max_s=120.0):
     """Append 'job_id attempt pid', then run until the file ``release`` exists (or ``max_s``).

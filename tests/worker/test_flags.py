@@ -312,7 +312,10 @@ def test_supervisor_replaces_children_that_reached_max_tasks(workers):
         lambda: Job.objects.filter(id__in=ids, state="succeeded").count() == len(ids),
         timeout=180,
     )
-    reached, recycled = "reached max_tasks", "recycled (a job overran, or it reached --max-tasks)"
+    reached, recycled = (
+        "reached max_tasks",
+        "recycled (a job overran, or it reached --max-tasks or --max-memory-per-child)",
+    )
     # 12 jobs, at most 3 per child, at most two children left with fewer than 3: at least
     # three children reached the count, and the supervisor replaces each (not a crash).
     wait_for(lambda: workers.log(proc).count(recycled) >= 3, timeout=120)

@@ -247,7 +247,11 @@ def test_a_worker_process_running_many_failing_jobs_keeps_its_memory_flat(worker
     assert [states[i] for i in ids[1::2]] == ["succeeded"] * n
     assert set(Job.objects.filter(id__in=ids).values_list("attempts", flat=True)) == {1}
     errors = Job.objects.filter(id__in=ids[0::2]).values_list("errors", flat=True)
-    assert {e[0]["type"] for e in errors} == {"ValueError"}  # never a MemoryError
+    # Each job's failure (never a MemoryError); a sync job claimed beside async ones with no
+    # thread free was given back first ("released", attempt not counted: starting.py).
+    failures = [[x for x in e if x.get("kind") != "released"] for e in errors]
+    assert {f[0]["type"] for f in failures} == {"ValueError"}
+    assert all(len(f) == 1 for f in failures)
     mb = 1_000_000
     baseline = next(rss for done, rss in samples if done >= 100)
     first_half = [rss for done, rss in samples if done < n]

@@ -157,6 +157,15 @@ class Command(BaseCommand):
             "under --processes the supervisor replaces the process at once (recycling)",
         )
         parser.add_argument(
+            "--max-memory-per-child",
+            type=in_range("--max-memory-per-child"),
+            default=None,
+            metavar="MB",
+            help="after a job, if this process's resident memory is over MB (MiB), stop "
+            "claiming, drain and recycle: under --processes the supervisor replaces the process, "
+            "alone it re-runs itself in place",
+        )
+        parser.add_argument(
             "--strict",
             action="store_true",
             help="serve --queues in the order listed: a queue only when the ones before it "
@@ -166,7 +175,15 @@ class Command(BaseCommand):
             "--concurrency",
             type=in_range("--concurrency"),
             default=None,
-            help="jobs run at once, in threads (default: JOBQUEUE['CONCURRENCY'])",
+            help="sync jobs run at once, in threads (default: JOBQUEUE['CONCURRENCY'])",
+        )
+        parser.add_argument(
+            "--async-concurrency",
+            type=in_range("--async-concurrency"),
+            default=None,
+            metavar="N",
+            help="async def jobs run at once on the process's event loop, besides the threads "
+            "(default: JOBQUEUE['ASYNC_CONCURRENCY'], 100)",
         )
         parser.add_argument(
             "--lease",
@@ -245,12 +262,14 @@ class Command(BaseCommand):
         settings = {
             "strict": options["strict"],
             "concurrency": options["concurrency"],
+            "async_concurrency": options["async_concurrency"],
             "lease_s": options["lease"],
             "poll_interval_s": options["poll_interval"],
             "grace_s": options["grace"],
             "burst": options["burst"],
             "exclude_queues": options["exclude_queues"],
             "max_tasks": options["max_tasks"],
+            "max_memory_mb": options["max_memory_per_child"],
         }
         with_scheduler = not options["no_scheduler"] and not options["burst"]
 

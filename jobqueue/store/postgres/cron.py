@@ -98,6 +98,7 @@ class PostgresCron(CronEntryWrites, PostgresArea):
             "max_attempts": job.max_attempts,
             "timeout_s": job.timeout_s,
             "dedupe_key": job.dedupe_key,
+            "trace": job.trace_json,
         }
         with self.db.execute("fire_cron", params) as cursor:
             row = fetchone(cursor)

@@ -86,4 +86,5 @@ def enqueue_params(job: NewJob) -> dict[str, Any]:
         "ordering_key": job.ordering_key,
         "concurrency_key": job.concurrency_key,
         "concurrency_limit": job.concurrency_limit,
+        "trace": job.trace_json,
     }

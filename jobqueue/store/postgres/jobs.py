@@ -96,7 +96,8 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
             f'"timeout_s":{float(j.timeout_s)!r},"dedupe_key":{dumps(j.dedupe_key)},'
             f'"ordering_key":{dumps(j.ordering_key)},'
             f'"concurrency_key":{dumps(j.concurrency_key)},'
-            f'"concurrency_limit":{dumps(j.concurrency_limit)},"id":{dumps(job_id)}}}'
+            f'"concurrency_limit":{dumps(j.concurrency_limit)},"id":{dumps(job_id)},'
+            f'"trace":{j.trace_json or "null"}}}'
             for j, job_id in zip(jobs, ids, strict=True)
         )
     )
@@ -130,6 +131,7 @@ COPY_COLUMNS = (
     ("created_at", "timestamptz"),
     ("concurrency_key", "text"),
     ("concurrency_limit", "int4"),
+    ("trace", "jsonb"),
 )
 _TYPES = tuple(kind for _, kind in COPY_COLUMNS)
 
@@ -212,6 +214,7 @@ def copy_jobs(alias: str, jobs: Sequence[NewJob]) -> list[int]:
                         now,
                         job.concurrency_key,
                         job.concurrency_limit,
+                        None if job.trace_json is None else Jsonb(job.trace_json, dumps=_as_is),
                     )
                 )
     return ids

@@ -66,7 +66,7 @@ RESULT = (
     "id bigint, type varchar, payload jsonb, attempts int, max_attempts int, timeout_s float8, "
     "lease_token uuid, lease_until timestamptz, queue varchar, priority smallint, "
     "tenant_id varchar, pos bigint, nth_of_queue bigint, tag float8, suspect boolean, "
-    "concurrency_key varchar, batch_id bigint"
+    "concurrency_key varchar, batch_id bigint, trace jsonb"
 )
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")

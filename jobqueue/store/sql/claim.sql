@@ -379,4 +379,4 @@ FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.type, j.payload, j.attempts, j.max_attempts, j.timeout_s, j.lease_token,
           j.lease_until, j.queue, j.priority, j.tenant_id, picked.pos, picked.nth_of_queue, picked.tag,
-          j.suspect, j.concurrency_key, j.batch_id
+          j.suspect, j.concurrency_key, j.batch_id, j.trace

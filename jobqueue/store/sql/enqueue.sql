@@ -5,12 +5,12 @@
 INSERT INTO jobqueue_job (
     queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts, timeout_s,
     leased_by, dedupe_key, ordering_key, concurrency_key, concurrency_limit, errors, dead_reason,
-    created_at
+    created_at, trace
 )
 SELECT %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, %(tenant_id)s,
        CASE WHEN t.run_at > now() THEN 'scheduled' ELSE 'ready' END,
        t.run_at, 0, %(max_attempts)s, %(timeout_s)s, '', %(dedupe_key)s, %(ordering_key)s,
-       %(concurrency_key)s, %(concurrency_limit)s, '[]'::jsonb, '', now()
+       %(concurrency_key)s, %(concurrency_limit)s, '[]'::jsonb, '', now(), %(trace)s::jsonb
 FROM (
     SELECT coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_s)s::float8)) AS run_at
 ) AS t

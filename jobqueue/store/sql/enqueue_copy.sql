@@ -4,5 +4,5 @@
 -- migration 0006_notify fires for COPY too: one notification per queue at commit.
 COPY jobqueue_job (
     id, queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts, timeout_s, leased_by,
-    errors, dead_reason, created_at, concurrency_key, concurrency_limit
+    errors, dead_reason, created_at, concurrency_key, concurrency_limit, trace
 ) FROM STDIN (FORMAT BINARY)

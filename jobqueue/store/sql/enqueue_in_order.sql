@@ -16,14 +16,15 @@ WITH tail AS (
 job AS (
     INSERT INTO jobqueue_job (
         queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts, timeout_s,
-        leased_by, ordering_key, concurrency_key, concurrency_limit, errors, dead_reason, created_at, waiting_for
+        leased_by, ordering_key, concurrency_key, concurrency_limit, errors, dead_reason, created_at, waiting_for,
+        trace
     )
     SELECT %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, %(tenant_id)s,
            CASE WHEN tail.id IS NOT NULL THEN 'waiting'
                 WHEN t.run_at > now() THEN 'scheduled' ELSE 'ready' END,
            t.run_at, 0, %(max_attempts)s, %(timeout_s)s, '', %(ordering_key)s,
            %(concurrency_key)s, %(concurrency_limit)s, '[]'::jsonb, '', now(),
-           CASE WHEN tail.id IS NOT NULL THEN 1 ELSE 0 END
+           CASE WHEN tail.id IS NOT NULL THEN 1 ELSE 0 END, %(trace)s::jsonb
     FROM (
         SELECT coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_s)s::float8)) AS run_at
     ) AS t CROSS JOIN tail

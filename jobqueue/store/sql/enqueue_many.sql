@@ -15,10 +15,10 @@ WITH batch AS MATERIALIZED (
         jsonb_to_recordset(%(jobs)s::jsonb) AS (
             queue text, type text, payload jsonb, priority int, tenant_id text, at timestamptz,
             delay_s float8, max_attempts int, timeout_s float8, dedupe_key text, ordering_key text,
-            concurrency_key text, concurrency_limit int, id bigint)
+            concurrency_key text, concurrency_limit int, id bigint, trace jsonb)
     ) WITH ORDINALITY AS u(queue, type, payload, priority, tenant_id, at, delay_s, max_attempts,
                            timeout_s, dedupe_key, ordering_key, concurrency_key,
-                           concurrency_limit, reserved_id, ord)
+                           concurrency_limit, reserved_id, trace, ord)
 ),
 input AS MATERIALIZED (
     -- The sequence is looked up once (an InitPlan), not once per row. COALESCE evaluates
@@ -33,12 +33,12 @@ inserted AS (
     INSERT INTO jobqueue_job (
         id, queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts,
         timeout_s, leased_by, dedupe_key, ordering_key, concurrency_key, concurrency_limit,
-        errors, dead_reason, created_at
+        errors, dead_reason, created_at, trace
     )
     SELECT id, queue, type, payload, priority, tenant_id,
            CASE WHEN run_at > now() THEN 'scheduled' ELSE 'ready' END,
            run_at, 0, max_attempts, timeout_s, '', dedupe_key, ordering_key, concurrency_key,
-           concurrency_limit, '[]'::jsonb, '', now()
+           concurrency_limit, '[]'::jsonb, '', now(), trace
     FROM input
     ORDER BY queue COLLATE "C", dedupe_key COLLATE "C", ord
     ON CONFLICT (queue, dedupe_key)

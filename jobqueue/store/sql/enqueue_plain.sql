@@ -4,13 +4,14 @@
 -- Returns the row's created_at too: the transaction's clock, which the tasks backend reports as enqueued_at.
 INSERT INTO jobqueue_job (
     queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts, timeout_s,
-    leased_by, concurrency_key, concurrency_limit, errors, dead_reason, created_at
+    leased_by, concurrency_key, concurrency_limit, errors, dead_reason, created_at, trace
 )
 VALUES (
     %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, %(tenant_id)s,
     CASE WHEN coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_s)s::float8)) > now()
          THEN 'scheduled' ELSE 'ready' END,
     coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_s)s::float8)),
-    0, %(max_attempts)s, %(timeout_s)s, '', %(concurrency_key)s, %(concurrency_limit)s, '[]'::jsonb, '', now()
+    0, %(max_attempts)s, %(timeout_s)s, '', %(concurrency_key)s, %(concurrency_limit)s, '[]'::jsonb, '', now(),
+    %(trace)s::jsonb
 )
 RETURNING id, created_at

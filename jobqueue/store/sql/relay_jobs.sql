@@ -9,17 +9,17 @@ WITH batch AS MATERIALIZED (
     FROM jsonb_to_recordset(%(jobs)s::jsonb) AS b(
         id bigint, queue text, type text, payload jsonb, priority int, tenant_id text,
         at timestamptz, max_attempts int, timeout_s float8, dedupe_key text, ordering_key text,
-        concurrency_key text, concurrency_limit int)
+        concurrency_key text, concurrency_limit int, trace jsonb)
 )
 INSERT INTO jobqueue_job (
     id, queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts,
     timeout_s, leased_by, dedupe_key, ordering_key, concurrency_key, concurrency_limit, errors,
-    dead_reason, created_at
+    dead_reason, created_at, trace
 )
 SELECT id, queue, type, payload, priority, tenant_id,
        CASE WHEN at > now() THEN 'scheduled' ELSE 'ready' END,
        at, 0, max_attempts, timeout_s, '', dedupe_key, ordering_key, concurrency_key,
-       concurrency_limit, '[]'::jsonb, '', now()
+       concurrency_limit, '[]'::jsonb, '', now(), trace
 FROM batch
 ORDER BY queue COLLATE "C", dedupe_key COLLATE "C", id
 ON CONFLICT DO NOTHING

@@ -86,6 +86,7 @@ class GenericFlows(BatchRows, GenericArea):
                 ordering_key=job.ordering_key,
                 concurrency_key=job.concurrency_key,
                 concurrency_limit=job.concurrency_limit,
+                trace=None if job.trace_json is None else json.loads(job.trace_json),
                 errors=list(begin.errors),
                 waiting_for=begin.waiting_for,
                 finished_at=now if state == JobState.CANCELLED else None,
@@ -143,6 +144,7 @@ class GenericFlows(BatchRows, GenericArea):
                 ordering_key=job.ordering_key,
                 concurrency_key=job.concurrency_key,
                 concurrency_limit=job.concurrency_limit,
+                trace=None if job.trace_json is None else json.loads(job.trace_json),
                 waiting_for=0 if tail is None else 1,
                 created_at=now,
             )

@@ -97,6 +97,7 @@ class GenericJobs(GenericArea):
                         concurrency_key=job.concurrency_key,
                         concurrency_limit=job.concurrency_limit,
                         created_at=now,
+                        trace=None if job.trace_json is None else json.loads(job.trace_json),
                     )
                     row.save(using=self.alias, force_insert=True)
                     return row.id, True, now
@@ -210,6 +211,7 @@ class GenericJobs(GenericArea):
                             tenant_id=candidate.tenant_id,
                             tag=tag,
                             suspect=job.suspect,
+                            trace=job.trace,
                         )
                     )
             if gate is not None:

@@ -106,6 +106,7 @@ class GenericOutbox(GenericArea):
                             # .get: rows an older version wrote before the relay knew them.
                             concurrency_key=data.get("concurrency_key"),
                             concurrency_limit=data.get("concurrency_limit"),
+                            trace=data.get("trace"),
                             created_at=now,
                         ).save(using=self.alias, force_insert=True)
                 except IntegrityError:
