@@ -119,13 +119,16 @@ class Claimer:
 
     def _start(self, claimed: list[ClaimedJob]) -> list[ClaimedJob]:
         """Start the admitted jobs of ``claimed`` (breakers, suspects); give back the rest."""
-        self.selector.claimed(claimed)
         # Each job's type is resolved once per run, here: the breakers, the executor and the
         # completer's breaker count all use it.
         job_types = {job.id: resolve_type(job) for job in claimed}
         # Sync jobs past the free threads (a claim also fills the event loop's slots) go back
         # first, before the breakers count them as admitted (a half-open breaker's probe).
         fits, no_thread = self._starter.fit(claimed, job_types)
+        # The queues' weighted-fair turns move past what this worker kept, not what it gave
+        # back for want of a thread: those jobs keep their turn (the weighted-queues process
+        # test saw a queue's turn spent on jobs given back).
+        self.selector.claimed(fits)
         give_back(self.store, no_thread, message=NO_THREAD_MESSAGE)
         start, back = self._solo.admit(self._guard.admit(fits, job_types), self._running)
         give_back(self.store, back)
