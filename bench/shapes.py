@@ -39,6 +39,10 @@ Rows (``--only``):
   pgqueuer direct (it needs LISTEN, so no transaction-mode pooler).
 * ``drain``: 5,000 no-op jobs at 1 process, 2 processes (defaults) and 2x10; pgqueuer at 1
   and 2 processes; the batched raw-SQL limit (``bench/core.py``'s claim 100 + ack 100).
+* ``method``: pgqueuer at 1 process drained the peers bench's way (``bench/peers/pgq.py``:
+  ``pgq run --mode drain`` started after the enqueue, wall time from its start to its exit)
+  beside this bench's way (long-running, first pick to last done), and that run's consumer
+  CPU: why the two benches' pgqueuer figures differ (docs/performance.md).
 * ``cpu``: database CPU per job on a private cluster, 5,000 no-op jobs drained by one process
   of 10 slots, over 100 tenants and one tenant; pgqueuer's one process beside. The jobs are
   enqueued 2 s in the future (``delay=``, pgqueuer's ``execute_after``) so that the CPU window
@@ -91,7 +95,7 @@ URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/j
 NOOP = "tests.testapp.jobs.noop"
 SLEEPER = "tests.testapp.jobs.record"  # record(path, sleep_s): one line to a file, then sleep
 PGQ = str(Path(sys.executable).with_name("pgq"))
-ROWS = ("tenants", "hot", "weights", "ckey", "pickup", "idle", "drain", "cpu")
+ROWS = ("tenants", "hot", "weights", "ckey", "pickup", "drain", "method", "idle", "cpu")
 #: The role the private cluster's jobqueue database belongs to (PgBouncer lets it in).
 APP_ROLE = "shop"
 
@@ -839,6 +843,52 @@ def row_drain(cfg: argparse.Namespace, target: Target) -> list[Row]:
         Row("drain", "the limit: raw SQL claim 100 + ack 100, one connection", got["limit"],
             "jobs/s"),
     ]  # fmt: skip
+
+
+def peer_method(target: Target, n: int) -> tuple[float, float, float]:
+    """Drain n jobs through pgqueuer the way ``bench/peers/pgq.py`` does (enqueue, then one
+    ``pgq run --mode drain``, timed by wall clock from its start to its exit); return (that
+    jobs/s, the same run's span jobs/s as this bench reads it, the consumer's CPU ms)."""
+    import resource
+
+    sys.path.insert(0, str(HERE / "peers"))
+    import pgq  # bench/peers/pgq.py, the peers bench's pgqueuer driver
+
+    target.fresh_pgq()
+    os.environ["PEERS_DATABASE_URL"] = target.pgq_url
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = pgq.drain(n, 1)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    done, span = pgq_span(target, 0)
+    return wall, done / span, 1000 * cpu
+
+
+def row_method(cfg: argparse.Namespace, target: Target) -> list[Row]:
+    n = cfg.jobs
+    got = interleaved(
+        cfg.repeats,
+        {
+            "peers bench": lambda: peer_method(target, n),
+            "this bench": lambda: drain_pgq(target, n, 1),
+        },
+    )
+    peers = got["peers bench"]
+    cpu = statistics.median(v[2] for v in peers)
+    return [
+        Row(
+            "method",
+            f"pgqueuer, 1 process, {n:,} jobs, as bench/peers/pgq.py: wall (jobs/s)",
+            [],
+            "jobs/s",
+            pgq=[v[0] for v in peers],
+            note=f"its consumer's CPU {cpu:,.0f} ms, start and exit included",
+        ),
+        Row(
+            "method", "same runs, first pick to last done", [], "jobs/s", pgq=[v[1] for v in peers]
+        ),
+        Row("method", "long-running, as the other rows", [], "jobs/s", pgq=got["this bench"]),
+    ]
 
 
 # -- the private cluster: idle cost and CPU per job --------------------------------------------
