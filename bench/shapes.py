@@ -460,8 +460,14 @@ class Row:
         if not values:
             return "-"
         m = statistics.median(values)
-        spread = f" ({min(values):,.3g}-{max(values):,.3g})" if len(values) > 1 else ""
-        return f"{m:,.4g}{spread}"
+        spread = f" ({_fmt(min(values))}-{_fmt(max(values))})" if len(values) > 1 else ""
+        return f"{_fmt(m)}{spread}"
+
+
+def _fmt(x: float) -> str:
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.2f}" if abs(x) >= 1 else f"{x:.3g}"
 
 
 def interleaved(repeats: int, variants: dict[str, Callable[[], object]]) -> dict[str, list]:
@@ -985,15 +991,35 @@ def idle_cost(private: Cluster, system: str, n: int, window_s: float, base_cpu: 
         time.sleep(5.0)  # settled: starts done, first polls past
         data = private.cluster.datadir
         db = _name(target.pgq_url if system == "pgqueuer" else target.jq_url)
+        rows(target.jq_url, "SELECT pg_stat_statements_reset()")
         statements0, _ = statement_totals(target.jq_url, db)
         cpu0, t0 = server_cpu_s(data), time.monotonic()
         time.sleep(window_s)
         cpu1, t1 = server_cpu_s(data), time.monotonic()
         statements1, _ = statement_totals(target.jq_url, db)
+        top = statement_top(target.jq_url, db)
     finally:
         stop(procs)
+    for calls, ms, query in top:
+        rate = calls / (t1 - t0) / n
+        print(f"      {rate:6.2f}/s per process, {ms:6.3f} ms each: {query}")
     per_s = (cpu1 - cpu0) / (t1 - t0) - base_cpu
     return 100 * per_s / n, 1000 * per_s / n, (statements1 - statements0) / (t1 - t0) / n
+
+
+def statement_top(url: str, db: str, limit: int = 5) -> list[tuple[int, float, str]]:
+    """Return the ``limit`` statements run most often in ``db`` since the last reset: (calls,
+    mean ms of execution + planning, the statement's start, one line)."""
+    found = rows(
+        url,
+        "SELECT s.calls, (s.total_exec_time + s.total_plan_time) / s.calls,"
+        " left(regexp_replace(s.query, '\\s+', ' ', 'g'), 90)"
+        " FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
+        " WHERE d.datname = %s AND s.query NOT ILIKE '%%pg_stat%%'"
+        " ORDER BY s.calls DESC LIMIT %s",
+        [db, limit],
+    )
+    return [(int(c), float(ms), str(q)) for c, ms, q in found]
 
 
 def row_idle(cfg: argparse.Namespace, private: Cluster) -> list[Row]:
