@@ -5,7 +5,8 @@
     .venv/bin/python bench/shapes.py --only pickup,drain    # some rows only
 
 One run measures both systems, interleaved: for each repeat, every variant of a row runs once
-(jobqueue's and pgqueuer's alternating), and the row reports the median of the repeats. Each
+(jobqueue's and pgqueuer's alternating), and the row reports the median of the repeats (min-max);
+a ratio is the median of the per-repeat ratios, whose two sides shared a repeat's load. Each
 system runs on its own defaults: jobqueue's ``manage.py runworkers`` with no flags but the
 shape's ``--processes`` / ``--concurrency`` (queue ``default``, the test settings plus the
 row's ``JOBQUEUE`` entries); pgqueuer 1.6 as ``pgq run pgq_app:main`` starts it (continuous
@@ -481,6 +482,12 @@ def interleaved(repeats: int, variants: dict[str, Callable[[], object]]) -> dict
     return results
 
 
+def ratio(values: list[float], others: list[float]) -> float:
+    """Return the median of the per-repeat ratios ``values[i] / others[i]``: both sides of a
+    repeat ran back to back, so they shared its load (the machine is shared)."""
+    return statistics.median(a / b for a, b in zip(values, others, strict=True))
+
+
 def _show(value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.4g}"
@@ -500,7 +507,6 @@ def row_tenants(cfg: argparse.Namespace, target: Target) -> list[Row]:
         )
     variants["pgqueuer"] = lambda: drain_pgq(target, n, 2)
     got = interleaved(cfg.repeats, variants)
-    one = statistics.median(got["1 tenant"])
     out = [
         Row(
             "tenants",
@@ -518,7 +524,7 @@ def row_tenants(cfg: argparse.Namespace, target: Target) -> list[Row]:
                 f"same, {tenants:,} tenants round robin (jobs/s)",
                 values,
                 "jobs/s",
-                note=f"{statistics.median(values) / one:.2f}x one tenant",
+                note=f"{ratio(values, got['1 tenant']):.2f}x one tenant",
             )
         )
     return out
@@ -833,11 +839,12 @@ def row_drain(cfg: argparse.Namespace, target: Target) -> list[Row]:
             "limit": limit,
         },
     )
-    lim = statistics.median(got["limit"])
 
     def note(name: str, pgq: str) -> str:
-        m = statistics.median(got[name])
-        return f"{m / statistics.median(got[pgq]):.2f}x pgqueuer, {m / lim:.2f} of the limit"
+        return (
+            f"{ratio(got[name], got[pgq]):.2f}x pgqueuer,"
+            f" {ratio(got[name], got['limit']):.2f} of the limit"
+        )
 
     return [
         Row("drain", f"drain {n:,}, 1 process, defaults", got["jq 1x"], "jobs/s",
