@@ -221,7 +221,9 @@ def jq_wait_done(target: Target, first: int, last: int, timeout_s: float) -> Non
 # -- pgqueuer ---------------------------------------------------------------------------------
 
 
-def pgq_env(target: Target, stamp: Path | None = None) -> dict:
+def pgq_env(target: Target, stamp: Path | None = None, keyed: bool = False) -> dict:
+    """The environment of ``pgq run pgq_app:main``: ``stamp`` registers the ``stamp``
+    entrypoint, ``keyed`` the limited one (bench/peers/pgq_app.py)."""
     env = {
         **os.environ,
         "PGDSN": target.pgq_url,
@@ -230,10 +232,12 @@ def pgq_env(target: Target, stamp: Path | None = None) -> dict:
     }
     if stamp is not None:
         env["PGQ_STAMP_FILE"] = str(stamp)
+    if keyed:
+        env["PGQ_KEYED"] = "1"
     return env
 
 
-def pgq_workers(target: Target, processes: int, stamp: Path | None = None):
+def pgq_workers(target: Target, processes: int, stamp: Path | None = None, keyed: bool = False):
     """Start ``processes`` ``pgq run pgq_app:main`` consumers, as its CLI starts them."""
     procs = []
     for _ in range(processes):
@@ -241,7 +245,7 @@ def pgq_workers(target: Target, processes: int, stamp: Path | None = None):
         procs.append(
             subprocess.Popen(
                 [PGQ, "run", "pgq_app:main"],
-                env=pgq_env(target, stamp),
+                env=pgq_env(target, stamp, keyed),
                 cwd=HERE / "peers",
                 stdout=log,
                 stderr=subprocess.STDOUT,

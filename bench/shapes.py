@@ -367,7 +367,7 @@ def ckey_jq(target: Target, cfg: argparse.Namespace) -> float:
 
 def ckey_pgq(target: Target, cfg: argparse.Namespace) -> float:
     target.fresh_pgq()
-    procs = pgq_workers(target, 2)
+    procs = pgq_workers(target, 2, keyed=True)
     try:
         warm = pgq_ready(target, 2)
         pgq_enqueue(target, "keyed", [b"{}"] * cfg.ckey_jobs)
