@@ -55,7 +55,8 @@ Drain rate = jobs / (last finish - first start), both from the database clock: j
 when its consumer flushes its completions) and ``picked`` (its dequeue). The private cluster
 (``idle``, ``cpu``) runs with ``fsync=off`` (tests/pgcluster.py); the rest use the server at
 ``BENCH_DATABASE_URL`` (default ``postgres://postgres@127.0.0.1:5432/jq_shapes``; pgqueuer's
-database is the same name + ``_pgq``). Needs pgqueuer in this virtualenv
+database is the same name + ``_pgq``); ``--private`` runs every row on the private cluster, away
+from a shared server's other clients. Needs pgqueuer in this virtualenv
 (``.venv/bin/pip install 'pgqueuer[asyncpg]==1.6.0' 'typer<0.20'``) and, for ``idle``,
 PgBouncer (``apt-get install pgbouncer``). Prints one table; the figures also land in
 ``bench/results/shapes.json``.
@@ -496,6 +497,7 @@ def row_drain(cfg: argparse.Namespace, target: Target) -> list[Row]:
 
     def limit() -> float:
         target.fresh_jq()
+        core.URL = target.jq_url  # the server the row runs on (a private cluster's, --private)
         return core.raw_limit(n, inserts=0)["drain"]
 
     got = interleaved(
@@ -733,6 +735,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--jobs", type=int, default=None, help="drain size (5,000)")
     parser.add_argument("--idle-processes", type=int, default=None, help="40 (quick: 8)")
+    parser.add_argument(
+        "--private",
+        action="store_true",
+        help="run every row on a private cluster (fsync=off), not BENCH_DATABASE_URL's server:"
+        " away from other clients of a shared server (its connections, its load)",
+    )
     cfg = parser.parse_args()
     cfg.only = [r.strip() for r in cfg.only.split(",") if r.strip()]
     unknown = sorted(set(cfg.only) - set(ROWS))
@@ -760,22 +768,24 @@ def main() -> None:
         f" {' '.join(f'{x:.1f}' for x in os.getloadavg())}; logs in {LOGS}",
         flush=True,
     )
-    shared = Target(jq_url=URL, pgq_url=URL + "_pgq")
     results: list[Row] = []
-    shared_rows = [r for r in cfg.only if r not in ("idle", "cpu")]
+    on_cluster = ("idle", "cpu")
+    shared_rows = [] if cfg.private else [r for r in cfg.only if r not in on_cluster]
+    private_rows = [r for r in cfg.only if cfg.private or r in on_cluster]
+    shared = Target(jq_url=URL, pgq_url=URL + "_pgq")
     try:
         if shared_rows:
             shared.prepare()
             for name in shared_rows:
                 print(f"\n{name}", flush=True)
                 results += globals()[f"row_{name}"](cfg, shared)
-        private_rows = [r for r in cfg.only if r in ("idle", "cpu")]
         if private_rows:
             private = start_private(with_bouncer="idle" in private_rows)
             try:
                 for name in private_rows:
                     print(f"\n{name} (private cluster, fsync=off)", flush=True)
-                    results += globals()[f"row_{name}"](cfg, private)
+                    on = private if name in on_cluster else private.target
+                    results += globals()[f"row_{name}"](cfg, on)
             finally:
                 stop_private(private)
     finally:
