@@ -372,10 +372,11 @@ def drain_jq(
     return done / span
 
 
-def drain_pgq(target: Target, n: int, processes: int) -> float:
-    """Return jobs/s of n no-op jobs through ``processes`` long-running ``pgq run``."""
+def drain_pgq(target: Target, n: int, processes: int, keyed: bool = False) -> float:
+    """Return jobs/s of n no-op jobs through ``processes`` long-running ``pgq run`` (``keyed``:
+    with the limited entrypoint registered too, unused)."""
     target.fresh_pgq()
-    procs = pgq_workers(target, processes)
+    procs = pgq_workers(target, processes, keyed=keyed)
     try:
         warm = pgq_ready(target, processes)
         pgq_enqueue(target, "noop", [b"{}"] * n)

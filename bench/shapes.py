@@ -44,7 +44,8 @@ Rows (``--only``):
 * ``method``: pgqueuer at 1 process drained the peers bench's way (``bench/peers/pgq.py``:
   ``pgq run --mode drain`` started after the enqueue, wall time from its start to its exit)
   beside this bench's way (long-running, first pick to last done), and that run's consumer
-  CPU: why the two benches' pgqueuer figures differ (docs/performance.md).
+  CPU; and long-running with an (unused) entrypoint with a concurrency limit registered: why
+  pgqueuer figures differ between benches (docs/performance.md).
 * ``cpu``: database CPU per job on a private cluster, 5,000 no-op jobs drained by one process
   of 10 slots, over 100 tenants and one tenant; pgqueuer's one process beside. The jobs are
   enqueued 2 s in the future (``delay=``, pgqueuer's ``execute_after``) so that the CPU window
@@ -556,6 +557,7 @@ def row_method(cfg: argparse.Namespace, target: Target) -> list[Row]:
         {
             "peers bench": lambda: peer_method(target, n),
             "this bench": lambda: drain_pgq(target, n, 1),
+            "limited entrypoint": lambda: drain_pgq(target, n, 1, keyed=True),
         },
     )
     peers = got["peers bench"]
@@ -573,6 +575,14 @@ def row_method(cfg: argparse.Namespace, target: Target) -> list[Row]:
             "method", "same runs, first pick to last done", [], "jobs/s", pgq=[v[1] for v in peers]
         ),
         Row("method", "long-running, as the other rows", [], "jobs/s", pgq=got["this bench"]),
+        Row(
+            "method",
+            "same, the consumer also registering an entrypoint with concurrency_limit=2 (unused)",
+            [],
+            "jobs/s",
+            pgq=got["limited entrypoint"],
+            note="every dequeue takes pgqueuer's capacity-gated statement",
+        ),
     ]
 
 
