@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from jobqueue.store.plan import ClaimPlan
 
-__all__ = ["Candidate", "Lane", "Served", "serve_order"]
+__all__ = ["Candidate", "Lane", "Served", "lane_bases", "serve_order"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +46,51 @@ class Served:
     vtimes: dict[Lane, float]
 
 
+#: A lane served within this long of its queue's latest service is current (claim.sql).
+CURRENT = timedelta(seconds=2)
+
+#: Most credit a current lane keeps behind the lane furthest ahead, in jobs (claim.sql).
+MOST_CREDIT = 1000.0
+
+
+def lane_bases(
+    lanes: Sequence[Lane], vtimes: Mapping[Lane, tuple[float, datetime]]
+) -> dict[Lane, float]:
+    """Return each lane's virtual start, as ``claim.sql``'s "fronts" computes it.
+
+    A current lane (served within :data:`CURRENT` of its queue's latest service) keeps its own
+    time, at most :data:`MOST_CREDIT` behind the lane furthest ahead; a lane back from idle is
+    raised to one job behind the lowest time of the current lanes, and a new lane starts there.
+    """
+    base: dict[Lane, float] = {}
+    for queue in {lane[0] for lane in lanes}:
+        known = {lane: vtimes[lane] for lane in lanes if lane[0] == queue and lane in vtimes}
+        latest = max((served for _, served in known.values()), default=None)
+        current = {
+            lane for lane, (_, served) in known.items() if latest and served >= latest - CURRENT
+        }
+        front = max((v for v, _ in known.values()), default=None)
+        now = min((known[lane][0] for lane in current), default=None)
+        for lane in (x for x in lanes if x[0] == queue):
+            if lane not in known:
+                ahead = now if now is not None else front
+                base[lane] = ahead - 1 if ahead is not None else 0.0
+                continue
+            v = known[lane][0]
+            floor = [front - MOST_CREDIT] if front is not None else []
+            if lane not in current and now is not None:
+                floor.append(now - 1)
+            base[lane] = max([v, *floor])
+    return base
+
+
 def serve_order(
     candidates: Sequence[Candidate],
     lanes: Sequence[Lane],
     queues: Sequence[str],
     plan: ClaimPlan,
     running: Mapping[str, int],
-    vtimes: Mapping[Lane, float],
+    vtimes: Mapping[Lane, tuple[float, datetime]],
     max_jobs: int,
 ) -> Served:
     """Return up to ``max_jobs`` of ``candidates`` in service order, each with its tag.
@@ -69,24 +108,14 @@ def serve_order(
         queues: the claim's queues, in the plan's order.
         plan: weights, start tags, strictness, tenant caps and weights.
         running: leased jobs per tenant (all queues and workers), for the tenants with a cap.
-        vtimes: the lanes' stored virtual times (a lane without one is new).
+        vtimes: the lanes' stored virtual times and last service (a lane without one is new).
         max_jobs: most jobs to return.
 
     Returns:
         The jobs and the lanes' new virtual times (:class:`Served`).
     """
     position = {queue: pos for pos, queue in enumerate(queues)}
-    front: dict[str, float] = {}
-    for lane in lanes:
-        if lane in vtimes:
-            front[lane[0]] = max(front.get(lane[0], vtimes[lane]), vtimes[lane])
-    base: dict[Lane, float] = {}
-    for lane in lanes:
-        ahead = front.get(lane[0])
-        stored = vtimes.get(lane)
-        base[lane] = (
-            0.0 if ahead is None else max(ahead - 1, stored if stored is not None else ahead - 1)
-        )
+    base = lane_bases(lanes, vtimes)
     by_claim_order = sorted(candidates, key=lambda c: (-c.priority, c.run_at, c.id))
     nth_of_lane: dict[Lane, int] = {}
     tagged: list[tuple[float, Candidate]] = []
@@ -131,6 +160,11 @@ def serve_order(
         fronts.update(mine[: 2 * max_jobs])
     moved: dict[Lane, float] = {}
     for lane in lanes:
-        if lane in got or (lane in fronts and lane not in nth_of_lane):
-            moved[lane] = base[lane] + max(got.get(lane, 0), 1) / plan.caps.weight_of(lane[1])
+        weight = plan.caps.weight_of(lane[1])
+        if lane in got:
+            moved[lane] = base[lane] + got[lane] / weight
+        elif lane in fronts and lane not in nth_of_lane:
+            moved[lane] = base[lane] + 1 / weight  # nothing to give: charged one
+        elif lane in fronts and (lane not in vtimes or base[lane] > vtimes[lane][0]):
+            moved[lane] = base[lane]  # entered (new, or back from idle): keeps its place
     return Served([(c, tag) for _, c, tag, _ in picked], moved)

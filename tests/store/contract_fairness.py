@@ -129,9 +129,9 @@ class FairnessContract:
         selector = QueueSelector(["q"])
         assert [j.id for j in self.fair_claim(store, selector, 3)] == a[:3]
         b = [self.fair_make(tenant_id="B", run_at=self.fair_past(100 + i)) for i in range(5)]
-        # A was served 3 (virtual time 3). B is new: it enters one job behind the front (2), so
-        # its first job (tag 3) goes first, then they alternate (ties to the lower tenant id).
-        # B banks nothing for the time it was not there: weighted fair queueing over starts.
+        # A was served 3 (virtual time 3). B is new: it enters one job behind the queue's
+        # virtual now (2), so its first job (tag 3) goes first, then they alternate (ties to
+        # the lower tenant id). B banks nothing more for the time it was not there.
         claimed = self.fair_claim(store, selector, 5)
         assert [j.id for j in claimed] == [b[0], a[3], b[1], a[4], b[2]]
 
@@ -161,11 +161,18 @@ class FairnessContract:
         self.fair_make_many(30, tenant_id="A", run_at=self.fair_past())
         self.fair_make(tenant_id="B", run_at=self.fair_past())
         selector = QueueSelector(["q"])
-        for _ in range(12):  # B's one job goes early; then A alone for a while
-            self.fair_claim(store, selector, 1)
+        start = self.fair_past(600)
+        for n in range(12):  # B's one job goes early; then A alone for a minute
+            self.fair_claim(store, selector, 1, now=start + timedelta(seconds=6 * n))
         self.fair_make_many(10, tenant_id="B", run_at=self.fair_past(5))
-        served = [j.tenant_id for _ in range(6) for j in self.fair_claim(store, selector, 1)]
-        # B is back one job behind the front: it alternates with A, not 10 in a row.
+        back = start + timedelta(seconds=70)
+        served = [
+            j.tenant_id
+            for n in range(6)
+            for j in self.fair_claim(store, selector, 1, now=back + timedelta(seconds=n))
+        ]
+        # B was last served a minute before A: it is back one job behind A's virtual time, not
+        # 10 jobs behind it: served first, then it alternates with A (not 10 in a row).
         assert served == ["B", "A", "B", "A", "B", "A"]
 
     def test_a_held_lane_takes_no_place_from_the_others(self, store):

@@ -12,11 +12,17 @@
 --     place another lane could use;
 --   each lane's next jobs get virtual finish tags base + k / weight (k = 1, 2, ...; weight:
 --     JOBQUEUE["TENANT_WEIGHTS"], default 1), where base is the lane's virtual time
---     (jobqueue_lane.vtime: the tag of the last job it was served) raised to one unit behind the
---     lane furthest ahead in its queue, so a lane back from idle (or new, without a row), or
---     held back by its keys or limits, re-enters at the front and banks no credit. This is
---     start-time fair queueing (Goyal, Vin and Cheng, SIGCOMM 1996) with the front as its
---     virtual clock: over many claims, backlogged tenants are served in proportion to their
+--     (jobqueue_lane.vtime: the tag of the last job it was served). A lane is current when it
+--     was served within 2 s of its queue's latest service; the current lanes' lowest time is the
+--     queue's virtual now. A lane back from idle (not current) is raised to one job behind that
+--     now, and a new lane (no row) enters there: it is served at once but banks no credit for
+--     the time it had no work, and its row is written then (else it would re-enter behind a
+--     moving now at every claim, and a heavier lane would keep it out); a current
+--     lane keeps its own time (claims running at once all serve the lowest lanes from one
+--     snapshot and overshoot them: the lanes left behind must keep that credit, or the shares
+--     drift with the number of workers), bounded to 1,000 jobs behind the lane furthest ahead
+--     (a time set wrong by hand). This is start-time fair queueing (Goyal, Vin and Cheng,
+--     SIGCOMM 1996): over many claims, backlogged tenants are served in proportion to their
 --     weights whatever the claim size or the number of workers;
 --   the max_jobs lowest tags of each queue (higher top priority first) are the lanes' allotments
 --     ("allotted"; none past its tenant's room; twice the claim, the rest spare). Only lanes that can win a place are tagged: the
@@ -130,7 +136,7 @@ rate_out AS MATERIALIZED (
 ),
 -- }rates
 lanes AS MATERIALIZED (
-    SELECT t.queue, t.tenant_id, t.priority, l.cap, l.running, v.vtime,
+    SELECT t.queue, t.tenant_id, t.priority, l.cap, l.running, v.vtime, v.served_at,
            coalesce((%(tenant_weights)s::jsonb->>t.tenant_id)::float8, 1) AS weight
     FROM tenants AS t
     JOIN load AS l ON l.tenant_id = t.tenant_id
@@ -145,21 +151,28 @@ fronts AS (
     FROM (SELECT b.*, row_number() OVER (PARTITION BY b.queue
                                          ORDER BY b.priority DESC, b.base + 1 / b.weight,
                                                   b.tenant_id) AS nf
-          FROM (SELECT a.*,
-                       coalesce(greatest(a.vtime,
-                                         max(a.vtime) OVER (PARTITION BY a.queue) - 1), 0) AS base
-                FROM lanes AS a) AS b) AS f
+          FROM (SELECT c.*,
+                       CASE WHEN c.vtime IS NULL THEN coalesce(c.vnow - 1, c.front - 1, 0)
+                            WHEN c.current THEN greatest(c.vtime, c.front - 1000)
+                            ELSE greatest(c.vtime, c.vnow - 1, c.front - 1000) END AS base
+                FROM (SELECT d.*,
+                             min(d.vtime) FILTER (WHERE d.current)
+                                 OVER (PARTITION BY d.queue) AS vnow
+                      FROM (SELECT a.*, max(a.vtime) OVER (PARTITION BY a.queue) AS front,
+                                   a.served_at >= max(a.served_at) OVER (PARTITION BY a.queue)
+                                                  - interval '2 seconds' AS current
+                            FROM lanes AS a) AS d) AS c) AS b) AS f
     WHERE f.nf <= 2 * %(max_jobs)s
 ),
 allotted AS (
     -- (A lane's allotment is held to its tenant's room; across a tenant's lanes the cap is
     -- applied to the jobs the heads gave, in "cut": the virtual times of two queues are not
     -- comparable, and a lane with nothing to give must not take its tenant's room.)
-    SELECT s.queue, s.tenant_id, s.base, s.weight, s.cap, s.running, count(*) AS n
+    SELECT s.queue, s.tenant_id, s.base, s.vtime, s.weight, s.cap, s.running, count(*) AS n
     FROM (SELECT t.*, row_number() OVER (PARTITION BY t.queue
                                          ORDER BY t.priority DESC, t.tag, t.tenant_id) AS nq
-          FROM (SELECT f.queue, f.tenant_id, f.priority, f.base, f.weight, f.cap, f.running,
-                       g.k, f.base + g.k / f.weight AS tag
+          FROM (SELECT f.queue, f.tenant_id, f.priority, f.base, f.vtime, f.weight, f.cap,
+                       f.running, g.k, f.base + g.k / f.weight AS tag
                 FROM fronts AS f
                 CROSS JOIN generate_series(1, %(max_jobs)s) AS g(k)) AS t
           WHERE t.cap IS NULL OR t.k <= t.cap - t.running) AS s
@@ -167,7 +180,7 @@ allotted AS (
     -- by a concurrent claim, held by their keys, not yet due); the spare places fill from the
     -- next lanes in tag order, and what is left over is unlocked at commit.
     WHERE s.nq <= 2 * %(max_jobs)s
-    GROUP BY s.queue, s.tenant_id, s.base, s.weight, s.cap, s.running
+    GROUP BY s.queue, s.tenant_id, s.base, s.vtime, s.weight, s.cap, s.running
 ),
 heads AS (
     SELECT h.id, h.type, h.priority, h.run_at, h.room, a.queue, a.tenant_id, a.base, a.weight,
@@ -346,13 +359,21 @@ served AS (
     -- had no job to give (its heads held by their keys, not yet due, or leased meanwhile) is
     -- charged one job, so it cannot keep the first places of every claim while it gives
     -- nothing; once it has work it re-enters at the front (base) like any other.
-    SELECT a.queue, a.tenant_id, a.base, greatest(coalesce(p.n, 0), 1) / a.weight AS got
+    -- A lane that entered here (new, or raised from idle) and gave jobs that were not picked
+    -- is written at its base: it keeps its place from now on.
+    SELECT a.queue, a.tenant_id, a.base,
+           CASE WHEN p.n > 0 THEN p.n / a.weight
+                WHEN NOT EXISTS (SELECT 1 FROM cut AS c
+                                 WHERE c.queue = a.queue AND c.tenant_id = a.tenant_id)
+                THEN 1 / a.weight
+                ELSE 0 END AS got
     FROM allotted AS a
     LEFT JOIN (SELECT x.queue, x.tenant_id, count(*) AS n FROM picked AS x
                GROUP BY x.queue, x.tenant_id) AS p
         ON p.queue = a.queue AND p.tenant_id = a.tenant_id
     WHERE p.n > 0
        OR NOT EXISTS (SELECT 1 FROM cut AS c WHERE c.queue = a.queue AND c.tenant_id = a.tenant_id)
+       OR a.vtime IS NULL OR a.base > a.vtime
 ),
 lanes_served AS (
     -- The lane's new virtual time: past what it got, from its base or, if another claim moved

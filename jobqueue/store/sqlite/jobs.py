@@ -172,7 +172,7 @@ class GenericJobs(GenericArea):
             ]
             candidates = self._candidates(claimable, pairs, max_jobs, plan, running, now)
             lanes = Lane.objects.using(self.alias).filter(queue__in=queues)
-            vtimes = {(lane.queue, lane.tenant_id): lane.vtime for lane in lanes}
+            vtimes = {(lane.queue, lane.tenant_id): (lane.vtime, lane.served_at) for lane in lanes}
             served = serve_order(candidates, pairs, queues, plan, running, vtimes, max_jobs)
             picked = served.jobs
             for (queue, tenant), vtime in served.vtimes.items():
