@@ -229,8 +229,8 @@ class Worker:
             on_runaway=self._recycle_if_runaways,
             async_concurrency=self.async_concurrency,
             hold_async_s=self.poll_interval_s,
-            # Queues it names (not those "*" finds): an async type registered for one of
-            # them makes the claims fill the loop from the first one (starting.py).
+            # Queues it names (not those "*" finds): one whose registered types are all
+            # async makes the claims fill the loop from the first one (starting.py).
             serves=self.queues.__contains__,
         )
         self._handlers = self._starter.threads

@@ -67,8 +67,9 @@ class Starter:
         async_concurrency: the worker's async slots (``ASYNC_CONCURRENCY``).
         hold_async_s: how long the async slots stay out of the claims after a claim brought
             sync jobs no thread could take, seconds.
-        serves: ``serves(queue)``: whether the worker names ``queue``; an ``async def`` type
-            registered for such a queue makes its claims fill the loop from the start.
+        serves: ``serves(queue)``: whether the worker names ``queue``; a named queue whose
+            registered types are all ``async def`` makes its claims fill the loop from the
+            start (a queue that also has sync types waits for an async job to be claimed).
     """
 
     def __init__(
@@ -97,10 +98,16 @@ class Starter:
         self._hold_async_s = hold_async_s
         self._held_s = hold_async_s
         self._async_held_until = 0.0
-        #: Whether this worker expects async jobs (a registered async type of its queues, or
-        #: one it claimed): only then do its claims fill the loop.
+        #: Whether this worker expects async jobs (a named queue of async types only, or an
+        #: async job it claimed): only then do its claims fill the loop. One async type among
+        #: a queue's sync ones (the default queue, say) does not: its claims would bring a
+        #: hundred sync jobs to give back, out of their turn, at every round.
         self.serves_async = False
-        if serves is not None and any(is_async(t) and serves(t.queue) for t in registry().values()):
+        kinds: dict[str, set[bool]] = {}
+        for job_type in registry().values():
+            if serves is not None and serves(job_type.queue):
+                kinds.setdefault(job_type.queue, set()).add(is_async(job_type))
+        if any(found == {True} for found in kinds.values()):
             self._saw_async()
 
     def _saw_async(self) -> None:

@@ -21,7 +21,7 @@ async def fetch(url: str) -> int:
     return await get(url)
 
 
-@job(queue="async")
+@job(queue="sync-fetch")  # not "async": a queue of async types only fills the loop at once
 def fetch_sync(url: str) -> int:
     """The same GET on a handler thread (the bench's sync twin)."""
     return get_blocking(url)
