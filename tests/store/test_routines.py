@@ -62,5 +62,9 @@ def test_the_function_name_follows_its_text():
 
 def test_a_parameter_without_a_type_is_refused(monkeypatch):
     monkeypatch.delitem(routines.PARAM_TYPES, "max_jobs")
-    with pytest.raises(KeyError, match="max_jobs"):
-        routines.function_text("claim~rates")
+    routines.function_text.cache_clear()
+    try:
+        with pytest.raises(KeyError, match="max_jobs"):
+            routines.function_text("claim~rates")
+    finally:
+        routines.function_text.cache_clear()

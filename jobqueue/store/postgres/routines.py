@@ -22,6 +22,7 @@ the call, so the claim is installed as one: ``jobqueue_claim_<hash>`` for each o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -77,6 +78,7 @@ def _names(statement: str) -> list[str]:
     return list(dict.fromkeys(_PLACEHOLDER.findall(sql(statement))))
 
 
+@functools.cache
 def function_text(statement: str) -> tuple[str, str]:
     """Return the name and ``CREATE FUNCTION`` text of ``statement`` as a function.
 
@@ -85,6 +87,7 @@ def function_text(statement: str) -> tuple[str, str]:
 
     Returns:
         ``(name, text)``: ``jobqueue_claim_<12 hex digits of the text's SHA-1>`` and its DDL.
+        Computed once per statement (the claim asks for the name at every call).
 
     Raises:
         KeyError: the statement has a parameter :data:`PARAM_TYPES` does not type.
@@ -170,5 +173,12 @@ def claim_call(alias: str, statement: str) -> str | None:
             known[name] = bool(cursor.fetchone()[0])
     if not known[name]:
         return None
+    return _call_text(statement)
+
+
+@functools.cache
+def _call_text(statement: str) -> str:
+    """Return ``SELECT * FROM <function>(%(queues)s::text[], ...)`` for ``statement``."""
+    name, _ = function_text(statement)
     args = ", ".join(f"%({n})s::{PARAM_TYPES[n]}" for n in _names(statement))
     return f"SELECT * FROM {name}({args})"
