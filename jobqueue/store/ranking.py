@@ -61,6 +61,13 @@ def lane_bases(
     A current lane (served within :data:`CURRENT` of its queue's latest service) keeps its own
     time, at most :data:`MOST_CREDIT` behind the lane furthest ahead; a lane back from idle is
     raised to one job behind the lowest time of the current lanes, and a new lane starts there.
+
+    Args:
+        lanes: the lanes with claimable jobs.
+        vtimes: each known lane's (virtual time in jobs / weight, last service, database clock).
+
+    Returns:
+        Each lane's base, in the same units as ``vtimes``.
     """
     base: dict[Lane, float] = {}
     for queue in {lane[0] for lane in lanes}:
@@ -96,15 +103,15 @@ def serve_order(
     """Return up to ``max_jobs`` of ``candidates`` in service order, each with its tag.
 
     The same order as ``store/sql/claim.sql``'s two levels: each lane (queue, tenant) starts at
-    its virtual time raised to one unit behind the lane furthest ahead in its queue (a new lane
-    starts there too), its ``k``-th job is tagged ``start + k / weight``; within a queue,
+    its base (:func:`lane_bases`), its ``k``-th job is tagged ``base + k / weight``; within a queue,
     priority DESC, then tag, tenant, run_at and id; no tenant past its cap; across queues by the
     queue's tag, or by list position when ``plan.strict``.
 
     Args:
         candidates: due claimable jobs of ``queues`` (keys and limits already applied), each
             lane's in claim order (priority DESC, run_at, id).
-        lanes: every lane with claimable jobs (those without a candidate are charged one job).
+        lanes: every lane with claimable jobs (one without a candidate, among the places a
+            claim of this size would allot, is charged one job).
         queues: the claim's queues, in the plan's order.
         plan: weights, start tags, strictness, tenant caps and weights.
         running: leased jobs per tenant (all queues and workers), for the tenants with a cap.

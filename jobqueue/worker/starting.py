@@ -10,8 +10,8 @@ Slots: ``concurrency`` for sync runs, ``async_concurrency`` for async ones, and 
 both (:meth:`Starter.free`). A job's kind is known only once it is claimed, so a claim may bring
 more sync jobs than threads are free: those are given back unstarted, their attempt not counted
 (:meth:`Starter.fit`), and the async slots are left out of the claims for a poll interval
-(docs/decisions.md, "Async jobs on one event loop"). A worker that has seen no async handler
-(none registered, none claimed) claims for its threads only, as before.
+(docs/decisions.md, "Async jobs on one event loop"). A worker that has no queue of async types
+only and has claimed no async job claims for its threads only, as before.
 """
 
 from __future__ import annotations
