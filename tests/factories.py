@@ -22,6 +22,7 @@ from jobqueue.settings.rates import RateLimits
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from jobqueue.store.finishing import ack_outcome, finished
+from jobqueue.store.postgres.jobs import LANE_WINDOW
 from jobqueue.store.shared import claim_params as rate_params
 from jobqueue.worker.context import JobContext
 from jobqueue.worker.executor import execute
@@ -127,6 +128,7 @@ def claim_params(
     strict: bool = False,
     tenant_weights: dict[str, float] | None = None,
     concurrency_limits: dict[str, int] | None = None,
+    lane_window: int = LANE_WINDOW,
 ) -> dict[str, Any]:
     """Return the parameters of ``store/sql/claim.sql``, for running it under EXPLAIN."""
     return {
@@ -141,6 +143,7 @@ def claim_params(
         "limits": json.dumps(concurrency_limits or {}),
         "worker_id": "w1",
         "max_jobs": max_jobs,
+        "lane_window": lane_window,
         "lease_s": 30.0,
         "now": None,
         **rate_params(RateLimits()),

@@ -14,7 +14,8 @@ from django.utils import timezone
 from jobqueue.limits.fairness import QueueSelector, TenantCaps
 from jobqueue.models import Job
 from jobqueue.states import DeadReason, JobState
-from tests.factories import ack, make_job, make_jobs, nack
+from jobqueue.store.postgres.jobs import LANE_WINDOW
+from tests.factories import ack, job_kwargs, make_job, make_jobs, nack
 
 PERMANENT = DeadReason.PERMANENT_ERROR
 
@@ -186,6 +187,41 @@ class FairnessContract:
         selector = QueueSelector(["q"])
         tenants = [[j.tenant_id for j in self.fair_claim(store, selector, 4)] for _ in range(4)]
         assert tenants == [["B"] * 4, ["B"] * 4, ["B"] * 2, []]
+
+    def test_every_lane_is_served_when_there_are_more_than_a_claim_reads(self, store):
+        # More lanes than one claim reads (LANE_WINDOW): each claim reads on from where the last
+        # one stopped, so claims of 10 stay full and together serve every lane once.
+        lanes = 2 * LANE_WINDOW + 88
+        make_jobs_of = [
+            Job(
+                **job_kwargs(
+                    JobState.READY, queue="q", tenant_id=f"t{n:04d}", run_at=self.fair_past()
+                )
+            )
+            for n in range(lanes)
+        ]
+        Job.objects.using(self.alias).bulk_create(make_jobs_of)
+        selector = QueueSelector(["q"])
+        claims = [self.fair_claim(store, selector, 10) for _ in range(lanes // 10)]
+        assert [len(c) for c in claims] == [10] * (lanes // 10)
+        served = [j.tenant_id for c in claims for j in c]
+        assert len(set(served)) == len(served) == lanes // 10 * 10
+
+    def test_lanes_behind_a_window_of_capped_tenants_are_served_by_the_next_claim(self, store):
+        # The first LANE_WINDOW + 44 tenants are each at their cap (one leased job) with one more
+        # waiting; ten tenants after them have work. The first claim may read only capped lanes
+        # and take nothing: it must still move on, so the second serves the ten (a window that
+        # stayed where it was would keep them waiting for ever).
+        jobs = []
+        for n in range(LANE_WINDOW + 44):
+            for state in (JobState.LEASED, JobState.READY):
+                jobs.append(Job(**job_kwargs(state, queue="q", tenant_id=f"a{n:04d}")))
+        jobs += [Job(**job_kwargs(JobState.READY, queue="q", tenant_id=f"b{n}")) for n in range(10)]
+        Job.objects.using(self.alias).bulk_create(jobs)
+        selector = QueueSelector(["q"], caps=TenantCaps(default=1))
+        served = [j.tenant_id for _ in range(2) for j in self.fair_claim(store, selector, 4)]
+        assert len(served) >= 4
+        assert {t[0] for t in served} == {"b"}
 
     def test_a_tenant_never_passes_its_cap_and_others_fill_the_slots(self, store):
         self.fair_make_many(20, tenant_id="A", run_at=self.fair_past())

@@ -103,6 +103,15 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
     )
 
 
+#: Most lanes (a queue's tenants with work) one claim reads, at least four per job asked for: a
+#: queue with more is read a window at a time, each claim of a server session moving on from
+#: where its last one stopped (claim.sql, "tenants"; docs/decisions.md, "The lane window"). A
+#: lane read costs one probe of the claim index (about 10 us): 256 of them bound a claim's scan
+#: to a few ms whatever the number of tenants, and every lane is seen at least once in
+#: lanes / 256 claims of any one worker.
+LANE_WINDOW = 256
+
+
 #: Fewest jobs written by COPY: below it the statement's one round trip wins over COPY's two
 #: (ids, stream; four in autocommit, with BEGIN and COMMIT). Measured in autocommit (load 14,
 #: 20 calls x 5, jobs/s, COPY / statement): 100 jobs 5,181 / 5,420; 200 6,551 / 5,361; 300
@@ -448,6 +457,7 @@ class PostgresJobs(PostgresArea):
             "limits": json.dumps(dict(limits.overrides)),
             "worker_id": worker_id,
             "max_jobs": max_jobs,
+            "lane_window": max(LANE_WINDOW, 4 * max_jobs),
             "lease_s": lease_s,
             "now": now,
             **claim_params(plan.rates),

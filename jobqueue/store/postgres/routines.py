@@ -50,6 +50,7 @@ PARAM_TYPES: dict[str, str] = {
     "limits": "jsonb",
     "worker_id": "text",
     "max_jobs": "int",
+    "lane_window": "int",
     "lease_s": "float8",
     "now": "timestamptz",
     "rl_keys": "text[]",

@@ -6,7 +6,9 @@
 -- Level one picks lanes, reading no job but each lane's first index entry:
 --   "tenants" walks jobqueue_job_claim (queue, tenant_id, priority DESC, run_at, id) over
 --     claimable rows as a loose index scan: one probe per lane with work, giving its tenant and
---     its top priority;
+--     its top priority; at most %(lane_window)s lanes a queue, from where this server
+--     session's last claim of the queue stopped ("window_moved"), so a claim's cost does not
+--     grow with the number of tenants;
 --   a lane whose tenant is at its cap (leased jobs, all queues and workers) or whose tenant's
 --     rate bucket is drained, or whose queue is paused, is left out here: it never takes a
 --     place another lane could use;
@@ -65,27 +67,67 @@
 -- is running, so an uncapped claim counts nothing.
 WITH RECURSIVE
 queues AS (
-    SELECT q.name, q.weight, q.start, q.pos
+    SELECT q.name, q.weight, q.start, q.pos,
+           coalesce(nullif(current_setting('jobqueue.lane_window', true), '')::jsonb ->> q.name,
+                    '') AS window_at
     FROM unnest(%(queues)s::text[], %(weights)s::float8[], %(start)s::float8[])
          WITH ORDINALITY AS q(name, weight, start, pos)
     WHERE NOT EXISTS (SELECT 1 FROM jobqueue_pause AS p WHERE p.kind = 'queue' AND p.name = q.name)
 ),
 tenants AS (
-    SELECT q.name AS queue, h.tenant_id, h.priority
+    -- The lanes with work, as a loose scan of the claim index from where this server session's
+    -- last claim of the queue stopped ("window_at"), at most %(lane_window)s of them, wrapping
+    -- round to the first lane: a queue of up to that many lanes is seen whole by every claim,
+    -- one of more is seen a window at a time, each claim moving on (docs/decisions.md, "The
+    -- lane window"). wrapped: past the last lane, back from the first (up to the start).
+    SELECT q.name AS queue, q.window_at, h.tenant_id, h.priority, h.wrapped, 1 AS n
     FROM queues AS q
     CROSS JOIN LATERAL (
-        SELECT j.tenant_id, j.priority FROM jobqueue_job AS j
-        WHERE j.queue = q.name AND j.state IN ('ready', 'scheduled')
-        ORDER BY j.tenant_id, j.priority DESC LIMIT 1
+        (SELECT j.tenant_id, j.priority, false AS wrapped FROM jobqueue_job AS j
+         WHERE j.queue = q.name AND j.state IN ('ready', 'scheduled') AND j.tenant_id >= q.window_at
+         ORDER BY j.tenant_id, j.priority DESC LIMIT 1)
+        UNION ALL
+        (SELECT j.tenant_id, j.priority, true FROM jobqueue_job AS j
+         WHERE j.queue = q.name AND j.state IN ('ready', 'scheduled') AND j.tenant_id < q.window_at
+         ORDER BY j.tenant_id, j.priority DESC LIMIT 1)
+        LIMIT 1
     ) AS h
     UNION ALL
-    SELECT t.queue, h.tenant_id, h.priority
+    SELECT t.queue, t.window_at, h.tenant_id, h.priority, h.wrapped, t.n + 1
     FROM tenants AS t
     CROSS JOIN LATERAL (
-        SELECT j.tenant_id, j.priority FROM jobqueue_job AS j
-        WHERE j.queue = t.queue AND j.state IN ('ready', 'scheduled') AND j.tenant_id > t.tenant_id
-        ORDER BY j.tenant_id, j.priority DESC LIMIT 1
+        (SELECT j.tenant_id, j.priority, false AS wrapped FROM jobqueue_job AS j
+         WHERE NOT t.wrapped AND j.queue = t.queue AND j.state IN ('ready', 'scheduled')
+           AND j.tenant_id > t.tenant_id
+         ORDER BY j.tenant_id, j.priority DESC LIMIT 1)
+        UNION ALL
+        (SELECT j.tenant_id, j.priority, true FROM jobqueue_job AS j
+         WHERE NOT t.wrapped AND j.queue = t.queue AND j.state IN ('ready', 'scheduled')
+           AND j.tenant_id < t.window_at
+         ORDER BY j.tenant_id, j.priority DESC LIMIT 1)
+        UNION ALL
+        (SELECT j.tenant_id, j.priority, true FROM jobqueue_job AS j
+         WHERE t.wrapped AND j.queue = t.queue AND j.state IN ('ready', 'scheduled')
+           AND j.tenant_id > t.tenant_id AND j.tenant_id < t.window_at
+         ORDER BY j.tenant_id, j.priority DESC LIMIT 1)
+        LIMIT 1
     ) AS h
+    WHERE t.n < %(lane_window)s
+),
+window_moved AS (
+    -- Where this session's next claim of each queue starts: its window's last lane when the
+    -- window filled (that lane is seen again), else nowhere (the scan saw every lane). A
+    -- session setting, so each server session moves through the lanes on its own; behind a
+    -- transaction pooler another client's claim starts there, which is as good a start.
+    SELECT set_config('jobqueue.lane_window',
+                      (coalesce(nullif(current_setting('jobqueue.lane_window', true), '')::jsonb,
+                                '{}'::jsonb)
+                       - %(queues)s::text[]
+                       || coalesce(jsonb_object_agg(w.queue, w.tenant_id)
+                                       FILTER (WHERE w.n >= %(lane_window)s), '{}'::jsonb))::text,
+                      false) AS setting
+    FROM (SELECT DISTINCT ON (t.queue) t.queue, t.tenant_id, t.n
+          FROM tenants AS t ORDER BY t.queue, t.n DESC) AS w
 ),
 load AS MATERIALIZED (
     -- Each tenant's cap (an override; NULL exempts the tenant; the site's own jobs, tenant '',
@@ -398,6 +440,9 @@ SET state = 'leased',
     started_at = coalesce(%(now)s::timestamptz, now())
 FROM picked
 WHERE j.id = picked.id
+  -- (A condition on no row: evaluated once before the join, so the window moves on whether
+  -- or not this claim takes a job.)
+  AND (SELECT count(*) FROM window_moved) >= 0
 RETURNING j.id, j.type, j.payload, j.attempts, j.max_attempts, j.timeout_s, j.lease_token,
           j.lease_until, j.queue, j.priority, j.tenant_id, picked.pos, picked.nth_of_queue, picked.tag,
           j.suspect, j.concurrency_key, j.batch_id, j.trace
