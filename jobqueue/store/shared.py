@@ -247,7 +247,7 @@ def claim_params(rates: RateLimits) -> dict[str, Any]:
 
 
 def claim_again(
-    claim_once: Callable[..., list[ClaimedJob]],
+    claim_once: Callable[..., tuple[list[ClaimedJob], bool]],
     queues: Sequence[str],
     worker_id: str,
     max_jobs: int,
@@ -268,16 +268,31 @@ def claim_again(
     the others' places stay empty. The second claim sees that bucket drained and fills them
     with jobs it does not limit, so a limiter never holds back unrelated jobs, even for a poll;
     it also takes what a bucket locked by a concurrent claim kept from the first. Only with
-    limits, and only after a short claim.
+    limits, only after a short claim, and only when ``claim_once`` says a bucket kept a job
+    out or may be missing: a claim short for want of work (an idle worker's poll, a trickle's
+    one job) is one statement, as without limits.
+
+    Args:
+        claim_once: the store's one claim, returning ``(jobs, held)``: ``held`` True when a
+            bucket kept out a job it could have taken, or a bucket it may draw on is missing
+            (a store that cannot tell says True whenever it came back short).
+        queues: the queues to claim from (``Store.claim``).
+        worker_id: the claiming worker's id.
+        max_jobs: most jobs to take, both claims together.
+        lease_s: the lease's length, seconds.
+        now: the claim's time (tests), or None for the database's clock.
+        plan: fairness, caps and limits (None: even, no limits, one claim).
+        ensure: creates the missing buckets before the second claim (None: nothing to create).
 
     Returns:
-        What the claims took (``claim_once``'s return), at most ``max_jobs`` jobs.
+        What the claims took, at most ``max_jobs`` jobs.
     """
-    claimed = claim_once(queues, worker_id, max_jobs, lease_s, now, plan)
-    if plan is not None and plan.rates.enabled and len(claimed) < max_jobs:
+    claimed, held = claim_once(queues, worker_id, max_jobs, lease_s, now, plan)
+    if plan is not None and plan.rates.enabled and held and len(claimed) < max_jobs:
         if ensure is not None:
             ensure(queues, plan, now)
-        claimed += claim_once(queues, worker_id, max_jobs - len(claimed), lease_s, now, plan)
+        more, _ = claim_once(queues, worker_id, max_jobs - len(claimed), lease_s, now, plan)
+        claimed += more
     return claimed
 
 

@@ -16,7 +16,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -29,8 +31,9 @@ from jobqueue.settings.rates import Limiter, parse_rate_limits
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.store.plan import ClaimPlan
+from tests.conftest import requires_postgres
 from tests.factories import make_job
-from tests.store.contract_rates import NOOP
+from tests.store.contract_rates import NOOP, OTHER
 
 # -- the setting ------------------------------------------------------------------------------
 
@@ -77,6 +80,37 @@ def test_a_bad_rate_limit_is_e001_naming_the_key(bad, named):
         assert message.id == "jobqueue.E001" and "RATE_LIMITS" in message.msg
         with pytest.raises(SystemCheckError, match=r"jobqueue\.E001"):
             call_command("check", databases=["default"])
+
+
+# -- how many statements a claim costs ----------------------------------------------------------
+
+
+@requires_postgres()
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_short_for_want_of_work_is_one_statement_and_a_held_one_claims_again():
+    # A declared limit that names none of the waiting jobs: a claim of 10 that finds 2 jobs is
+    # short for want of work, and claims once (it was three: the claim, the buckets' check and a
+    # second claim, on every idle poll and every pickup of a trickle).
+    plan = replace(ClaimPlan.even(1), rates=parse_rate_limits({"type": {NOOP: "1/min"}}))
+    store = get_store()
+    store.claim(["elsewhere"], "w1", 1, 30.0, plan=plan)  # the bucket appears, full; warm-up
+    for _ in range(2):
+        make_job(
+            JobState.READY, queue="q", type=OTHER, run_at=timezone.now() - timedelta(seconds=1)
+        )
+    with CaptureQueriesContext(connection) as short:
+        assert len(store.claim(["q"], "w1", 10, 30.0, plan=plan)) == 2
+    assert len(short.captured_queries) == 1
+    # A new tenant under the tenants' default limit has no bucket yet: its jobs are held
+    # until the bucket exists, so the claim says it held them, the bucket is made and a
+    # second claim takes them, all in one call.
+    tenants = replace(plan, rates=parse_rate_limits({"tenant": {"default": "10/s"}}))
+    for _ in range(2):
+        make_job(JobState.READY, queue="q", type=OTHER, tenant_id="acme")
+    with CaptureQueriesContext(connection) as held:
+        claimed = store.claim(["q"], "w1", 10, 30.0, plan=tenants)
+    assert [j.tenant_id for j in claimed] == ["acme", "acme"]
+    assert len(held.captured_queries) == 3
 
 
 # -- metrics ----------------------------------------------------------------------------------

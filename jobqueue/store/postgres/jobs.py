@@ -369,7 +369,13 @@ class PostgresJobs(PostgresArea):
         lease_s: float,
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
-    ) -> list[ClaimedJob]:
+    ) -> tuple[list[ClaimedJob], bool]:
+        """One claim (for "*", of as many windows of queues as it takes).
+
+        Returns:
+            ``(jobs, held)``: ``held`` True when a rate bucket kept a job out or may be
+            missing (``claim_again``).
+        """
         queues = list(queues)
         plan = plan or ClaimPlan.even(len(queues))
         if not plan.every:
@@ -379,6 +385,7 @@ class PostgresJobs(PostgresArea):
         # keys at their limits) is followed by the next, the listed queues left out (they were
         # served), until the claim is full or the rotation has come round.
         claimed: list[ClaimedJob] = []
+        held = False
         listed, after = queues, plan.cursor
         while True:
             want = max_jobs - len(claimed)
@@ -386,9 +393,12 @@ class PostgresJobs(PostgresArea):
             others = window(found, want)
             names, window_plan = plan.with_others(listed, others)
             if names:
-                claimed += self._claim_queues(names, worker_id, want, lease_s, now, window_plan)
+                more, kept_out = self._claim_queues(
+                    names, worker_id, want, lease_s, now, window_plan
+                )
+                claimed, held = claimed + more, held or kept_out
             if len(claimed) >= max_jobs or sum(1 for lap, _ in found if lap == 0) < want:
-                return claimed  # full, or this window reached the last name (or wrapped)
+                return claimed, held  # full, or this window reached the last name (or wrapped)
             listed, after = [], others[-1]
             plan = replace(plan, weights=(), start=())
 
@@ -406,8 +416,13 @@ class PostgresJobs(PostgresArea):
         lease_s: float,
         now: datetime | None,
         plan: ClaimPlan,
-    ) -> list[ClaimedJob]:
-        """Claim up to ``max_jobs`` of ``queues`` (no ``"*"`` left) in one claim statement."""
+    ) -> tuple[list[ClaimedJob], bool]:
+        """Claim up to ``max_jobs`` of ``queues`` (no ``"*"`` left) in one claim statement.
+
+        Returns:
+            ``(jobs, held)``: ``held`` True when the statement sent its row of no job (a rate
+            bucket kept a job out, or one it may draw on is missing: claim.sql's last lines).
+        """
         caps, limits = plan.caps, plan.limits
         statement, params = self._claim_statement(queues, worker_id, max_jobs, lease_s, now, plan)
         # The claim's server-side function (planned once per session), else the statement.
@@ -431,7 +446,8 @@ class PostgresJobs(PostgresArea):
         else:
             with self.db.execute_text(text, params) as cursor:
                 rows = fetchall(cursor)
-        return self._claimed(rows, plan, turned)
+        jobs = [r for r in rows if r.id is not None]
+        return self._claimed(jobs, plan, turned), len(jobs) < len(rows)
 
     def _claim_statement(
         self,

@@ -164,7 +164,8 @@ rate_est AS MATERIALIZED (
     -- Each bucket's tokens refilled to now, as of this statement's snapshot, unlocked (0: a
     -- bucket not yet created). An estimate for choosing; what is spent is read in rate_buckets.
     SELECT r.key, coalesce(least(r.burst, b.tokens + r.rate * greatest(0, extract(epoch FROM
-           coalesce(%(now)s::timestamptz, now()) - b.refreshed_at))), 0) AS tokens
+           coalesce(%(now)s::timestamptz, now()) - b.refreshed_at))), 0) AS tokens,
+           b.key IS NULL AS missing
     FROM rate_limits AS r
     LEFT JOIN jobqueue_rate_limit AS b ON b.key = r.key
 ),
@@ -430,19 +431,36 @@ lanes_served AS (
                 + (SELECT s.got FROM served AS s
                    WHERE s.queue = l.queue AND s.tenant_id = l.tenant_id),
         served_at = excluded.served_at
+),
+claimed AS (
+    UPDATE jobqueue_job AS j
+    SET state = 'leased',
+        attempts = j.attempts + 1,
+        lease_token = gen_random_uuid(),
+        lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_s)s::float8),
+        leased_by = %(worker_id)s,
+        started_at = coalesce(%(now)s::timestamptz, now())
+    FROM picked
+    WHERE j.id = picked.id
+      -- (A condition on no row: evaluated once before the join, so the window moves on whether
+      -- or not this claim takes a job.)
+      AND (SELECT count(*) FROM window_moved) >= 0
+    RETURNING j.id, j.type, j.payload, j.attempts, j.max_attempts, j.timeout_s, j.lease_token,
+              j.lease_until, j.queue, j.priority, j.tenant_id, picked.pos, picked.nth_of_queue, picked.tag,
+              j.suspect, j.concurrency_key, j.batch_id, j.trace
 )
-UPDATE jobqueue_job AS j
-SET state = 'leased',
-    attempts = j.attempts + 1,
-    lease_token = gen_random_uuid(),
-    lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_s)s::float8),
-    leased_by = %(worker_id)s,
-    started_at = coalesce(%(now)s::timestamptz, now())
-FROM picked
-WHERE j.id = picked.id
-  -- (A condition on no row: evaluated once before the join, so the window moves on whether
-  -- or not this claim takes a job.)
-  AND (SELECT count(*) FROM window_moved) >= 0
-RETURNING j.id, j.type, j.payload, j.attempts, j.max_attempts, j.timeout_s, j.lease_token,
-          j.lease_until, j.queue, j.priority, j.tenant_id, picked.pos, picked.nth_of_queue, picked.tag,
-          j.suspect, j.concurrency_key, j.batch_id, j.trace
+SELECT * FROM claimed
+-- rates{
+UNION ALL
+-- A row of no job (id NULL) when a bucket kept out a job this claim could otherwise have taken
+-- (more of its jobs than tokens, by the snapshot or as committed) or a bucket it may draw on is
+-- not there yet: only then may a second claim fill the places left (store/shared.py,
+-- claim_again). A claim short for want of work says so by not sending it.
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL
+WHERE EXISTS (SELECT 1 FROM rate_cut)
+   OR EXISTS (SELECT 1 FROM rate_est AS e WHERE e.missing)
+   OR EXISTS (SELECT 1 FROM ranked AS r
+              WHERE r.nth_of_queue <= %(max_jobs)s
+                AND NOT EXISTS (SELECT 1 FROM picked AS p WHERE p.id = r.id))
+-- }rates

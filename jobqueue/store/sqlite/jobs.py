@@ -134,7 +134,7 @@ class GenericJobs(GenericArea):
         lease_s: float,
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
-    ) -> list[ClaimedJob]:
+    ) -> tuple[list[ClaimedJob], bool]:
         queues = list(queues)
         plan = plan or ClaimPlan.even(len(queues))
         now = now_or(now)
@@ -216,7 +216,9 @@ class GenericJobs(GenericArea):
                     )
             if gate is not None:
                 self.limits.rate_save(gate)
-        return claimed
+        # (jobs, held): this store cannot tell what a bucket kept out, so a short claim may
+        # always have been held (claim_again claims once more, with limits only).
+        return claimed, len(claimed) < max_jobs
 
     _jobs: Any  # the host's queryset of jobs on ``alias``
 
