@@ -158,6 +158,16 @@ class FairnessContract:
         assert sum(served.values()) == 40
         assert served == {"big": 30, "small": 10}
 
+    def test_a_heavy_tenant_among_many_takes_its_places_of_one_claim(self, store):
+        # Twelve new tenants, one of weight 5: its tags are 0.2, 0.4, 0.6, 0.8, every other
+        # lane's first is 1, so a claim of 4 is all its own, though more lanes than the claim's
+        # places (8) stand at the front. Then the others, one each.
+        for tenant in ["heavy", *(f"t{n:02d}" for n in range(11))]:
+            self.fair_make_many(6, tenant_id=tenant, run_at=self.fair_past())
+        selector = QueueSelector(["q"], caps=TenantCaps(weights={"heavy": 5}))
+        assert [j.tenant_id for j in self.fair_claim(store, selector, 4)] == ["heavy"] * 4
+        assert Counter(j.tenant_id for j in self.fair_claim(store, selector, 4))["heavy"] <= 1
+
     def test_a_lane_back_from_idle_banks_no_credit(self, store):
         self.fair_make_many(30, tenant_id="A", run_at=self.fair_past())
         self.fair_make(tenant_id="B", run_at=self.fair_past())

@@ -216,8 +216,22 @@ allotted AS (
                                          ORDER BY t.priority DESC, t.tag, t.tenant_id) AS nq
           FROM (SELECT f.queue, f.tenant_id, f.priority, f.base, f.vtime, f.weight, f.cap,
                        f.running, g.k, f.base + g.k / f.weight AS tag
-                FROM fronts AS f
-                CROSS JOIN generate_series(1, %(max_jobs)s) AS g(k)) AS t
+                FROM (SELECT f.*, count(*) OVER (PARTITION BY f.queue) AS fronts,
+                             first_value(f.priority) OVER last AS last_priority,
+                             first_value(f.base + 1 / f.weight) OVER last AS last_tag
+                      FROM fronts AS f
+                      WINDOW last AS (PARTITION BY f.queue ORDER BY f.nf DESC)) AS f
+                -- Only the tags that can be among the queue's places: when the fronts fill
+                -- them, none past the last front's first tag, since the fronts' first tags
+                -- come before it (one more for rounding). Without the bound every lane would
+                -- get max_jobs tags: 2 x max_jobs squared rows to sort, most of a claim's time
+                -- at 100 tenants.
+                CROSS JOIN generate_series(1, CASE
+                    WHEN f.fronts < 2 * %(max_jobs)s OR f.priority > f.last_priority
+                    THEN %(max_jobs)s
+                    ELSE least(%(max_jobs)s,
+                               greatest(1, floor((f.last_tag - f.base) * f.weight)::int + 1))
+                    END) AS g(k)) AS t
           WHERE t.cap IS NULL OR t.k <= t.cap - t.running) AS s
     -- Twice the claim's size: a lane may give less than its allotment (its head jobs leased
     -- by a concurrent claim, held by their keys, not yet due); the spare places fill from the
