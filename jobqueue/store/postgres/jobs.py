@@ -106,10 +106,11 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
 #: Most lanes (a queue's tenants with work) one claim reads, at least four per job asked for: a
 #: queue with more is read a window at a time, each claim of a server session moving on from
 #: where its last one stopped (claim.sql, "tenants"; docs/decisions.md, "The lane window"). A
-#: lane read costs one probe of the claim index (about 10 us): 256 of them bound a claim's scan
-#: to a few ms whatever the number of tenants, and every lane is seen at least once in
-#: lanes / 256 claims of any one worker.
-LANE_WINDOW = 256
+#: lane read is one probe of the claim index: 64 of them bound a claim's scan whatever the
+#: number of tenants (a claim of 10 over 1,000 or 10,000 tenants reads about 400 buffers, 1,000
+#: with 256, 30,000 without a window: bench/claim_profile.py), and every lane is seen at least
+#: once in lanes / 64 claims of any one worker.
+LANE_WINDOW = 64
 
 
 #: Fewest jobs written by COPY: below it the statement's one round trip wins over COPY's two
