@@ -2,17 +2,21 @@
 
 Each case draws (from a seeded generator, printed on failure) a mix of tenants with and without
 caps and weights, jobs with and without concurrency keys of random limits, ordering keys, a
-paused type; then four threads claim, ack, fail (nack with an immediate retry) and "die" (their
-leases pushed past expiry and reaped) at random until every job has finished. Checked after
-every claim, by the database's own counts: no tenant over its cap, no key over its limit, no
-paused type leased, ordering keys one at a time; at the end: every job succeeded exactly once
-(one successful run per job, from the runs the threads recorded), ordering keys in enqueue order.
+paused type, a rate-limited type; some cases have more tenants than one claim reads (the lane
+window, LANE_WINDOW); then four threads claim, ack, fail (nack with an immediate retry) and
+"die" (their leases pushed past expiry and reaped) at random until every job has finished.
+Checked after every claim, by the database's own counts: no tenant over its cap, no key over its
+limit, no paused type leased, ordering keys one at a time; at the end: every job succeeded
+exactly once (one successful run per job, from the runs the threads recorded), ordering keys in
+enqueue order, and the limited type claimed no more often than its bucket allows (its burst
+plus its rate times the span of the claims, by the database clock).
 """
 
 from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter, defaultdict
 from datetime import timedelta
 
@@ -23,9 +27,11 @@ from django.utils import timezone
 import jobqueue
 from jobqueue.limits.fairness import ConcurrencyLimits, QueueSelector, TenantCaps
 from jobqueue.models import Job, Lane
+from jobqueue.settings.rates import parse_rate_limits
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.store.interface import ExpiredLease, ReapDecision
+from jobqueue.store.postgres.jobs import LANE_WINDOW
 from tests.conftest import requires_postgres
 from tests.factories import ack, make_job, nack
 
@@ -33,6 +39,10 @@ pytestmark = [requires_postgres(), pytest.mark.django_db(transaction=True)]
 
 NOOP = "tests.testapp.jobs.noop"
 PAUSED = "tests.testapp.jobs.add"
+LIMITED = "tests.testapp.jobs.call_partner"
+#: The limited type's bucket: 8 tokens a second, at most 2 at once (a quarter of the 120 jobs,
+#: and their retries, take it several seconds: unlimited, they would all be claimed in one or two).
+RATE, BURST = 8.0, 2
 
 
 def _violations(caps: dict[str, int], limits: dict[str, int]) -> list[str]:
@@ -65,7 +75,14 @@ def retry_at_once(lease: ExpiredLease) -> ReapDecision:
 @pytest.mark.parametrize("seed", [11, 23, 37, 41, 53, 67, 79, 97])
 def test_no_limit_is_ever_passed_and_every_job_runs_once(seed):
     rng = random.Random(seed)
-    tenants = [f"t{n}" for n in range(rng.randint(2, 6))]
+    # Half the cases have more tenants than a claim reads: the window must still serve them all.
+    many = seed % 2 == 1
+    tenants = [
+        f"t{n}"
+        for n in range(
+            rng.randint(LANE_WINDOW + 8, LANE_WINDOW + 40) if many else rng.randint(2, 6)
+        )
+    ]
     caps = {t: rng.randint(1, 3) for t in tenants if rng.random() < 0.6}
     weights = {t: float(rng.choice([1, 2, 3])) for t in tenants}
     limits = {f"k{n}": rng.randint(1, 2) for n in range(3)}
@@ -81,7 +98,8 @@ def test_no_limit_is_ever_passed_and_every_job_runs_once(seed):
             fields["ordering_key"] = rng.choice(["o1", "o2"])
         # (A paused job with an ordering key would rightly hold its key's later jobs forever.)
         paused = rng.random() < 0.05 and "ordering_key" not in fields
-        fields["type"] = PAUSED if paused else NOOP
+        limited = not paused and rng.random() < 0.25
+        fields["type"] = PAUSED if paused else LIMITED if limited else NOOP
         job = make_job(
             JobState.READY,
             run_at=timezone.now() - timedelta(minutes=5, seconds=-n),
@@ -93,6 +111,8 @@ def test_no_limit_is_ever_passed_and_every_job_runs_once(seed):
             ordered[fields["ordering_key"]].append(job.id)
     jobqueue.pause_type(PAUSED, by="test")
 
+    rates = parse_rate_limits({"type": {LIMITED: {"rate": f"{RATE:g}/s", "burst": BURST}}})
+    limited_claims: list[float] = []  # each claim of a limited job: its time (database clock)
     successes: Counter[int] = Counter()
     started: dict[str, list[int]] = defaultdict(list)
     problems: list[str] = []
@@ -105,16 +125,24 @@ def test_no_limit_is_ever_passed_and_every_job_runs_once(seed):
             ["a", "b"],
             caps=TenantCaps(overrides=caps, weights=weights),
             limits=ConcurrencyLimits(),
+            rates=rates,
         )
         try:
-            for _ in range(400):
+            for _ in range(5000):
                 claimed = store.claim(
                     ["a", "b"], wid, local.randint(1, 5), 30.0, plan=selector.plan()
                 )
+                if not claimed:
+                    time.sleep(0.01)  # the limited type's bucket refills: as a worker's poll
                 selector.claimed(claimed)
                 found = _violations(caps, limits)
                 with lock:
                     problems.extend(found)
+                    limited_claims.extend(
+                        (j.lease_until - timedelta(seconds=30.0)).timestamp()
+                        for j in claimed
+                        if j.job_type == LIMITED
+                    )
                     for job in claimed:
                         for key, ids in ordered.items():
                             if job.id in ids:
@@ -174,6 +202,11 @@ def test_no_limit_is_ever_passed_and_every_job_runs_once(seed):
         firsts = list(dict.fromkeys(j for j in started[key] if j in runnable_ids))
         assert firsts == runnable_ids, f"seed {seed}: ordering key {key} out of order"
     assert Lane.objects.exists()  # several tenants were served: the lanes hold their times
+    if limited_claims:
+        span = max(limited_claims) - min(limited_claims)
+        assert len(limited_claims) <= BURST + RATE * span + 1, (
+            f"seed {seed}: {len(limited_claims)} claims of the limited type in {span:.3f} s"
+        )
 
 
 @pytest.mark.django_db
