@@ -37,7 +37,7 @@ def _free_port() -> int:
 class PrivateCluster:
     """A PostgreSQL server of the test's own: ``start``, ``stop``, ``restart``, ``url``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, initdb: bool = True) -> None:
         bindir = _bin_dir()
         if bindir is None:
             raise RuntimeError("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
@@ -49,7 +49,41 @@ class PrivateCluster:
         self._started = False
         if self.as_postgres:
             shutil.chown(self.root, "postgres", "postgres")
-        self._run("initdb", "-D", str(self.datadir), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        if initdb:
+            self._run(
+                "initdb", "-D", str(self.datadir), "-U", "postgres", "--auth=trust", "-E", "UTF8"
+            )
+
+    @classmethod
+    def standby_of(cls, primary: PrivateCluster) -> PrivateCluster:
+        """Return a streaming standby of the running ``primary``, not started, on its own port.
+
+        A base backup (``pg_basebackup -R``: it writes ``standby.signal`` and the
+        ``primary_conninfo``), as a failover's replica is made; :meth:`promote` makes it the
+        primary.
+        """
+        standby = cls(initdb=False)
+        standby._run(
+            "pg_basebackup",
+            "-D",
+            str(standby.datadir),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(primary.port),
+            "-U",
+            "postgres",
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+        )
+        return standby
+
+    def promote(self) -> None:
+        """Promote this standby to a primary and wait until it accepts writes."""
+        self._run("pg_ctl", "-D", str(self.datadir), "-w", "promote")
 
     def _run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         cmd = [str(self.bindir / tool), *args]

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 
@@ -168,9 +168,14 @@ class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.Model
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         """Read the selected queue database (``?db=``), without payload, result, checkpoint.
 
-        Those columns (up to 1 MiB each) stay out of the list's query.
+        Those columns (up to 1 MiB each) stay out of the list's query. Each row carries
+        ``jq_due``: its ``run_at`` has come by the database's clock, which wrote it (issue 32:
+        this host's clock may be off by a minute either way).
         """
-        return super().get_queryset(request).defer("payload", "result", "checkpoint")
+        queryset = super().get_queryset(request).defer("payload", "result", "checkpoint")
+        return queryset.annotate(
+            jq_due=ExpressionWrapper(Q(run_at__lte=Now()), output_field=BooleanField())
+        )
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
@@ -182,8 +187,6 @@ class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.Model
         number = term.removeprefix("#")
         if number.isdigit():
             return queryset.filter(id=int(number)), False
-        from django.db.models import Q
-
         return queryset.filter(Q(type__icontains=term) | Q(dedupe_key=term)), False
 
     # -- columns and detail ----------------------------------------------------------------
@@ -192,7 +195,8 @@ class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.Model
     def state_label(self, job: Job) -> str:
         """Show the state as a coloured badge; a retry waiting its turn says so."""
         label = job.state
-        if job.state == JobState.SCHEDULED and job.run_at and job.run_at <= timezone.now():
+        # jq_due: judged by the database (get_queryset); a row read elsewhere is not called due.
+        if job.state == JobState.SCHEDULED and getattr(job, "jq_due", False):
             label = "scheduled (due)"
         elif job.state == JobState.SCHEDULED and job.attempts:
             label = "scheduled (retry)"

@@ -26,6 +26,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from jobqueue.ops.clock import db_now
 from jobqueue.ops.rollup import ChartData, Series, chart_data
 
 #: ``?span=`` value -> (label, seconds shown, seconds per point, seconds between x ticks).
@@ -270,13 +271,22 @@ def charts(span: str, now: datetime | None = None, using: str = "default") -> di
     """Return the template context of the charts for ``span`` (``"1h"`` or ``"24h"``).
 
     An unknown span falls back to the last hour. Keys: ``span``, ``span_label``, ``spans``
-    (key, label),
-    ``charts`` (:class:`Chart` in page order) and ``using`` (the database alias they read).
+    (key, label), ``charts`` (:class:`Chart` in page order) and ``using`` (the database alias
+    they read).
+
+    Args:
+        span: a key of :data:`SPANS`.
+        now: the end of the span (aware); default the database's time: the rollup's minutes
+            are the database clock's, and this host's may be off (issue 32).
+        using: database alias.
+
+    Raises:
+        django.db.Error: the database cannot be reached.
     """
     if span not in SPANS:
         span = DEFAULT_SPAN
     label, span_s, step_s, tick_s = SPANS[span]
-    data = chart_data(now or timezone.now(), span_s, step_s, using)
+    data = chart_data(now or db_now(using), span_s, step_s, using)
     per = "per minute" if step_s == 60 else f"per {step_s // 60} minutes"
     drawn = [
         svg_chart(

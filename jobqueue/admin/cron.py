@@ -17,7 +17,6 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
-from django.utils import timezone as django_timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
@@ -30,6 +29,7 @@ from jobqueue.cron.firing import run_now
 from jobqueue.errors import InvalidCronExpression, InvalidJobOption, InvalidPayload
 from jobqueue.masking import mask, unmask
 from jobqueue.models import CronEntry, CronFire, CronSource, Job
+from jobqueue.ops.clock import db_now
 from jobqueue.routing import queue_alias
 from jobqueue.settings.crontab import Schedule, zone
 
@@ -226,7 +226,8 @@ class CronEntryAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
         if obj.next_fire_at is not None:
             times = [obj.next_fire_at, *schedule.upcoming(obj.next_fire_at, UPCOMING - 1)]
         else:
-            times = schedule.upcoming(django_timezone.now(), UPCOMING)
+            # From the database's time, which fires the entries (issue 32: not this host's).
+            times = schedule.upcoming(db_now(obj._state.db or "default"), UPCOMING)
         return format_html_join(
             "",
             "<div class='jobqueue-fire-time'>{}</div>",

@@ -306,10 +306,17 @@ def merged_dead_letters(lists: Iterable[list[Mapping[str, Any]]]) -> list[Mappin
 
 
 def workers(using: str = "default") -> list[Worker]:
-    """Return every worker row, with ``is_alive`` to tell the running from the vanished."""
+    """Return every worker row, with ``is_alive`` to tell the running from the vanished.
+
+    Each row's ``jq_last_seen`` says how long ago it heartbeated ("4.2 s ago"), measured on the
+    database clock that wrote ``last_seen_at`` (``with_clock``), not this host's (issue 32).
+    """
     rows = list(Worker.objects.using(using).with_clock().order_by("host", "pid"))
     for row in rows:
+        clock: datetime = row.db_now  # with_clock() annotates it
+        silent_s = max((clock - row.last_seen_at).total_seconds(), 0.0)
         setattr(row, "jq_started_at", format_time(row.started_at))  # noqa: B010 (mypy)
+        setattr(row, "jq_last_seen", f"{humanize_seconds(silent_s)} ago")  # noqa: B010 (mypy)
     return rows
 
 

@@ -1,10 +1,12 @@
 """A database that fails jobqueue's statements in a named way is named (issue 32 items 2 and 3):
-read-only (a failover to a replica, ``default_transaction_read_only``), not migrated, a revoked
-privilege. The worker's log line, ``health``, ``status``, the metrics and the error the public
-API raises all say which; and after an outage the claim loop resumes with the first statement
-of the worker that works again, not at the end of its backoff pause.
+read-only (a failover to a replica, ``default_transaction_read_only``, a standby until it is
+promoted), not migrated, a revoked privilege, every connection slot taken. The worker's log
+line, ``health``, ``status``, the metrics and the error the public API raises all say which;
+nothing is lost once the database serves again; and after an outage the claim loop resumes with
+the first statement of the worker that works again, not at the end of its backoff pause.
 
-Runs on a private cluster (tests/pgcluster.py): each test makes its own database on it. Before
+Runs on private clusters (tests/pgcluster.py): each test makes its own database on the module's
+cluster, or its own cluster when it changes the server (``max_connections``, a standby). Before
 issue 32 the worker logged "database unavailable while claiming" and nothing said "read-only",
 ``enqueue`` raised Django's ``InternalError``, ``health`` passed and ``status`` said nothing.
 """
@@ -12,6 +14,7 @@ issue 32 the worker logged "database unavailable while claiming" and nothing sai
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +31,7 @@ from tests.conftest import (
     subprocess_env,
     wait_for,
 )
+from tests.pgcluster import PrivateCluster
 
 pytestmark = pytest.mark.slow
 
@@ -81,6 +85,14 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
     )
+
+
+def jobs_by_state(url: str, queue: str) -> dict[str, int]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT state, count(*) FROM jobqueue_job WHERE queue = %s GROUP BY state", [queue]
+        ).fetchall()
+    return {state: n for state, n in rows}
 
 
 def succeeded(url: str, queue: str) -> int:
@@ -249,3 +261,203 @@ def test_after_an_outage_the_claim_loop_resumes_with_the_first_statement_that_wo
     finally:
         worker.kill()
         worker.wait()
+
+
+#: The private cluster's connection slots in the too-many-connections test (the superuser's
+#: reserved ones included: the test holds them all as the superuser).
+MAX_CONNECTIONS = 12
+
+
+def test_a_full_connection_table_is_named_by_the_worker_health_and_enqueue(
+    private_cluster, tmp_path
+):
+    """Every connection slot held (a leak elsewhere, a pooler misconfigured): a worker started
+    meanwhile waits, naming it; ``health`` fails naming it; ``enqueue`` raises the typed error
+    with nothing written; once the slots free up the worker serves, and nothing is lost."""
+    admin(private_cluster, f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
+    private_cluster.restart()
+    url, env = migrated_database(private_cluster, "jq_full", **FAST_WORKER_SETTINGS)
+    before = python(env, ENQUEUE.format(n=20, queue="full"))
+    assert before.count("ENQUEUED") == 20, before
+    held: list[psycopg.Connection] = []
+    log = tmp_path / "worker.log"
+    worker = None
+    try:
+        for _ in range(MAX_CONNECTIONS + 1):
+            try:
+                held.append(psycopg.connect(url, autocommit=True))
+            except psycopg.OperationalError as exc:
+                assert "too many clients" in str(exc), exc
+                break
+        assert len(held) == MAX_CONNECTIONS
+        [worker] = start_runworkers(env, [log], "--queues", "full")
+        try:
+            line = re.compile(
+                r"database 'default' is full \(too many connections\): .*too many clients "
+                r"already; waiting to register, nothing claimed"
+            )
+            wait_for(lambda: line.search(log.read_text()), timeout=60)
+            assert worker.poll() is None, log.read_text()
+
+            health = cli(env, "health", "--host", "nowhere")
+            assert health.returncode == 1, health
+            assert re.search(
+                r"FAIL  database: full \(too many connections\): .*too many clients already",
+                health.stdout,
+            ), health.stdout
+            assert "Traceback" not in health.stderr, health.stderr
+
+            out = python(env, ENQUEUE.format(n=1, queue="full"))
+            assert "RAISED jobqueue.errors.QueueUnavailable True too_many_connections" in out, out
+            assert "MESSAGE database 'default' is full (too many connections)" in out, out
+            assert "nothing was written" in out, out
+        finally:
+            for conn in held:
+                conn.close()
+        # The slots free: the worker registers and runs what waited, and what comes.
+        after = python(env, ENQUEUE.format(n=5, queue="full"))
+        assert after.count("ENQUEUED") == 5, after
+        wait_for(lambda: succeeded(url, "full") == 25, timeout=120)
+        assert jobs_by_state(url, "full") == {"succeeded": 25}
+        assert "database is back after" in log.read_text()
+        assert worker.poll() is None, log.read_text()
+    finally:
+        if worker is not None:
+            worker.kill()
+            worker.wait()
+
+
+def test_a_worker_on_a_standby_says_read_only_and_serves_once_it_is_promoted(
+    private_cluster, tmp_path
+):
+    """A failover: the worker is pointed at the replica before it is promoted. It names the
+    standby read-only (not "connection closed"), claims nothing, and once ``pg_ctl promote``
+    has made it the primary it serves every job the primary had: nothing lost."""
+    primary_url, env = migrated_database(private_cluster, "jq_standby", **FAST_WORKER_SETTINGS)
+    env["DATABASE_URL"] = primary_url
+    out = python(env, ENQUEUE.format(n=20, queue="standby"))
+    assert out.count("ENQUEUED") == 20, out
+    try:
+        standby = PrivateCluster.standby_of(private_cluster)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"pg_basebackup failed: {exc.stderr}")
+    try:
+        standby.start()
+        url = standby.url("jq_standby")
+        env["DATABASE_URL"] = url
+        # Written on the primary after the base backup: streamed to the standby.
+        out = python({**env, "DATABASE_URL": primary_url}, ENQUEUE.format(n=5, queue="standby"))
+        assert out.count("ENQUEUED") == 5, out
+        wait_for(lambda: sum(jobs_by_state(url, "standby").values()) == 25, timeout=60)
+
+        log = tmp_path / "worker.log"
+        [worker] = start_runworkers(env, [log], "--queues", "standby")
+        try:
+            line = re.compile(
+                r"database 'default' is read-only \(failover\?\): cannot execute \w[\w ]* in a "
+                r"read-only transaction; waiting to register, nothing claimed"
+            )
+            wait_for(lambda: line.search(log.read_text()), timeout=60)
+            assert "connection closed" not in log.read_text()
+            assert worker.poll() is None, log.read_text()
+
+            health = cli(env, "health", "--host", "nowhere")
+            assert health.returncode == 1, health
+            assert re.search(
+                r"FAIL  database: reachable \(\d+ ms\) but read-only \(failover\?\): "
+                r"the server is a standby \(in recovery\)",
+                health.stdout,
+            ), health.stdout
+            out = python(env, ENQUEUE.format(n=1, queue="standby"))
+            assert "RAISED jobqueue.errors.DatabaseReadOnly True read_only" in out, out
+
+            # The failover: the old primary goes, the standby is promoted.
+            private_cluster.stop()
+            standby.promote()
+            wait_for(lambda: succeeded(url, "standby") == 25, timeout=120)
+            out = python(env, ENQUEUE.format(n=5, queue="standby"))
+            assert out.count("ENQUEUED") == 5, out
+            wait_for(lambda: succeeded(url, "standby") == 30, timeout=60)
+            assert jobs_by_state(url, "standby") == {"succeeded": 30}
+            assert "database is back after" in log.read_text()
+            assert worker.poll() is None, log.read_text()
+        finally:
+            worker.kill()
+            worker.wait()
+    finally:
+        standby.destroy()
+
+
+#: The tmpfs the disk-full test puts the jobs table on: room for the table and its indexes,
+#: and quickly filled by a filler table.
+SMALL_DISK = "8m"
+
+
+def test_a_full_disk_is_named_by_the_worker_and_enqueue_and_nothing_is_lost(
+    private_cluster, tmp_path
+):
+    """The jobs table and its indexes on a small tmpfs (a tablespace), filled by another table:
+    ``enqueue`` raises ``DatabaseFull`` with nothing written, a worker started then waits
+    naming it, and once the filler is dropped every job that got in runs, and new ones too.
+    The WAL stays on the cluster's own disk: a full WAL disk stops the server, another test."""
+    url, env = migrated_database(private_cluster, "jq_disk", **FAST_WORKER_SETTINGS)
+    small = private_cluster.root / "small"
+    small.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK},mode=0700", "tmpfs", str(small)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root): {mounted.stderr.strip()}")
+    worker = None
+    try:
+        if private_cluster.as_postgres:
+            shutil.chown(small, "postgres", "postgres")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLESPACE small LOCATION '{small}'")
+            conn.execute("ALTER TABLE jobqueue_job SET TABLESPACE small")
+            for (index,) in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'jobqueue_job'"
+            ).fetchall():
+                conn.execute(f'ALTER INDEX "{index}" SET TABLESPACE small')
+        before = python(env, ENQUEUE.format(n=30, queue="disk"))
+        assert before.count("ENQUEUED") == 30, before
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE filler (x float8) TABLESPACE small")
+            with pytest.raises(psycopg.errors.DiskFull):
+                conn.execute("INSERT INTO filler SELECT random() FROM generate_series(1, 10e6)")
+        # Jobs go in while their pages have room; then the enqueue that needs a page fails.
+        out = python(env, ENQUEUE.format(n=5000, queue="disk"))
+        got_in = 30 + out.count("ENQUEUED")
+        assert "RAISED jobqueue.errors.DatabaseFull True disk_full" in out, out
+        assert "MESSAGE database 'default' is out of disk space: could not extend" in out, out
+        assert "nothing was written" in out, out
+        assert sum(jobs_by_state(url, "disk").values()) == got_in
+
+        log = tmp_path / "worker.log"
+        [worker] = start_runworkers(env, [log], "--queues", "disk")
+        line = re.compile(
+            r"database 'default' is out of disk space: could not extend .*No space left on "
+            r"device.*; waiting, nothing claimed"
+        )
+        try:
+            wait_for(lambda: line.search(log.read_text()), timeout=60)
+        except AssertionError:
+            raise AssertionError(f"{got_in} jobs in; worker log:\n{log.read_text()}") from None
+        assert worker.poll() is None, log.read_text()
+        # Space again: what got in runs, and what comes.
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP TABLE filler")
+        out = python(env, ENQUEUE.format(n=5, queue="disk"))
+        assert out.count("ENQUEUED") == 5, out
+        wait_for(lambda: succeeded(url, "disk") == got_in + 5, timeout=120)
+        assert jobs_by_state(url, "disk") == {"succeeded": got_in + 5}
+        assert "database is back after" in log.read_text()
+        assert worker.poll() is None, log.read_text()
+    finally:
+        if worker is not None:
+            worker.kill()
+            worker.wait()
+        private_cluster.stop("immediate")  # before the tablespace's mount goes
+        subprocess.run(["umount", str(small)], check=False)
