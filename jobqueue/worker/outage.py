@@ -91,7 +91,12 @@ class DatabaseBackoff:
         end = time.monotonic() + delay
         while not self._stopping.is_set():
             left = end - time.monotonic()
-            if left <= 0 or self._answered.wait(min(left, STOP_CHECK_S)):
+            if left <= 0:
+                return
+            if self._answered.wait(min(left, STOP_CHECK_S)):
+                logger.debug(
+                    "pause cut short (%.1f s left): another statement reached the database", left
+                )
                 return
 
     def answered(self) -> None:

@@ -232,8 +232,10 @@ def test_after_an_outage_the_claim_loop_resumes_with_the_first_statement_that_wo
     cluster, tmp_path: Path
 ):
     """Stop the server until the claim loop's pause has grown to its 10 s cap, start it again
-    just as such a pause begins, and enqueue J: J starts well within that pause (the heartbeat's
-    first round that works wakes the claim loop). Before, the loop slept out its pause.
+    just as such a pause begins, and enqueue J: the heartbeat's first round that works cuts the
+    claim loop's pause short (its log line says so) and J runs. Before, the loop slept out its
+    pause and no such line was written. (No wall-clock bound: on a loaded machine the heartbeat
+    itself may take seconds to come round.)
     """
     url, env = migrated_database(cluster, "jq_resume", **FAST_WORKER_SETTINGS)
     env["JOBQUEUE_LOG_LEVEL"] = "DEBUG"
@@ -245,19 +247,10 @@ def test_after_an_outage_the_claim_loop_resumes_with_the_first_statement_that_wo
         # The pause after the 6th failure is 10 s (0.5, 1, 2, 4, 8, then the 10 s cap).
         wait_for(lambda: _last_failure_count(log.read_text()) >= 6, timeout=120)
         cluster.start()
-        with psycopg.connect(url) as conn:
-            back = conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
         out = python(env, ENQUEUE.format(n=1, queue="resume"))
         assert "ENQUEUED" in out, out
         wait_for(lambda: succeeded(url, "resume") == 1, timeout=60)
-        with psycopg.connect(url) as conn:
-            started = conn.execute(
-                "SELECT started_at FROM jobqueue_job WHERE queue = 'resume'"
-            ).fetchone()[0]
-        resumed_s = (started - back).total_seconds()
-        print(f"claim loop resumed {resumed_s:.1f} s after the server started")
-        # Half the pause the loop was in: it slept it out before (about 9 s after the start).
-        assert resumed_s < 5.0, log.read_text()
+        assert "pause cut short" in log.read_text(), log.read_text()
     finally:
         worker.kill()
         worker.wait()
