@@ -15,7 +15,10 @@ the call, so the claim is installed as one: ``jobqueue_claim_<hash>`` for each o
   Old functions are left in place for the processes still running them.
 * ``plan_cache_mode = force_generic_plan``: one plan whatever the parameters (the claim's shape
   does not depend on them: every path is an index probe per queue, lane or job); ``jit = off``
-  (docs/decisions.md, "The claim in two levels").
+  (docs/decisions.md, "The claim in two levels"); ``enable_seqscan = off``: the one plan is made
+  at a session's first claim, on the tables' sizes then, and a session begun on an empty jobs or
+  lanes table would otherwise scan them whole at every claim until the next ANALYZE (a drain
+  measured one: 6.5 ms of a 9 ms claim at 5,000 rows).
 * A role without the right to create functions keeps the plain statement: :func:`install` says
   so in a warning and the claim works as before.
 """
@@ -99,7 +102,7 @@ def function_text(statement: str) -> tuple[str, str]:
     template = (
         "CREATE OR REPLACE FUNCTION {name}({args}) RETURNS TABLE({result})\n"
         "LANGUAGE plpgsql VOLATILE\n"
-        "SET jit = off SET plan_cache_mode = force_generic_plan\n"
+        "SET jit = off SET plan_cache_mode = force_generic_plan SET enable_seqscan = off\n"
         "AS $jobqueue$\n#variable_conflict use_column\nBEGIN\nRETURN QUERY {body};\nEND\n$jobqueue$"
     )
     digest = hashlib.sha1(template.format(name="", args=args, result=RESULT, body=body).encode())

@@ -344,8 +344,8 @@ cut AS MATERIALIZED (
     WHERE d.cap IS NULL OR d.nt <= d.cap - d.running
 ),
 ranked AS (
-    SELECT c.id, c.queue, c.tenant_id, c.tag, c.base, c.weight, q.pos, q.weight AS qweight,
-           q.start,
+    SELECT c.id, c.type, c.queue, c.tenant_id, c.tag, c.base, c.weight, q.pos,
+           q.weight AS qweight, q.start,
            row_number() OVER (PARTITION BY c.queue
                               ORDER BY c.priority DESC, c.tag, c.tenant_id, c.run_at, c.id)
                AS nth_of_queue
@@ -363,11 +363,13 @@ rate_jobs AS (
                                        CASE WHEN %(strict)s THEN r.nth_of_queue
                                             ELSE r.start + r.nth_of_queue / r.qweight END,
                                        r.pos, r.id) AS nth
+    -- (The type and tenant come with the candidate: a join back to jobqueue_job here was
+    -- planned, once per session, on the table's size then, and ran as a scan of the whole
+    -- table in every claim of a session begun on an empty one.)
     FROM ranked AS r
-    JOIN jobqueue_job AS j ON j.id = r.id
-    CROSS JOIN LATERAL (SELECT k.key FROM rate_keys AS k WHERE k.type = j.type
+    CROSS JOIN LATERAL (SELECT k.key FROM rate_keys AS k WHERE k.type = r.type
                         UNION ALL
-                        SELECT l.key FROM rate_limits AS l WHERE l.key = 'tenant:' || j.tenant_id)
+                        SELECT l.key FROM rate_limits AS l WHERE l.key = 'tenant:' || r.tenant_id)
                AS jk
     WHERE r.nth_of_queue <= %(max_jobs)s
 ),
