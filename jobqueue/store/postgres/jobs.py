@@ -103,7 +103,8 @@ def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
     )
 
 
-#: Most lanes (a queue's tenants with work) one claim reads, at least four per job asked for: a
+#: Most lanes (a queue's tenants with work) one claim reads, at least two per job asked for (as many
+#: as the claim allots places, spare ones included: claim.sql, "allotted"): a
 #: queue with more is read a window at a time, each claim of a server session moving on from
 #: where its last one stopped (claim.sql, "tenants"; docs/decisions.md, "The lane window"). A
 #: lane read is one probe of the claim index: 64 of them bound a claim's scan whatever the
@@ -474,7 +475,7 @@ class PostgresJobs(PostgresArea):
             "limits": json.dumps(dict(limits.overrides)),
             "worker_id": worker_id,
             "max_jobs": max_jobs,
-            "lane_window": max(LANE_WINDOW, 4 * max_jobs),
+            "lane_window": max(LANE_WINDOW, 2 * max_jobs),
             "lease_s": lease_s,
             "now": now,
             **claim_params(plan.rates),
