@@ -12,14 +12,12 @@ import functools
 import importlib
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from jobqueue.arguments import validate_options
-from jobqueue.errors import (
-    JobQueueConfigurationError,
-    UnknownJobType,
-)
+from jobqueue.arguments import queue_name, validate_options
+from jobqueue.errors import InvalidJobOption, JobQueueConfigurationError, UnknownJobType
 from jobqueue.retries import Backoff
 from jobqueue.settings.concurrency import check_declared
 from jobqueue.settings.conf import get_settings
@@ -28,9 +26,12 @@ from jobqueue.settings.rates import Limiter, parse_rate
 from jobqueue.validation import validate_dependency_name
 
 __all__ = [
+    "ENQUEUE_OPTIONS",
     "JOB_OPTIONS",
     "PARENT_OPTIONS",
+    "EnqueueOptions",
     "JobType",
+    "ResolvedOptions",
     "declare",
     "register",
     "registered",
@@ -38,23 +39,99 @@ __all__ = [
     "resolve",
 ]
 
-#: The options of one job, in the order ``enqueue`` takes them: the one list every entry point
-#: (``enqueue``, ``enqueue_many``'s jobs, ``JobFunction.enqueue``, chain steps) derives its
-#: option names from. Their defaults and validation are ``jobqueue.options``' (type defaults:
-#: :class:`~jobqueue.options.EnqueueOptions`).
-JOB_OPTIONS = (
-    "queue",
-    "run_at",
-    "delay",
-    "priority",
-    "dedupe_key",
-    "max_attempts",
-    "timeout_s",
-    "tenant_id",
-    "ordering_key",
-    "concurrency_key",
-    "concurrency_limit",
-)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolvedOptions:
+    """The type-defaultable options a job is written with: every one filled in and valid."""
+
+    queue: str
+    priority: int
+    max_attempts: int
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnqueueOptions:
+    """The options of one job as its caller gave them; None means "not given".
+
+    The one options object every entry point passes (``enqueue``, ``enqueue_many``'s jobs,
+    ``JobFunction.enqueue``, chain steps, batch members and callbacks, cron fires, the
+    ``django.tasks`` backend): its fields are the option names (:data:`JOB_OPTIONS`), and
+    :meth:`resolve` is where they meet the type's ``@job`` defaults and the settings.
+    ``jobqueue.options.new_job`` checks the rest and builds the row. Here, below the client,
+    so that the ``django.tasks`` backend's modules can build it without importing the models.
+
+    Attributes:
+        queue: queue name; None: the type's ``@job(queue=)``.
+        run_at: aware datetime from which the job may run.
+        delay: seconds (or a timedelta) from now; exclusive with ``run_at``.
+        priority: -100..100, higher runs sooner; None: the type's, else 0.
+        dedupe_key: the key a live job holds (None for none).
+        max_attempts: claims before dead-lettering (>= 1); None: the type's, else the setting.
+        timeout_s: hard limit on one run, seconds; None: the type's, else the setting.
+        tenant_id: the tenant the job belongs to ("" for none).
+        ordering_key: jobs of one key run one at a time, in order (None for none).
+        concurrency_key: at most ``concurrency_limit`` jobs of the key run at once.
+        concurrency_limit: 1..1,000,000; None: the setting's for the key, else the type's.
+    """
+
+    queue: Any = None
+    run_at: Any = None
+    delay: Any = None
+    priority: Any = None
+    dedupe_key: Any = None
+    max_attempts: Any = None
+    timeout_s: Any = None
+    tenant_id: Any = ""
+    ordering_key: Any = None
+    concurrency_key: Any = None
+    concurrency_limit: Any = None
+
+    @classmethod
+    def pick(cls, given: Mapping[str, Any]) -> EnqueueOptions:
+        """Return the options among ``given``'s keys (the others are left out)."""
+        return cls(**{name: given[name] for name in JOB_OPTIONS if name in given})
+
+    def resolve(self, job_type: JobType | None) -> ResolvedOptions:
+        """Fill what was not given from ``job_type``'s defaults, then the settings; validate.
+
+        Args:
+            job_type: the registered type (see ``jobqueue.options.job_type_of``), or None for
+                a type not known in this process.
+
+        Returns:
+            The options to write.
+
+        Raises:
+            InvalidJobOption: a bad option, or no queue given and no type default to take.
+        """
+        conf = get_settings()
+        queue = self.queue
+        if queue is None:
+            if job_type is None:
+                raise InvalidJobOption(
+                    "queue", "is required for a job type not registered in this process"
+                )
+            queue = job_type.queue
+        priority = self.priority
+        if priority is None:
+            priority = job_type.priority if job_type is not None else 0
+        max_attempts = self.max_attempts
+        if max_attempts is None:
+            max_attempts = (job_type and job_type.max_attempts) or conf.max_attempts
+        timeout_s = self.timeout_s
+        if timeout_s is None:
+            timeout_s = (job_type and job_type.timeout_s) or conf.timeout_seconds
+        queue_name(queue)
+        validate_options(priority=priority, max_attempts=max_attempts, timeout_s=timeout_s)
+        return ResolvedOptions(
+            queue=queue, priority=priority, max_attempts=max_attempts, timeout_s=float(timeout_s)
+        )
+
+
+#: The options of one job, in the order ``enqueue`` takes them: the fields of
+#: :class:`EnqueueOptions`, from which every entry point derives its option names.
+JOB_OPTIONS = tuple(option.name for option in fields(EnqueueOptions))
 #: The options that make a job wait for parent jobs (``jobqueue.flows.dependencies``).
 PARENT_OPTIONS = ("after", "run_on_parent_failure", "takes_parent_results")
 #: Keyword arguments of ``JobFunction.enqueue`` (``jobqueue.client``) that are options, not payload.
