@@ -13,7 +13,7 @@ import importlib
 import inspect
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import KW_ONLY, dataclass, fields
 from typing import Any, TypeVar
 
 from jobqueue.arguments import queue_name, validate_options
@@ -32,11 +32,13 @@ __all__ = [
     "EnqueueOptions",
     "JobType",
     "ResolvedOptions",
+    "add_resolver",
     "declare",
     "register",
     "registered",
     "registry",
     "resolve",
+    "resolve_handler",
 ]
 
 
@@ -138,41 +140,31 @@ PARENT_OPTIONS = ("after", "run_on_parent_failure", "takes_parent_results")
 ENQUEUE_OPTIONS = frozenset({*JOB_OPTIONS, "using", *PARENT_OPTIONS})
 
 
+@dataclass(eq=False, repr=False)
 class JobType:
     """A registered job type: a handler plus its per-type defaults.
 
     Calling the object calls the handler directly (synchronously, no queue). What ``@job``
-    returns is a :class:`jobqueue.client.JobFunction`, which can also enqueue itself.
+    returns is a :class:`jobqueue.client.JobFunction`, which can also enqueue itself. Compared
+    and hashed by identity: a type registered again is another type.
     """
 
-    def __init__(
-        self,
-        func: Callable[..., Any],
-        *,
-        name: str,
-        queue: str,
-        priority: int,
-        max_attempts: int | None,
-        timeout_s: float | None,
-        backoff: Backoff | None,
-        takes_context: bool,
-        dependency: str | None = None,
-        rate_limit: Limiter | None = None,
-        concurrency_key: str | Callable[..., str | None] | None = None,
-        concurrency_limit: int | None = None,
-    ) -> None:
-        self.func = func
-        self.name = name
-        self.queue = queue
-        self.priority = priority
-        self.max_attempts = max_attempts
-        self.timeout_s = timeout_s
-        self.backoff = backoff
-        self.takes_context = takes_context
-        self.dependency = dependency
-        self.rate_limit = rate_limit
-        self.concurrency_key, self.concurrency_limit = concurrency_key, concurrency_limit
-        functools.update_wrapper(self, func)
+    func: Callable[..., Any]
+    _: KW_ONLY
+    name: str
+    queue: str
+    priority: int
+    max_attempts: int | None
+    timeout_s: float | None
+    backoff: Backoff | None
+    takes_context: bool
+    dependency: str | None = None
+    rate_limit: Limiter | None = None
+    concurrency_key: str | Callable[..., str | None] | None = None
+    concurrency_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        functools.update_wrapper(self, self.func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the handler directly, in this thread: no queue, no retries."""
@@ -186,6 +178,8 @@ T = TypeVar("T", bound="JobType")
 
 _registry: dict[str, JobType] = {}
 _lock = threading.Lock()
+#: Asked in order for a type name nothing registers (:func:`add_resolver`).
+_resolvers: list[Callable[[str], JobType]] = []
 
 
 def registered(type_name: str) -> JobType | None:
@@ -216,6 +210,43 @@ def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
         return inspect.signature(func)
     except (TypeError, ValueError):
         return None
+
+
+def add_resolver(resolver: Callable[[str], JobType]) -> None:
+    """Internal: let ``resolver`` find the handler of a type name that nothing registers.
+
+    The app config adds the ``django.tasks`` backend's (a task's import path resolves to the
+    job type that runs it), so the registry, below the backend, needs nothing of it. Added
+    once per resolver, however often the app config gets ready.
+
+    Args:
+        resolver: called with the type name; returns its job type, or raises
+            ``UnknownJobType``.
+    """
+    with _lock:
+        if resolver not in _resolvers:
+            _resolvers.append(resolver)
+
+
+def resolve_handler(type_name: str) -> JobType:
+    """Internal: return the handler a worker runs for ``type_name``.
+
+    A registered type (:func:`resolve`, which imports its module), else what an added resolver
+    finds (:func:`add_resolver`: a ``django.tasks`` task).
+
+    Raises:
+        UnknownJobType: neither; with a resolver's reason when one gave it.
+        ImportError: the handler's module exists but fails to import (as :func:`resolve`).
+    """
+    try:
+        return resolve(type_name)
+    except UnknownJobType:
+        for resolver in list(_resolvers):
+            try:
+                return resolver(type_name)
+            except UnknownJobType as reason:
+                unknown = reason
+        raise unknown from unknown.__cause__
 
 
 def registry() -> dict[str, JobType]:

@@ -19,6 +19,7 @@ The areas of :class:`~jobqueue.store.postgres.PostgresStore` and
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -92,7 +93,7 @@ class WorkerRegistry:
                 worker_id=worker_id,
                 defaults={
                     "host": socket.gethostname(),
-                    "pid": _pid(),
+                    "pid": os.getpid(),
                     "queues": list(queues),
                     "concurrency": concurrency,
                     "started_at": now,
@@ -128,12 +129,6 @@ class WorkerRegistry:
         """Delete the worker's row at clean exit."""
         with own_transaction(self.alias):
             Worker.objects.using(self.alias).filter(worker_id=worker_id).delete()
-
-
-def _pid() -> int:
-    import os
-
-    return os.getpid()
 
 
 def _json_time(value: datetime | None) -> str:
