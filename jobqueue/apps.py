@@ -9,9 +9,15 @@ from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 from django.utils.module_loading import autodiscover_modules
 
+from jobqueue import registry
 from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.settings.conf import DEFAULT_DISCOVER_MODULES, get_settings
 from jobqueue.worker.stopping import hold_stops_during_start_up
+
+try:
+    from jobqueue.tasks.backend import task_job_type
+except ImportError:  # Django 5.2 has no django.tasks: no job type can be a task
+    task_job_type = None  # type: ignore[assignment]
 
 
 class JobQueueConfig(AppConfig):
@@ -46,6 +52,10 @@ class JobQueueConfig(AppConfig):
         from jobqueue.store.postgres.routines import install_after_migrate
 
         post_migrate.connect(install_after_migrate, sender=self, dispatch_uid="jobqueue.claim_fn")
+        if task_job_type is not None:
+            # A type nothing registers may be a django.tasks task (enqueued with
+            # .using(backend=...)): the worker resolves it through the backend.
+            registry.add_resolver(task_job_type)
 
         try:
             modules = get_settings().discover_modules

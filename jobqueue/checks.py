@@ -50,10 +50,13 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.db.utils import load_backend
+from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils.module_loading import import_string
 
 from jobqueue.cron.entries import check_handler
 from jobqueue.errors import CronConfigurationError, JobQueueConfigurationError, UnknownJobType
 from jobqueue.options import allows_unregistered
+from jobqueue.registry import resolve_handler
 from jobqueue.settings.conf import DEFAULT_MAX_PAYLOAD_BYTES, build_settings, get_settings
 from jobqueue.settings.cron import parse_cron_setting
 from jobqueue.settings.pooling import LISTEN_DATABASE
@@ -62,7 +65,6 @@ from jobqueue.settings.pooling import LISTEN_DATABASE
 # on a pooled alias): this module is imported by AppConfig.ready in every process.
 from jobqueue.store.pooler import refuse_unmarked_pooler
 from jobqueue.validation import is_count
-from jobqueue.worker.executor import resolve_handler
 
 #: The tag of jobqueue's own checks (``manage.py check --tag jobqueue``): ``runworkers`` runs
 #: them, with Django's model checks, instead of every check (docs/decisions.md, 2026-12-05).
@@ -251,10 +253,8 @@ BACKEND_PATH = "jobqueue.backends.JobQueueBackend"
 @checks.register(CHECK_TAG)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Report an invalid ``JOBQUEUE`` setting as an error naming the key (jobqueue.E001)."""
-    from django.conf import settings
-
     try:
-        build_settings(getattr(settings, "JOBQUEUE", None))
+        build_settings(getattr(django_settings, "JOBQUEUE", None))
     except CronConfigurationError:
         return []  # reported by check_cron_settings (jobqueue.E005)
     except JobQueueConfigurationError as exc:
@@ -280,9 +280,7 @@ def check_cron_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     Also warn about an entry whose handler is registered but cannot take the ``fire_time``
     keyword argument every cron job gets (jobqueue.W003).
     """
-    from django.conf import settings
-
-    setting = getattr(settings, "JOBQUEUE", None)
+    setting = getattr(django_settings, "JOBQUEUE", None)
     if not isinstance(setting, dict) or setting.get("CRON") is None:
         return []
     raw = setting["CRON"]
@@ -358,8 +356,6 @@ def _is_ours(backend_path: Any) -> bool | None:
 
     None when it names ours but ``django.tasks`` cannot be imported.
     """
-    from django.utils.module_loading import import_string
-
     if not isinstance(backend_path, str):
         return False
     try:
@@ -378,9 +374,7 @@ def _is_ours(backend_path: Any) -> bool | None:
 @checks.register(CHECK_TAG)
 def check_tasks_setting(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Check every ``TASKS`` entry that uses ``JobQueueBackend`` (jobqueue.E002, E003)."""
-    from django.conf import settings
-
-    tasks = getattr(settings, "TASKS", None)
+    tasks = getattr(django_settings, "TASKS", None)
     if not isinstance(tasks, dict):
         return []
     messages: list[checks.CheckMessage] = []
@@ -399,9 +393,11 @@ def check_tasks_setting(app_configs: Any = None, **kwargs: Any) -> list[checks.C
                 )
             )
         elif ours:
+            # Here, not at module level: Django 6.0+ only, as in _is_ours (ours is True only
+            # where the backend imported).
             from django.tasks.exceptions import InvalidTaskBackend
 
-            from jobqueue.backends import parse_backend_params  # Django 6.0+ only, as in _is_ours
+            from jobqueue.backends import parse_backend_params
 
             try:
                 parse_backend_params(alias, params)
@@ -439,7 +435,6 @@ def check_enqueue_unregistered(app_configs: Any = None, **kwargs: Any) -> list[c
 
 def _metrics_mounted() -> bool:
     """Return whether the root URLconf mounts ``jobqueue.metrics.view`` or a ``cached_view``."""
-    from django.urls import URLPattern, URLResolver, get_resolver
 
     def walk(patterns: Iterable[Any]) -> bool:
         for pattern in patterns:

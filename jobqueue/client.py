@@ -24,7 +24,14 @@ from jobqueue.flows.dependencies import enqueue_each, parent_options, split_spec
 from jobqueue.models import Job
 from jobqueue.options import new_job as build_job
 from jobqueue.options import new_jobs as build_jobs
-from jobqueue.registry import ENQUEUE_OPTIONS, JOB_OPTIONS, PARENT_OPTIONS, JobType, declare
+from jobqueue.registry import (
+    ENQUEUE_OPTIONS,
+    JOB_OPTIONS,
+    PARENT_OPTIONS,
+    EnqueueOptions,
+    JobType,
+    declare,
+)
 from jobqueue.store import NewJob, get_store
 from jobqueue.store.interface import ENQUEUE_MANY_CHUNK_BYTES
 from jobqueue.store.outage import writing as _writing
@@ -135,10 +142,8 @@ def enqueue(
         django.db.OperationalError: a serialization failure or deadlock (SQLSTATE 40xxx) in
             the caller's transaction; retry the transaction.
     """
-    return enqueue_or_get(
-        queue,
-        job_type,
-        payload,
+    options = EnqueueOptions(
+        queue=queue,
         run_at=run_at,
         delay=delay,
         priority=priority,
@@ -149,6 +154,11 @@ def enqueue(
         ordering_key=ordering_key,
         concurrency_key=concurrency_key,
         concurrency_limit=concurrency_limit,
+    )
+    return enqueue_or_get(
+        job_type,
+        payload,
+        options,
         using=using,
         after=after,
         run_on_parent_failure=run_on_parent_failure,
@@ -157,42 +167,52 @@ def enqueue(
 
 
 def enqueue_or_get(
-    queue: str,
     job_type: str | JobType,
-    payload: dict[str, Any] | None = None,
+    payload: dict[str, Any] | None,
+    options: EnqueueOptions,
     *,
     using: str | None = None,
     after: Iterable[int] | None = None,
     run_on_parent_failure: bool = False,
     takes_parent_results: bool = False,
-    **options: Any,
+    queue_given: bool = True,
 ) -> tuple[int, bool, datetime]:
-    """Internal: :func:`enqueue`, returning ``(job_id, created, created_at)``.
+    """Internal: :func:`enqueue` with its options as one object; ``(job_id, created, created_at)``.
 
-    ``created`` is False when a live job held ``dedupe_key`` and its id was returned;
-    ``created_at`` is the returned job's, as stored (the database's clock). Sends
-    ``job_enqueued`` for a new row only.
+    Every single-job path enqueues here (``enqueue``, ``JobFunction.enqueue``, chain steps,
+    batch members and callbacks, the ``django.tasks`` backend). ``created`` is False when a
+    live job held ``dedupe_key`` and its id was returned; ``created_at`` is the returned
+    job's, as stored (the database's clock). Sends ``job_enqueued`` for a new row only.
 
     Args:
-        queue: as :func:`enqueue`.
         job_type: as :func:`enqueue`.
         payload: as :func:`enqueue`.
+        options: the job's options as given; checked and defaulted by
+            :func:`jobqueue.options.new_job`.
         using: as :func:`enqueue`.
         after: as :func:`enqueue`.
         run_on_parent_failure: as :func:`enqueue`.
         takes_parent_results: as :func:`enqueue`.
-        **options: the job's other options (:data:`~jobqueue.registry.JOB_OPTIONS`), as
-            :func:`enqueue` takes them; checked by :func:`jobqueue.options.new_job`.
+        queue_given: False takes the type's ``@job(queue=)`` for ``options.queue`` None.
+
+    Returns:
+        ``(job_id, created, created_at)``.
+
+    Raises:
+        As :func:`enqueue`.
     """
     explicit = None if using is None else arguments.alias(using)
     parents = parent_options(
         after,
         run_on_parent_failure=run_on_parent_failure,
         takes_parent_results=takes_parent_results,
-        dedupe_key=options.get("dedupe_key"),
+        dedupe_key=options.dedupe_key,
     )
     new_job = build_job(
-        queue, job_type, parents.payload(payload) if parents else payload, **options
+        job_type,
+        parents.payload(payload) if parents else payload,
+        options,
+        queue_given=queue_given,
     )
     # The enqueue's producer span (jobqueue/tracing.py: a no-op without OpenTelemetry); the row
     # keeps its W3C context, for the runs' spans.
@@ -396,11 +416,13 @@ STEP_OPTIONS = frozenset({*JOB_OPTIONS, *PARENT_OPTIONS}) - {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
-    """One job of a chain, not yet enqueued: its type, payload and enqueue options."""
+    """One job of a chain, not yet enqueued: its type, payload, options and parent flags."""
 
     job_type: str | JobType
     payload: dict[str, Any] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
+    options: EnqueueOptions = field(default_factory=EnqueueOptions)
+    run_on_parent_failure: bool = False
+    takes_parent_results: bool = False
 
 
 def step(job_type: str | JobType, payload: dict[str, Any] | None = None, **options: Any) -> Step:
@@ -420,7 +442,13 @@ def step(job_type: str | JobType, payload: dict[str, Any] | None = None, **optio
         raise InvalidJobOption(
             unknown[0], f"is not a step option (known: {', '.join(sorted(STEP_OPTIONS))})"
         )
-    return Step(job_type=job_type, payload=dict(payload or {}), options=dict(options))
+    return Step(
+        job_type=job_type,
+        payload=dict(payload or {}),
+        options=EnqueueOptions.pick(options),
+        run_on_parent_failure=options.get("run_on_parent_failure", False),
+        takes_parent_results=options.get("takes_parent_results", False),
+    )
 
 
 class JobFunction(JobType):
@@ -441,9 +469,10 @@ class JobFunction(JobType):
         Raises:
             InvalidPayload, InvalidJobOption: as :func:`jobqueue.enqueue`.
         """
-        options = {k: kwargs.pop(k) for k in list(kwargs) if k in ENQUEUE_OPTIONS}
-        queue = options.pop("queue", None) or self.queue
-        return enqueue(queue, self, kwargs, **options)
+        given = {k: kwargs.pop(k) for k in list(kwargs) if k in ENQUEUE_OPTIONS}
+        options = EnqueueOptions.pick({**given, "queue": given.get("queue") or self.queue})
+        parents = {name: given[name] for name in PARENT_OPTIONS if name in given}
+        return enqueue_or_get(self, kwargs, options, using=given.get("using"), **parents)[0]
 
     def step(self, **kwargs: Any) -> Step:
         """Return a step of ``jobqueue.chain`` running this type: payload and options, as enqueue.

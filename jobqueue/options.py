@@ -1,12 +1,13 @@
-"""Internal: a job's options: where they meet its type's ``@job`` defaults, and the jobs they make.
+"""Internal: a job's options checked, and the job they make: the one path every enqueue takes.
 
 DESIGN.md: "Type defaults (@job(max_attempts=..., timeout_s=..., priority=..., queue=...)) apply
 however a job of that type is enqueued". Every path that makes a job (``enqueue`` by name or by
-object, ``enqueue_many``, ``JobType.enqueue``, cron fires, the ``django.tasks`` backend) builds an
-:class:`EnqueueOptions` of what its caller gave and calls :meth:`EnqueueOptions.resolve`: an
-explicit option wins, then the registered type's default, then the ``JOBQUEUE`` setting.
+object, ``enqueue_many``, ``JobType.enqueue``, chains, batches, cron fires, the ``django.tasks``
+backend) builds one :class:`~jobqueue.registry.EnqueueOptions` of what its caller gave and
+hands it to :func:`new_job`, which resolves it (an explicit option wins, then the registered
+type's default, then the ``JOBQUEUE`` setting) and checks the rest.
 
-It also turns ``enqueue``'s and ``enqueue_many``'s arguments into jobs to insert, with no SQL
+It turns ``enqueue``'s and ``enqueue_many``'s arguments into jobs to insert, with no SQL
 (:func:`new_job`, :func:`new_jobs`): everything is checked here, before the store is called, so
 bad input writes nothing and leaves the caller's transaction usable.
 """
@@ -17,18 +18,18 @@ import functools
 import inspect
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from jobqueue import arguments
-from jobqueue.arguments import queue_name, validate_options
 from jobqueue.errors import InvalidJobOption, InvalidPayload, UnknownJobType, UnregisteredJobType
 from jobqueue.limits import concurrency
 from jobqueue.payloads import to_json
 from jobqueue.registry import (
     JOB_OPTIONS,
     PARENT_OPTIONS,
+    EnqueueOptions,
     JobType,
+    ResolvedOptions,
     registered,
     resolve,
     signature_of,
@@ -38,8 +39,6 @@ from jobqueue.store.interface import NewJob
 
 __all__ = [
     "ENQUEUE_MANY_KEYS",
-    "EnqueueOptions",
-    "ResolvedOptions",
     "allows_unregistered",
     "enqueue_type",
     "job_type_of",
@@ -109,69 +108,6 @@ def enqueue_type(job_type: str | JobType) -> JobType | None:
     if not allows_unregistered(name):
         raise UnregisteredJobType(name)
     return job_type if isinstance(job_type, JobType) else None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ResolvedOptions:
-    """The options a job is written with: every one filled in and valid."""
-
-    queue: str
-    priority: int
-    max_attempts: int
-    timeout_s: float
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EnqueueOptions:
-    """The type-defaultable options a caller gave; None means "not given".
-
-    Attributes:
-        queue: queue name.
-        priority: -100..100, higher runs sooner.
-        max_attempts: claims before dead-lettering (>= 1).
-        timeout_s: hard limit on one run, seconds.
-    """
-
-    queue: Any = None
-    priority: Any = None
-    max_attempts: Any = None
-    timeout_s: Any = None
-
-    def resolve(self, job_type: JobType | None) -> ResolvedOptions:
-        """Fill what was not given from ``job_type``'s defaults, then the settings; validate.
-
-        Args:
-            job_type: the registered type (see :func:`job_type_of`), or None for a type not
-                known in this process.
-
-        Returns:
-            The options to write.
-
-        Raises:
-            InvalidJobOption: a bad option, or no queue given and no type default to take.
-        """
-        conf = get_settings()
-        queue = self.queue
-        if queue is None:
-            if job_type is None:
-                raise InvalidJobOption(
-                    "queue", "is required for a job type not registered in this process"
-                )
-            queue = job_type.queue
-        priority = self.priority
-        if priority is None:
-            priority = job_type.priority if job_type is not None else 0
-        max_attempts = self.max_attempts
-        if max_attempts is None:
-            max_attempts = (job_type and job_type.max_attempts) or conf.max_attempts
-        timeout_s = self.timeout_s
-        if timeout_s is None:
-            timeout_s = (job_type and job_type.timeout_s) or conf.timeout_seconds
-        queue_name(queue)
-        validate_options(priority=priority, max_attempts=max_attempts, timeout_s=timeout_s)
-        return ResolvedOptions(
-            queue=queue, priority=priority, max_attempts=max_attempts, timeout_s=float(timeout_s)
-        )
 
 
 #: The keys one job of ``enqueue_many`` may have: ``enqueue``'s arguments but ``using``.
@@ -250,13 +186,7 @@ def _mismatch(signature: inspect.Signature, names: tuple[str, ...]) -> str:
 
 
 def _static(
-    job_type: str | JobType,
-    queue: Any,
-    priority: Any,
-    max_attempts: Any,
-    timeout_s: Any,
-    memo: dict[Any, Any],
-    queue_given: bool,
+    job_type: str | JobType, options: EnqueueOptions, memo: dict[Any, Any], queue_given: bool
 ) -> tuple[str, JobType | None, ResolvedOptions]:
     """Return ``(type name, registered type, options)``: what a job's type and options resolve to.
 
@@ -268,41 +198,38 @@ def _static(
     if not type_name:
         raise InvalidJobOption("job_type", "must not be empty")
     if queue_given:
-        arguments.queue_name(queue)
+        arguments.queue_name(options.queue)
     found_key = ("type", job_type)
     if found_key not in memo:
         memo[found_key] = enqueue_type(job_type)
     found: JobType | None = memo[found_key]
-    options = EnqueueOptions(
-        queue=queue, priority=priority, max_attempts=max_attempts, timeout_s=timeout_s
-    ).resolve(found)
-    return type_name, found, options
+    return type_name, found, options.resolve(found)
 
 
 def new_job(
-    queue: str | None,
     job_type: str | JobType,
-    payload: dict[str, Any] | None = None,
+    payload: dict[str, Any] | None,
+    options: EnqueueOptions,
     *,
-    run_at: Any = None,
-    delay: Any = None,
-    priority: int | None = None,
-    dedupe_key: str | None = None,
-    max_attempts: int | None = None,
-    timeout_s: float | None = None,
-    tenant_id: str = "",
-    ordering_key: str | None = None,
-    concurrency_key: str | None = None,
-    concurrency_limit: int | None = None,
     memo: dict[Any, Any] | None = None,
     queue_given: bool = True,
 ) -> NewJob:
-    """Validate ``enqueue``'s arguments and return the job to insert (writes nothing).
+    """Validate a job's type, payload and options; return the job to insert (writes nothing).
 
-    ``memo`` (a dict kept across the calls of one ``enqueue_many``) remembers the answers that
-    depend only on the job type, or on the type and the payload's keys. ``queue_given=False``
-    (an ``enqueue_many`` job without a ``queue`` key) takes the type's ``@job(queue=)``; a
-    queue given as None is refused, as any bad queue name.
+    The one place a job's options are checked and defaulted, whatever path made them.
+
+    Args:
+        job_type: a type name, or the object ``@job`` returned.
+        payload: the handler's keyword arguments (None for ``{}``).
+        options: the options as given (:class:`~jobqueue.registry.EnqueueOptions`).
+        memo: a dict kept across the calls of one ``enqueue_many``; it remembers the answers
+            that depend only on the job type, or on the type and the payload's keys.
+        queue_given: False (an ``enqueue_many`` job without a ``queue`` key, a ``@job``
+            function's own enqueue) takes the type's ``@job(queue=)`` for a queue of None;
+            True refuses a queue of None, as any bad queue name.
+
+    Returns:
+        The job to insert.
 
     Raises:
         InvalidPayload, InvalidJobOption: as ``jobqueue.enqueue`` documents.
@@ -313,30 +240,22 @@ def new_job(
     # The checks and defaults that depend only on the type and the type-defaultable options
     # run once per distinct combination in a batch (a 10,000-job batch of one type: once).
     # The types are part of the key: True == 1 and 2.0 == 2, yet bools and floats are refused.
-    static_key: Any = (
-        job_type,
-        queue_given,
-        queue,
-        type(priority),
-        type(max_attempts),
-        type(timeout_s),
-        priority,
-        max_attempts,
-        timeout_s,
-    )
+    defaultable = (options.queue, options.priority, options.max_attempts, options.timeout_s)
+    static_key: Any = (job_type, queue_given, *map(type, defaultable), *defaultable)
     try:
         static = memo.get(static_key)
     except TypeError:  # an unhashable option: checked (and refused) below, never remembered
         static, static_key = None, None
     if static is None:
-        static = _static(job_type, queue, priority, max_attempts, timeout_s, memo, queue_given)
+        static = _static(job_type, options, memo, queue_given)
         if static_key is not None:
             memo[static_key] = static
-    type_name, found, options = static
+    type_name, found, resolved = static
+    tenant_id = options.tenant_id
     arguments.text("tenant_id", tenant_id, 100)
-    arguments.key("dedupe_key", dedupe_key)
-    arguments.key("ordering_key", ordering_key)
-    when, delay_s = arguments.run_at(run_at, delay)
+    arguments.key("dedupe_key", options.dedupe_key)
+    arguments.key("ordering_key", options.ordering_key)
+    when, delay_s = arguments.run_at(options.run_at, options.delay)
     if payload is None:
         payload = {}
     if not isinstance(payload, dict):
@@ -351,20 +270,20 @@ def new_job(
         _check_arguments(found, payload)
         memo[args_key] = True
     key, limit = concurrency.resolve(
-        conf, found, type_name, payload, concurrency_key, concurrency_limit
+        conf, found, type_name, payload, options.concurrency_key, options.concurrency_limit
     )
     return NewJob(
-        queue=options.queue,
+        queue=resolved.queue,
         type=type_name,
         payload_json=payload_json,
-        priority=options.priority,
+        priority=resolved.priority,
         tenant_id=tenant_id,
         run_at=when,
         delay_s=delay_s,
-        max_attempts=options.max_attempts,
-        timeout_s=options.timeout_s,
-        dedupe_key=dedupe_key,
-        ordering_key=ordering_key,
+        max_attempts=resolved.max_attempts,
+        timeout_s=resolved.timeout_s,
+        dedupe_key=options.dedupe_key,
+        ordering_key=options.ordering_key,
         concurrency_key=key,
         concurrency_limit=limit,
     )
@@ -398,8 +317,13 @@ def new_jobs(specs: Iterable[Mapping[str, Any]]) -> list[NewJob]:
         if "job_type" not in spec:
             raise InvalidJobOption(where, "needs job_type")
         try:
+            options = EnqueueOptions.pick(spec)
             given = "queue" in spec
-            built.append(new_job(**{"queue": None, **spec}, memo=memo, queue_given=given))
+            built.append(
+                new_job(
+                    spec["job_type"], spec.get("payload"), options, memo=memo, queue_given=given
+                )
+            )
         except InvalidPayload as exc:
             raise InvalidPayload(f"{where}.{exc.path}", exc.problem) from None
         except UnregisteredJobType as exc:

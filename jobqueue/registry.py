@@ -12,14 +12,12 @@ import functools
 import importlib
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, fields
 from typing import Any, TypeVar
 
-from jobqueue.arguments import validate_options
-from jobqueue.errors import (
-    JobQueueConfigurationError,
-    UnknownJobType,
-)
+from jobqueue.arguments import queue_name, validate_options
+from jobqueue.errors import InvalidJobOption, JobQueueConfigurationError, UnknownJobType
 from jobqueue.retries import Backoff
 from jobqueue.settings.concurrency import check_declared
 from jobqueue.settings.conf import get_settings
@@ -28,74 +26,145 @@ from jobqueue.settings.rates import Limiter, parse_rate
 from jobqueue.validation import validate_dependency_name
 
 __all__ = [
+    "ENQUEUE_OPTIONS",
     "JOB_OPTIONS",
     "PARENT_OPTIONS",
+    "EnqueueOptions",
     "JobType",
+    "ResolvedOptions",
+    "add_resolver",
     "declare",
     "register",
     "registered",
     "registry",
     "resolve",
+    "resolve_handler",
 ]
 
-#: The options of one job, in the order ``enqueue`` takes them: the one list every entry point
-#: (``enqueue``, ``enqueue_many``'s jobs, ``JobFunction.enqueue``, chain steps) derives its
-#: option names from. Their defaults and validation are ``jobqueue.options``' (type defaults:
-#: :class:`~jobqueue.options.EnqueueOptions`).
-JOB_OPTIONS = (
-    "queue",
-    "run_at",
-    "delay",
-    "priority",
-    "dedupe_key",
-    "max_attempts",
-    "timeout_s",
-    "tenant_id",
-    "ordering_key",
-    "concurrency_key",
-    "concurrency_limit",
-)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolvedOptions:
+    """The type-defaultable options a job is written with: every one filled in and valid."""
+
+    queue: str
+    priority: int
+    max_attempts: int
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnqueueOptions:
+    """The options of one job as its caller gave them; None means "not given".
+
+    The one options object every entry point passes (``enqueue``, ``enqueue_many``'s jobs,
+    ``JobFunction.enqueue``, chain steps, batch members and callbacks, cron fires, the
+    ``django.tasks`` backend): its fields are the option names (:data:`JOB_OPTIONS`), and
+    :meth:`resolve` is where they meet the type's ``@job`` defaults and the settings.
+    ``jobqueue.options.new_job`` checks the rest and builds the row. Here, below the client,
+    so that the ``django.tasks`` backend's modules can build it without importing the models.
+
+    Attributes:
+        queue: queue name; None: the type's ``@job(queue=)``.
+        run_at: aware datetime from which the job may run.
+        delay: seconds (or a timedelta) from now; exclusive with ``run_at``.
+        priority: -100..100, higher runs sooner; None: the type's, else 0.
+        dedupe_key: the key a live job holds (None for none).
+        max_attempts: claims before dead-lettering (>= 1); None: the type's, else the setting.
+        timeout_s: hard limit on one run, seconds; None: the type's, else the setting.
+        tenant_id: the tenant the job belongs to ("" for none).
+        ordering_key: jobs of one key run one at a time, in order (None for none).
+        concurrency_key: at most ``concurrency_limit`` jobs of the key run at once.
+        concurrency_limit: 1..1,000,000; None: the setting's for the key, else the type's.
+    """
+
+    queue: Any = None
+    run_at: Any = None
+    delay: Any = None
+    priority: Any = None
+    dedupe_key: Any = None
+    max_attempts: Any = None
+    timeout_s: Any = None
+    tenant_id: Any = ""
+    ordering_key: Any = None
+    concurrency_key: Any = None
+    concurrency_limit: Any = None
+
+    @classmethod
+    def pick(cls, given: Mapping[str, Any]) -> EnqueueOptions:
+        """Return the options among ``given``'s keys (the others are left out)."""
+        return cls(**{name: given[name] for name in JOB_OPTIONS if name in given})
+
+    def resolve(self, job_type: JobType | None) -> ResolvedOptions:
+        """Fill what was not given from ``job_type``'s defaults, then the settings; validate.
+
+        Args:
+            job_type: the registered type (see ``jobqueue.options.job_type_of``), or None for
+                a type not known in this process.
+
+        Returns:
+            The options to write.
+
+        Raises:
+            InvalidJobOption: a bad option, or no queue given and no type default to take.
+        """
+        conf = get_settings()
+        queue = self.queue
+        if queue is None:
+            if job_type is None:
+                raise InvalidJobOption(
+                    "queue", "is required for a job type not registered in this process"
+                )
+            queue = job_type.queue
+        priority = self.priority
+        if priority is None:
+            priority = job_type.priority if job_type is not None else 0
+        max_attempts = self.max_attempts
+        if max_attempts is None:
+            max_attempts = (job_type and job_type.max_attempts) or conf.max_attempts
+        timeout_s = self.timeout_s
+        if timeout_s is None:
+            timeout_s = (job_type and job_type.timeout_s) or conf.timeout_seconds
+        queue_name(queue)
+        validate_options(priority=priority, max_attempts=max_attempts, timeout_s=timeout_s)
+        return ResolvedOptions(
+            queue=queue, priority=priority, max_attempts=max_attempts, timeout_s=float(timeout_s)
+        )
+
+
+#: The options of one job, in the order ``enqueue`` takes them: the fields of
+#: :class:`EnqueueOptions`, from which every entry point derives its option names.
+JOB_OPTIONS = tuple(option.name for option in fields(EnqueueOptions))
 #: The options that make a job wait for parent jobs (``jobqueue.flows.dependencies``).
 PARENT_OPTIONS = ("after", "run_on_parent_failure", "takes_parent_results")
 #: Keyword arguments of ``JobFunction.enqueue`` (``jobqueue.client``) that are options, not payload.
 ENQUEUE_OPTIONS = frozenset({*JOB_OPTIONS, "using", *PARENT_OPTIONS})
 
 
+@dataclass(eq=False, repr=False)
 class JobType:
     """A registered job type: a handler plus its per-type defaults.
 
     Calling the object calls the handler directly (synchronously, no queue). What ``@job``
-    returns is a :class:`jobqueue.client.JobFunction`, which can also enqueue itself.
+    returns is a :class:`jobqueue.client.JobFunction`, which can also enqueue itself. Compared
+    and hashed by identity: a type registered again is another type.
     """
 
-    def __init__(
-        self,
-        func: Callable[..., Any],
-        *,
-        name: str,
-        queue: str,
-        priority: int,
-        max_attempts: int | None,
-        timeout_s: float | None,
-        backoff: Backoff | None,
-        takes_context: bool,
-        dependency: str | None = None,
-        rate_limit: Limiter | None = None,
-        concurrency_key: str | Callable[..., str | None] | None = None,
-        concurrency_limit: int | None = None,
-    ) -> None:
-        self.func = func
-        self.name = name
-        self.queue = queue
-        self.priority = priority
-        self.max_attempts = max_attempts
-        self.timeout_s = timeout_s
-        self.backoff = backoff
-        self.takes_context = takes_context
-        self.dependency = dependency
-        self.rate_limit = rate_limit
-        self.concurrency_key, self.concurrency_limit = concurrency_key, concurrency_limit
-        functools.update_wrapper(self, func)
+    func: Callable[..., Any]
+    _: KW_ONLY
+    name: str
+    queue: str
+    priority: int
+    max_attempts: int | None
+    timeout_s: float | None
+    backoff: Backoff | None
+    takes_context: bool
+    dependency: str | None = None
+    rate_limit: Limiter | None = None
+    concurrency_key: str | Callable[..., str | None] | None = None
+    concurrency_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        functools.update_wrapper(self, self.func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the handler directly, in this thread: no queue, no retries."""
@@ -109,6 +178,8 @@ T = TypeVar("T", bound="JobType")
 
 _registry: dict[str, JobType] = {}
 _lock = threading.Lock()
+#: Asked in order for a type name nothing registers (:func:`add_resolver`).
+_resolvers: list[Callable[[str], JobType]] = []
 
 
 def registered(type_name: str) -> JobType | None:
@@ -139,6 +210,43 @@ def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
         return inspect.signature(func)
     except (TypeError, ValueError):
         return None
+
+
+def add_resolver(resolver: Callable[[str], JobType]) -> None:
+    """Internal: let ``resolver`` find the handler of a type name that nothing registers.
+
+    The app config adds the ``django.tasks`` backend's (a task's import path resolves to the
+    job type that runs it), so the registry, below the backend, needs nothing of it. Added
+    once per resolver, however often the app config gets ready.
+
+    Args:
+        resolver: called with the type name; returns its job type, or raises
+            ``UnknownJobType``.
+    """
+    with _lock:
+        if resolver not in _resolvers:
+            _resolvers.append(resolver)
+
+
+def resolve_handler(type_name: str) -> JobType:
+    """Internal: return the handler a worker runs for ``type_name``.
+
+    A registered type (:func:`resolve`, which imports its module), else what an added resolver
+    finds (:func:`add_resolver`: a ``django.tasks`` task).
+
+    Raises:
+        UnknownJobType: neither; with a resolver's reason when one gave it.
+        ImportError: the handler's module exists but fails to import (as :func:`resolve`).
+    """
+    try:
+        return resolve(type_name)
+    except UnknownJobType:
+        for resolver in list(_resolvers):
+            try:
+                return resolver(type_name)
+            except UnknownJobType as reason:
+                unknown = reason
+        raise unknown from unknown.__cause__
 
 
 def registry() -> dict[str, JobType]:

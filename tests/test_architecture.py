@@ -97,12 +97,7 @@ ARROWS: dict[str, set[str]] = {
 }
 
 #: Arrows outside the table, each with its reason: (importer, imported) -> why.
-EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("jobqueue.worker.executor", "jobqueue.tasks.backend"): (
-        "a job type that is not registered may be a django.tasks task: the executor resolves it "
-        "there (function-level: Django 5.2 has no django.tasks)"
-    ),
-}
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 #: Arrows the table allows between parts but one module must not take: (importer, imported
 #: prefix) -> why. The importer is a module or a package and all below it; the imported, a

@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.db.models.functions import Now
-from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -27,7 +28,7 @@ from jobqueue.admin.display import (
     state_badge,
 )
 from jobqueue.admin.family import FamilyMixin
-from jobqueue.admin.inputs import InputGuardMixin
+from jobqueue.admin.inputs import InputGuardMixin, ReadOnlyMixin
 from jobqueue.admin.paginator import EstimatedCountPaginator
 from jobqueue.admin.timeline import timeline_table
 from jobqueue.masking import mask, safe_text, secrets_of
@@ -88,7 +89,9 @@ class JobChangeList(DatabaseChangeList):
             job.admin_secrets = found.get(job.pk, set())
 
 
-class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.ModelAdmin):
+class JobAdminBase(
+    ReadOnlyMixin, QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.ModelAdmin
+):
     """Read-only job rows with the operator actions; subclasses choose columns and filters."""
 
     paginator = EstimatedCountPaginator
@@ -138,18 +141,6 @@ class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.Model
         css = {"all": ("jobqueue/admin.css",)}
 
     # -- permissions: rows change only through the actions ---------------------------------
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        """Refuse: jobs are enqueued by code, not typed in."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Refuse: a job changes state only through cancel, retry and run now."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Refuse: finished jobs are pruned (``manage.py prunejobs``), live ones cancelled."""
-        return False
 
     def has_retry_permission(self, request: HttpRequest) -> bool:
         """Return True if the user may retry jobs and run scheduled jobs now."""
@@ -369,9 +360,6 @@ class JobAdminBase(QueueDatabaseMixin, FamilyMixin, InputGuardMixin, admin.Model
 
     def json_view(self, request: HttpRequest, object_id: int, field: str) -> JsonResponse:
         """Return a job's whole payload or result, masked, as JSON (view permission needed)."""
-        from django.core.exceptions import PermissionDenied
-        from django.http import Http404
-
         if field not in ("payload", "result"):
             raise Http404("no such field")
         job = get_object_or_404(self.get_queryset(request), pk=object_id)

@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString
 
 from jobqueue.admin.databases import QueueDatabaseMixin, with_db
 from jobqueue.admin.display import json_block
+from jobqueue.admin.inputs import ReadOnlyMixin
 from jobqueue.models import Batch
 
 __all__ = ["BatchAdmin", "batch_url"]
@@ -28,7 +29,7 @@ def batch_url(site_name: str, batch_id: int, alias: str = "default") -> str:
 
 
 @admin.register(Batch)
-class BatchAdmin(QueueDatabaseMixin, admin.ModelAdmin):
+class BatchAdmin(ReadOnlyMixin, QueueDatabaseMixin, admin.ModelAdmin):
     """Batches newest first, with their counts by outcome and links to members and callbacks."""
 
     list_display = (
@@ -70,18 +71,6 @@ class BatchAdmin(QueueDatabaseMixin, admin.ModelAdmin):
     def has_module_permission(self, request: HttpRequest) -> bool:
         """Show the page to whoever may view jobs."""
         return request.user.has_perm("jobqueue.view_job")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        """Refuse: batches are made by ``jobqueue.batch()``."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Batch | None = None) -> bool:
-        """Refuse: the counts are the database's record."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Batch | None = None) -> bool:
-        """Refuse: a batch row is its members' record."""
-        return False
 
     @admin.display(description="payload")
     def payload_block(self, batch: Batch) -> SafeString:

@@ -18,14 +18,14 @@ from django.utils.translation import ngettext
 
 from jobqueue.admin.databases import QueueDatabaseMixin
 from jobqueue.admin.display import time_column
-from jobqueue.admin.inputs import InputGuardMixin
+from jobqueue.admin.inputs import InputGuardMixin, ReadOnlyMixin
 from jobqueue.limits import breakers, budgets
 from jobqueue.models import DependencyBreaker, RetryBudget
 from jobqueue.settings.conf import get_settings
 
 
 @admin.register(DependencyBreaker)
-class DependencyBreakerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
+class DependencyBreakerAdmin(ReadOnlyMixin, QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
     """Circuit breakers as the workers left them; operators open and close them."""
 
     list_display = (
@@ -67,18 +67,6 @@ class DependencyBreakerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdm
 
     class Media:
         css = {"all": ("jobqueue/admin.css",)}
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        """Refuse: a breaker appears with its dependency's first outcome."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        """Refuse form edits; the actions open and close breakers."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        """Refuse: deleting would silently close it."""
-        return False
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         """Return True if the user may open or close breakers."""

@@ -29,7 +29,7 @@ from django.http import (
     HttpResponseRedirect,
 )
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils.http import urlencode
 
 from jobqueue.admin.charts import DEFAULT_SPAN, SPANS, charts
@@ -155,8 +155,6 @@ class CronRow:
 
 def cron_entries(using: str = "default") -> list[CronRow]:
     """Return the cron entries with their next fire time, soonest first (disabled ones last)."""
-    from django.urls import NoReverseMatch, reverse
-
     rows = []
     entries = CronEntry.objects.using(using).order_by("-enabled", "next_fire_at", "name")
     for entry in entries[:100]:

@@ -48,6 +48,26 @@ def bad_ids(model: Any, values: list[str]) -> list[str]:
     return bad
 
 
+class ReadOnlyMixin:
+    """A ModelAdmin mixin: no add, change or delete form.
+
+    Its rows are written by code (an enqueue, a worker, the store), and change only through
+    the page's actions.
+    """
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        """Refuse: the rows are written by code, not typed in."""
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Refuse form edits: the page's actions are the only changes."""
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Refuse: a row goes when its owner removes it (pruning, the worker, the batch)."""
+        return False
+
+
 class InputGuardMixin:
     """A ModelAdmin mixin: refuse NUL in the query string and selected ids of the wrong kind."""
 

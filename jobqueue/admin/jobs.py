@@ -16,6 +16,7 @@ from jobqueue.admin.filters import (
     StateFilter,
     TenantFilter,
 )
+from jobqueue.admin.inputs import ReadOnlyMixin
 from jobqueue.models import Job, QueueDashboard
 
 
@@ -75,7 +76,7 @@ class JobAdmin(JobAdminBase):
 
 
 @admin.register(QueueDashboard)
-class QueueDashboardLink(admin.ModelAdmin):
+class QueueDashboardLink(ReadOnlyMixin, admin.ModelAdmin):
     """The "Queue dashboard" row of the site and app indexes: its list is the dashboard."""
 
     def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
@@ -85,18 +86,6 @@ class QueueDashboardLink(admin.ModelAdmin):
     def has_module_permission(self, request: HttpRequest) -> bool:
         """Show the row to whoever may view jobs."""
         return self.has_view_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        """Refuse: there is nothing to add."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        """Refuse: there is nothing to change."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        """Refuse: there is nothing to delete."""
-        return False
 
     def changelist_view(self, request: HttpRequest, extra_context=None) -> HttpResponseRedirect:
         """Redirect to the queue dashboard."""

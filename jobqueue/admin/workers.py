@@ -14,13 +14,13 @@ from django.http import HttpRequest
 
 from jobqueue.admin.databases import QueueDatabaseMixin
 from jobqueue.admin.display import compact_time, time_column
-from jobqueue.admin.inputs import InputGuardMixin
+from jobqueue.admin.inputs import InputGuardMixin, ReadOnlyMixin
 from jobqueue.models import Worker
 from jobqueue.models.workers import WorkerQuerySet
 
 
 @admin.register(Worker)
-class WorkerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
+class WorkerAdmin(ReadOnlyMixin, QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
     """Worker processes as they last reported (on the selected queue database); read-only."""
 
     list_display = (
@@ -94,15 +94,3 @@ class WorkerAdmin(QueueDatabaseMixin, InputGuardMixin, admin.ModelAdmin):
     def listener(self, worker: Worker) -> bool | None:
         """Show whether its LISTEN connection is up (unknown: it polls without LISTEN)."""
         return worker.listener_up
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        """Refuse: workers register themselves."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        """Refuse: a worker row is what the worker reported."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        """Refuse: a live worker would vanish from view while it runs."""
-        return False

@@ -17,9 +17,8 @@ from django.db import IntegrityError, transaction
 from jobqueue.cron.entries import cron_store
 from jobqueue.logging import job_extra
 from jobqueue.models import CronEntry
-from jobqueue.options import EnqueueOptions, enqueue_type
-from jobqueue.payloads import to_json
-from jobqueue.settings.conf import get_settings
+from jobqueue.options import new_job
+from jobqueue.registry import EnqueueOptions
 from jobqueue.settings.cron import FIRE_TIME_KEY
 from jobqueue.store import NewJob, Store
 from jobqueue.store.bounded import own_transaction
@@ -38,31 +37,26 @@ def build_job(entry: DueEntry | CronEntry, fire_time: datetime, now: datetime) -
     A fire time still ahead of ``now`` (the scheduler fires up to one tick early) becomes the
     job's ``run_at``, so the job starts on time and not before; otherwise it may run now.
 
-    The job type's ``@job(max_attempts=, timeout_s=)`` defaults apply, as for any enqueue
-    (:class:`~jobqueue.options.EnqueueOptions`); the entry's own queue and priority are
-    explicit options.
+    The job is built as any enqueue builds it (:func:`jobqueue.options.new_job`, from one
+    :class:`~jobqueue.registry.EnqueueOptions`): the entry's own queue and priority are
+    explicit options, and the job type's other ``@job`` defaults apply (attempts, timeout,
+    concurrency key).
 
     Raises:
         InvalidPayload: the payload no longer fits ``MAX_PAYLOAD_BYTES``.
-        InvalidJobOption: the entry's queue or priority is no longer valid.
+        InvalidJobOption: the entry's queue or priority is no longer valid (or the type's
+            concurrency key function fails on the payload).
         UnregisteredJobType: the entry's type is not registered here and
             ``ENQUEUE_UNREGISTERED`` does not allow it (a ``ValueError``: the scheduler
             reports the entry, as for a bad queue).
     """
-    conf = get_settings()
-    options = EnqueueOptions(queue=entry.queue, priority=entry.priority).resolve(
-        enqueue_type(entry.job_type)
-    )
     payload = {**entry.payload, FIRE_TIME_KEY: fire_time.astimezone(UTC).isoformat()}
-    return NewJob(
-        queue=options.queue,
-        type=entry.job_type,
-        payload_json=to_json(payload, max_bytes=conf.max_payload_bytes),
-        priority=options.priority,
+    options = EnqueueOptions(
+        queue=entry.queue,
+        priority=entry.priority,
         run_at=fire_time if fire_time > now else None,
-        max_attempts=options.max_attempts,
-        timeout_s=options.timeout_s,
     )
+    return new_job(entry.job_type, payload, options)
 
 
 class _Refused(Exception):

@@ -30,13 +30,13 @@ from typing import Any
 from django.db import transaction
 
 from jobqueue import arguments, routing
-from jobqueue.client import enqueue as _enqueue
 from jobqueue.client import enqueue_many as _enqueue_many
+from jobqueue.client import enqueue_or_get
 from jobqueue.errors import BatchNotFound, InvalidJobOption, JobNotFound
 from jobqueue.models import Batch
 from jobqueue.options import new_job
 from jobqueue.payloads import to_json
-from jobqueue.registry import JobType
+from jobqueue.registry import PARENT_OPTIONS, EnqueueOptions, JobType
 from jobqueue.store import NewJob, get_store
 
 __all__ = ["BatchStatus", "OpenBatch", "batch", "batch_status"]
@@ -74,9 +74,9 @@ def _callback(
     option = f"on_{kind}"
     try:
         return new_job(
-            queue,
             job_type,
             {"batch": _SAMPLE_COUNTS, "payload": payload},
+            EnqueueOptions(queue=queue),
             queue_given=queue is not None,
         )
     except InvalidJobOption as exc:
@@ -144,7 +144,14 @@ class OpenBatch:
         _refuse(options, "")
         if isinstance(queue, str):
             routing.require_lives_on(queue, self._using, "queue")
-        job_id = _enqueue(queue, job_type, payload, using=self._using, **options)
+        parents = {name: options.pop(name) for name in PARENT_OPTIONS if name in options}
+        job_id, _, _ = enqueue_or_get(
+            job_type,
+            payload,
+            EnqueueOptions(queue=queue, **options),
+            using=self._using,
+            **parents,
+        )
         self.members += get_store(self._using).add_batch_members(self.id, [job_id])
         return job_id
 
@@ -191,13 +198,15 @@ class OpenBatch:
         payload = {"batch": {**_SAMPLE_COUNTS, "id": self.id}, "payload": self._payload}
         fired: dict[str, int] = {}
         for kind, job in self._callbacks:
-            fired[kind] = _enqueue(
-                job.queue,
+            fired[kind], _, _ = enqueue_or_get(
                 job.type,
                 payload,
-                priority=job.priority,
-                max_attempts=job.max_attempts,
-                timeout_s=job.timeout_s,
+                EnqueueOptions(
+                    queue=job.queue,
+                    priority=job.priority,
+                    max_attempts=job.max_attempts,
+                    timeout_s=job.timeout_s,
+                ),
                 using=self._using,
             )
         get_store(self._using).close_empty_batch(

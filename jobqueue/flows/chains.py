@@ -11,10 +11,12 @@ runs the rest). A step with ``takes_parent_results=True`` gets the previous step
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.db import transaction
 
 from jobqueue import arguments, routing
-from jobqueue.client import Step, enqueue
+from jobqueue.client import Step, enqueue_or_get
 from jobqueue.errors import InvalidJobOption
 from jobqueue.registry import JobType, registered
 
@@ -40,7 +42,7 @@ def chain(*steps: Step, after: list[int] | None = None, using: str | None = None
         where = f"steps[{index}]"
         if not isinstance(one, Step):
             raise InvalidJobOption(where, f"must be a jobqueue.step(...), got {one!r:.100}")
-        queues.append(one.options.get("queue") or _default_queue(one.job_type, where))
+        queues.append(one.options.queue or _default_queue(one.job_type, where))
     # One database for every step: each finds the step before it there (routing.group_alias).
     explicit = None if using is None else arguments.alias(using)
     using = routing.group_alias(queues[0], explicit)
@@ -50,14 +52,18 @@ def chain(*steps: Step, after: list[int] | None = None, using: str | None = None
     with transaction.atomic(using=using):
         for index, one in enumerate(steps):
             where = f"steps[{index}]"
-            options = dict(one.options)
-            options.pop("queue", None)
-            queue = queues[index]
             parents = [ids[-1]] if ids else after
             try:
-                ids.append(
-                    enqueue(queue, one.job_type, one.payload, after=parents, using=using, **options)
+                job_id, _, _ = enqueue_or_get(
+                    one.job_type,
+                    one.payload,
+                    replace(one.options, queue=queues[index]),
+                    using=using,
+                    after=parents,
+                    run_on_parent_failure=one.run_on_parent_failure,
+                    takes_parent_results=one.takes_parent_results,
                 )
+                ids.append(job_id)
             except InvalidJobOption as exc:
                 raise InvalidJobOption(f"{where}.{exc.option}", exc.problem) from None
     return ids

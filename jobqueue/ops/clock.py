@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from jobqueue.store.clock import statement_now
+from jobqueue.store import statement_now
 
 
 def db_now(using: str = "default") -> datetime:
-    """Return the database's time at this statement: :func:`jobqueue.store.clock.statement_now`.
+    """Return the database's time at this statement: :func:`jobqueue.store.statement_now`.
 
     Raises:
         django.db.Error: the database cannot be reached.

@@ -6,7 +6,7 @@ re-exports them. Enqueueing lives in :mod:`jobqueue.client`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,14 +141,9 @@ def retry(job_id: int, *, by: Any = None, using: str | None = None) -> bool:
         InvalidJobOption: ``using`` is not an alias.
         QueueUnavailable: the database cannot be reached.
     """
-    using = arguments.alias(using)
-    job_id = arguments.job_id(job_id)
-    who = audit.actor_name(by)
-    with _writing(using):
-        retried = get_store(using).retry(job_id, who)
-    if retried:
-        _log(by, [job_id], "Retried by operator.")
-    return retried
+    return _act_on_one(
+        job_id, by, using, lambda store, i, who: store.retry(i, who), "Retried by operator."
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -253,11 +248,32 @@ def run_now(job_id: int, *, by: Any = None, using: str | None = None) -> bool:
         InvalidJobOption: ``using`` is not an alias.
         QueueUnavailable: the database cannot be reached.
     """
+    return _act_on_one(
+        job_id,
+        by,
+        using,
+        lambda store, i, who: store.run_now(i, who),
+        "Made ready now by operator.",
+    )
+
+
+def _act_on_one(
+    job_id: int,
+    by: Any,
+    using: str | None,
+    act: Callable[[Store, int, str], bool],
+    message: str,
+) -> bool:
+    """Check the arguments, run the store's ``act`` on one job and log ``message`` if it acted.
+
+    Raises:
+        JobNotFound, InvalidJobOption, QueueUnavailable: as :func:`retry` and :func:`run_now`.
+    """
     using = arguments.alias(using)
     job_id = arguments.job_id(job_id)
     who = audit.actor_name(by)
     with _writing(using):
-        made_ready = get_store(using).run_now(job_id, who)
-    if made_ready:
-        _log(by, [job_id], "Made ready now by operator.")
-    return made_ready
+        acted = act(get_store(using), job_id, who)
+    if acted:
+        _log(by, [job_id], message)
+    return acted

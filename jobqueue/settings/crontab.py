@@ -34,6 +34,7 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, CroniterError, croniter
+from django.core.exceptions import ValidationError
 
 from jobqueue.errors import InvalidCronExpression
 
@@ -88,8 +89,6 @@ def validate_timezone(name: str) -> None:
 
     A model-field validator, so the admin shows the message as a form error.
     """
-    from django.core.exceptions import ValidationError
-
     try:
         zone(name)
     except InvalidTimezone as exc:
@@ -163,8 +162,6 @@ def validate_cron_expression(expr: str) -> None:
 
     A model-field validator, so the admin shows the message as a form error.
     """
-    from django.core.exceptions import ValidationError
-
     try:
         parse_cron_expression(expr)
     except InvalidCronExpression as exc:

@@ -2,11 +2,15 @@
 
 ``get_store(using)`` picks the backend from the connection's vendor: PostgreSQL gets the SQL
 store (SKIP LOCKED claims, database clock); anything else gets the ORM store.
+``statement_now(using)`` reads the clock the same way, for the ages operator tools report.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import connections
+from django.utils import timezone
 
 from jobqueue.store.interface import ClaimedJob, ExpiredLease, NewJob, ReapDecision, Store
 from jobqueue.store.postgres import PostgresStore
@@ -14,7 +18,15 @@ from jobqueue.store.postgres import PostgresStore
 # Both stores implement the whole seam (``interface.Store``).
 from jobqueue.store.sqlite import GenericStore
 
-__all__ = ["ClaimedJob", "ExpiredLease", "NewJob", "ReapDecision", "Store", "get_store"]
+__all__ = [
+    "ClaimedJob",
+    "ExpiredLease",
+    "NewJob",
+    "ReapDecision",
+    "Store",
+    "get_store",
+    "statement_now",
+]
 
 
 def get_store(using: str | None = None) -> Store:
@@ -31,3 +43,29 @@ def get_store(using: str | None = None) -> Store:
     if vendor == "postgresql":
         return PostgresStore(alias)
     return GenericStore(alias)
+
+
+def statement_now(using: str = "default") -> datetime:
+    """Return the database's time at this statement (an aware datetime).
+
+    On PostgreSQL this is ``statement_timestamp()``: inside a caller's transaction (an admin view
+    under ``ATOMIC_REQUESTS``, a test) ``now()`` would be the transaction's start, and an age
+    read late in it would come out short. Elsewhere (SQLite, whose jobs are written with this
+    process's clock) it is this process's ``timezone.now()``.
+
+    Args:
+        using: database alias.
+
+    Returns:
+        The time, aware.
+
+    Raises:
+        django.db.Error: the database cannot be reached.
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        value: datetime = cursor.fetchone()[0]
+    return value

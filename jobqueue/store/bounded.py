@@ -44,6 +44,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import psycopg
 from django.db import DatabaseError, connections, transaction
 
 from jobqueue.settings.conf import get_settings
@@ -166,10 +167,6 @@ def _one_query_string(cursor: Any) -> bool:
     module = type(raw).__module__
     if module.startswith("psycopg2"):
         return True
-    try:
-        import psycopg
-    except ImportError:  # pragma: no cover - psycopg2 only
-        return False
     return isinstance(raw, psycopg.ClientCursor)
 
 

@@ -290,6 +290,29 @@ class NewJob:
     trace_json: str | None = None
 
 
+#: A new job's values in the one order every insert form takes them: (the name the statements
+#: give it, the :class:`NewJob` attribute, its PostgreSQL type). The VALUES parameters
+#: (``store/postgres/db.py``), the JSON rows of ``enqueue_many.sql`` and of the outbox
+#: (``store/shared.py``) and the COPY rows (``store/postgres/jobs.py``) are built from it;
+#: ``tests/store/test_insert_columns.py`` holds each statement's list to it.
+NEW_JOB_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("queue", "queue", "text"),
+    ("type", "type", "text"),
+    ("payload", "payload_json", "jsonb"),
+    ("priority", "priority", "int2"),
+    ("tenant_id", "tenant_id", "text"),
+    ("run_at", "run_at", "timestamptz"),
+    ("delay_s", "delay_s", "float8"),
+    ("max_attempts", "max_attempts", "int4"),
+    ("timeout_s", "timeout_s", "float8"),
+    ("dedupe_key", "dedupe_key", "text"),
+    ("ordering_key", "ordering_key", "text"),
+    ("concurrency_key", "concurrency_key", "text"),
+    ("concurrency_limit", "concurrency_limit", "int4"),
+    ("trace", "trace_json", "jsonb"),
+)
+
+
 #: The error message of a lease released at graceful shutdown.
 RELEASED_MESSAGE = "released at shutdown; the attempt is not counted"
 

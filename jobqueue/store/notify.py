@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 from django.db import connections
 
 from jobqueue.store.interface import NOTIFY_CHANNEL
@@ -140,8 +141,6 @@ class ReadyListener:
         wake_for(payload, self.serves, self.wake)
 
     def _run(self) -> None:
-        import psycopg
-
         delay = 0.5
         while not self._stop.is_set():
             try:

@@ -19,6 +19,7 @@ The areas of :class:`~jobqueue.store.postgres.PostgresStore` and
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -38,6 +39,7 @@ from jobqueue.states import JobState
 from jobqueue.store.bounded import own_transaction
 from jobqueue.store.interface import (
     FAILED,
+    NEW_JOB_COLUMNS,
     PARENT_RESULTS_KEY,
     ClaimedJob,
     ClaimRequest,
@@ -91,7 +93,7 @@ class WorkerRegistry:
                 worker_id=worker_id,
                 defaults={
                     "host": socket.gethostname(),
-                    "pid": _pid(),
+                    "pid": os.getpid(),
                     "queues": list(queues),
                     "concurrency": concurrency,
                     "started_at": now,
@@ -129,30 +131,46 @@ class WorkerRegistry:
             Worker.objects.using(self.alias).filter(worker_id=worker_id).delete()
 
 
-def _pid() -> int:
-    import os
-
-    return os.getpid()
+def _json_time(value: datetime | None) -> str:
+    return "null" if value is None else json.dumps(value.isoformat())
 
 
-def job_json(job: NewJob, job_id: int) -> str:
-    """Return ``job`` as the JSON object the relay inserts (``relay_jobs.sql``'s fields).
+def _json_raw(value: str | None) -> str:
+    return "null" if value is None else value  # JSON text already (payloads.to_json, tracing)
 
-    ``at`` is ``job.run_at`` (None: the store sets it to now plus ``delay_s`` at enqueue, by the
-    caller's database clock, so a delay counts from the enqueue, not from the relay).
+
+def _json_float(value: float) -> str:
+    return repr(float(value))
+
+
+#: How each type of :data:`NEW_JOB_COLUMNS` is written as JSON text.
+_JSON_OF: dict[str, Callable[[Any], str]] = {
+    "text": json.dumps,
+    "int2": json.dumps,
+    "int4": json.dumps,
+    "float8": _json_float,
+    "jsonb": _json_raw,
+    "timestamptz": _json_time,
+}
+#: The JSON fields of a job: :data:`NEW_JOB_COLUMNS`, but ``run_at`` is ``at`` (the name outbox
+#: rows already written carry, and ``enqueue_many.sql`` computes its own ``run_at`` from it).
+_JSON_FIELDS = tuple(
+    ("at" if name == "run_at" else name, attribute, _JSON_OF[kind])
+    for name, attribute, kind in NEW_JOB_COLUMNS
+)
+
+
+def job_json(job: NewJob, job_id: int | None) -> str:
+    """Return ``job`` as one JSON object: a row of ``enqueue_many.sql`` and of the outbox.
+
+    The fields are :data:`NEW_JOB_COLUMNS` and ``id`` (None: drawn by the insert); ``at`` is
+    ``job.run_at`` (None: the store sets it to now plus ``delay_s`` at enqueue, by the caller's
+    database clock, so a delay counts from the enqueue, not from the relay).
     """
-    dumps = json.dumps
-    return (
-        f'{{"id":{job_id},"queue":{dumps(job.queue)},"type":{dumps(job.type)},'
-        f'"payload":{job.payload_json},"priority":{job.priority},'
-        f'"tenant_id":{dumps(job.tenant_id)},'
-        f'"at":{dumps(job.run_at.isoformat()) if job.run_at is not None else "null"},'
-        f'"max_attempts":{job.max_attempts},"timeout_s":{float(job.timeout_s)!r},'
-        f'"dedupe_key":{dumps(job.dedupe_key)},"ordering_key":{dumps(job.ordering_key)},'
-        f'"concurrency_key":{dumps(job.concurrency_key)},'
-        f'"concurrency_limit":{dumps(job.concurrency_limit)},'
-        f'"trace":{job.trace_json or "null"}}}'
+    fields = ",".join(
+        f'"{name}":{encode(getattr(job, attribute))}' for name, attribute, encode in _JSON_FIELDS
     )
+    return f'{{"id":{json.dumps(job_id)},{fields}}}'
 
 
 def failed_entry(parent_id: int, parent_state: str, previous_state: str, at: datetime) -> dict:

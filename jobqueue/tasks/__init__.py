@@ -1,15 +1,7 @@
 """The backend for Django's tasks framework (``django.tasks``, Django 6.0+).
 
-Put it in ``TASKS`` and code written against Django's standard API runs on jobqueue's workers::
-
-    TASKS = {
-        "default": {
-            "BACKEND": "jobqueue.backends.JobQueueBackend",
-            "QUEUES": ["default", "emails"],
-            "OPTIONS": {"max_attempts": 5, "timeout_s": 60, "backoff": {"base_seconds": 2}},
-        }
-    }
-
+Named in ``TASKS`` by its public path, ``jobqueue.backends.JobQueueBackend`` (the settings
+example is there), it runs code written against Django's standard API on jobqueue's workers.
 A task is stored as a job whose type is the task's module path (``shop.tasks.send_receipt``) and
 whose payload is ``{"args": [...], "kwargs": {...}, "backend": alias, "run_after": iso|None}``,
 plus ``"task_options"`` when the task sets jobqueue's own options (so a result reads back the

@@ -26,8 +26,8 @@ from jobqueue.settings.rates import Limiter, parse_rate
 from jobqueue.tasks.options import (
     BackendOptions,
     JobQueueTask,
-    call_option,
     extras_to_payload,
+    job_options,
     parse_backend_params,
     task_option,
     validate_extras,
@@ -120,25 +120,14 @@ class JobQueueBackend(BaseTaskBackend):
         if extras:
             # The task's own options, so get_result reads back the task as enqueued.
             payload["task_options"] = extras
-        timeout_s = task_option(task, "timeout_s") or self.config.timeout_s
         # Function-level imports here, in get_result and in run_registered_task, on purpose: this
         # module must import without jobqueue's models, so that a project listing the backend
         # but not the app gets jobqueue.E006 (check()), not an import error.
         from jobqueue.client import enqueue_or_get
 
+        options = job_options(task, self.config, args, kwargs)
         job_id, created, enqueued_at = enqueue_or_get(
-            task.queue_name,
-            task.module_path,
-            payload,
-            run_at=task.run_after,
-            priority=task.priority,
-            dedupe_key=call_option(task, "dedupe_key", args, kwargs),
-            max_attempts=task_option(task, "max_attempts") or self.config.max_attempts,
-            timeout_s=timeout_s,
-            tenant_id=call_option(task, "tenant", args, kwargs) or "",
-            concurrency_key=call_option(task, "concurrency_key", args, kwargs),
-            concurrency_limit=task_option(task, "concurrency_limit"),
-            using=self.using,
+            task.module_path, payload, options, using=self.using
         )
         if not created:
             return self.get_result(str(job_id))

@@ -21,6 +21,7 @@ from django.utils.module_loading import import_string
 
 from jobqueue.arguments import validate_options
 from jobqueue.errors import JobQueueConfigurationError
+from jobqueue.registry import EnqueueOptions
 from jobqueue.retries import Backoff
 from jobqueue.settings.concurrency import MAX_CONCURRENCY_LIMIT
 from jobqueue.settings.policies import parse_backoff
@@ -33,6 +34,7 @@ __all__ = [
     "call_option",
     "extras_from_payload",
     "extras_to_payload",
+    "job_options",
     "parse_backend_params",
     "task_option",
     "validate_extras",
@@ -159,6 +161,38 @@ def call_option(task: Task, name: str, args: list[Any], kwargs: dict[str, Any]) 
     """
     value = task_option(task, name)
     return value(*args, **kwargs) if callable(value) else value
+
+
+def job_options(
+    task: Task, defaults: BackendOptions, args: list[Any], kwargs: dict[str, Any]
+) -> EnqueueOptions:
+    """Internal: the options of the job that runs ``task`` with these arguments.
+
+    Django's options (queue, ``run_after``, priority) and jobqueue's (a task's own, then the
+    ``TASKS`` entry's ``OPTIONS``), as the one options object every enqueue passes; the type
+    defaults and the settings fill the rest at enqueue, as for any job.
+
+    Args:
+        task: the task being enqueued.
+        defaults: its backend's ``OPTIONS``.
+        args: its positional arguments (a ``dedupe_key``/``tenant``/``concurrency_key``
+            function is called with them).
+        kwargs: its keyword arguments.
+
+    Returns:
+        The job's options.
+    """
+    return EnqueueOptions(
+        queue=task.queue_name,
+        run_at=task.run_after,
+        priority=task.priority,
+        dedupe_key=call_option(task, "dedupe_key", args, kwargs),
+        max_attempts=task_option(task, "max_attempts") or defaults.max_attempts,
+        timeout_s=task_option(task, "timeout_s") or defaults.timeout_s,
+        tenant_id=call_option(task, "tenant", args, kwargs) or "",
+        concurrency_key=call_option(task, "concurrency_key", args, kwargs),
+        concurrency_limit=task_option(task, "concurrency_limit"),
+    )
 
 
 def validate_extras(task: JobQueueTask) -> None:

@@ -25,13 +25,13 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from jobqueue import signals
-from jobqueue.errors import InvalidPayload, UnknownJobType
+from jobqueue.errors import InvalidPayload
 from jobqueue.history import RESULT_NOT_STORED_KIND, error_entry
 from jobqueue.logging import job_extra
 from jobqueue.masking import mask_entry, secrets_of
 from jobqueue.models import Job
 from jobqueue.payloads import to_json
-from jobqueue.registry import JobType, policy_for, resolve
+from jobqueue.registry import JobType, policy_for, resolve_handler
 from jobqueue.retries import RunOutcome, decide
 from jobqueue.states import JobState
 from jobqueue.store.interface import ClaimedJob
@@ -101,24 +101,6 @@ def _clear_frames(exc: BaseException) -> None:
             todo += current.exceptions  # type: ignore[attr-defined]
 
 
-def resolve_handler(type_name: str) -> JobType:
-    """Internal: return the handler of ``type_name``: a registered type, else a django.tasks task.
-
-    Raises:
-        UnknownJobType: neither.
-    """
-    try:
-        return resolve(type_name)
-    except UnknownJobType as unknown:
-        try:
-            # Here, not at module level: django.tasks exists only from Django 6.0, and a type
-            # no process registered may still be a task whose module loads on demand.
-            from jobqueue.tasks.backend import task_job_type
-        except ImportError:  # no django.tasks (Django 5.2): it cannot be a task
-            raise unknown from None
-        return task_job_type(type_name)
-
-
 def _send_started(claimed: ClaimedJob, context: JobContext) -> None:
     if not signals.job_started.has_listeners(Job):
         # Most projects connect none: building the arguments was most of a send's cost.
@@ -160,7 +142,7 @@ def execute(
         context: passed to handlers registered with ``takes_context=True``.
         rng: random source for backoff jitter (seed it in tests).
         job_type: the handler, if the caller resolved it already (the worker does, once per
-            run); None resolves it here (:func:`resolve_handler`).
+            run); None resolves it here (:func:`jobqueue.registry.resolve_handler`).
 
     Returns:
         The :class:`RunOutcome`. Never raises for a handler's exception; ``KeyboardInterrupt`` and

@@ -25,13 +25,13 @@ from django.db import close_old_connections
 
 from jobqueue.errors import JobTimeout
 from jobqueue.logging import job_extra
-from jobqueue.registry import JobType, registry
+from jobqueue.registry import JobType, registry, resolve_handler
 from jobqueue.retries import RunOutcome
 from jobqueue.store import ClaimedJob
 from jobqueue.worker.completer import Completer
 from jobqueue.worker.context import JobContext
 from jobqueue.worker.eventloop import EventLoopRuns
-from jobqueue.worker.executor import execute, failure_outcome, is_async, resolve_handler
+from jobqueue.worker.executor import execute, failure_outcome, is_async
 from jobqueue.worker.runs import Run, Runs
 from jobqueue.worker.stalls import LoopStalls
 from jobqueue.worker.threads import HandlerThreads

@@ -33,6 +33,7 @@ A single worker process (no ``--processes``) recycles itself in place instead: :
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -91,8 +92,6 @@ def _terminate_with_parent() -> None:
     exits as on a deploy. Elsewhere this is a no-op.
     """
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, DRAIN_SIGNAL, 0, 0, 0)

@@ -16,7 +16,7 @@ from django.db import connections
 from django.db.backends.utils import CursorWrapper
 
 from jobqueue.store import bounded
-from jobqueue.store.interface import NewJob
+from jobqueue.store.interface import NEW_JOB_COLUMNS, NewJob
 from jobqueue.store.rows import fetchall, fetchone
 from jobqueue.store.sqltext import sql
 
@@ -67,24 +67,9 @@ class PostgresArea:
 
 
 def enqueue_params(job: NewJob) -> dict[str, Any]:
-    """Return ``job`` as the parameters of ``enqueue.sql``.
+    """Return ``job`` as the parameters of ``enqueue.sql``, one per :data:`NEW_JOB_COLUMNS`.
 
     ``enqueue_plain.sql``, ``enqueue_in_order.sql`` and ``enqueue_child.sql`` read a subset of
     them (``test_insert_columns.py`` checks each file's ``%(name)s`` against these keys).
     """
-    return {
-        "queue": job.queue,
-        "type": job.type,
-        "payload": job.payload_json,
-        "priority": job.priority,
-        "tenant_id": job.tenant_id,
-        "run_at": job.run_at,
-        "delay_s": job.delay_s,
-        "max_attempts": job.max_attempts,
-        "timeout_s": job.timeout_s,
-        "dedupe_key": job.dedupe_key,
-        "ordering_key": job.ordering_key,
-        "concurrency_key": job.concurrency_key,
-        "concurrency_limit": job.concurrency_limit,
-        "trace": job.trace_json,
-    }
+    return {name: getattr(job, attribute) for name, attribute, _ in NEW_JOB_COLUMNS}

@@ -43,6 +43,7 @@ transaction".
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -58,6 +59,7 @@ from jobqueue.store.chunks import job_bytes, plan_chunks
 from jobqueue.store.interface import (
     ENQUEUE_MANY_CHUNK_BYTES,
     MAX_STATEMENT_BYTES,
+    NEW_JOB_COLUMNS,
     ClaimedJob,
     ClaimRequest,
     FinishedThenClaimed,
@@ -80,27 +82,14 @@ from jobqueue.store.shared import (
     claim_again,
     claim_params,
     finish_then_claim_in_turn,
+    job_json,
 )
 from jobqueue.store.sqltext import sql
 
 
 def _jobs_json(jobs: Sequence[NewJob], ids: Sequence[int | None]) -> str:
     """Return ``jobs`` as one JSON array for enqueue_many.sql (payloads are JSON already)."""
-    dumps = json.dumps
-    return "[{}]".format(
-        ",".join(
-            f'{{"queue":{dumps(j.queue)},"type":{dumps(j.type)},"payload":{j.payload_json},'
-            f'"priority":{j.priority},"tenant_id":{dumps(j.tenant_id)},'
-            f'"at":{dumps(j.run_at.isoformat()) if j.run_at is not None else "null"},'
-            f'"delay_s":{float(j.delay_s)!r},"max_attempts":{j.max_attempts},'
-            f'"timeout_s":{float(j.timeout_s)!r},"dedupe_key":{dumps(j.dedupe_key)},'
-            f'"ordering_key":{dumps(j.ordering_key)},'
-            f'"concurrency_key":{dumps(j.concurrency_key)},'
-            f'"concurrency_limit":{dumps(j.concurrency_limit)},"id":{dumps(job_id)},'
-            f'"trace":{j.trace_json or "null"}}}'
-            for j, job_id in zip(jobs, ids, strict=True)
-        )
-    )
+    return "[{}]".format(",".join(map(job_json, jobs, ids)))
 
 
 #: Most lanes (a queue's tenants with work) one claim reads, at least two per job asked for (as many
@@ -121,30 +110,30 @@ LANE_WINDOW = 64
 COPY_MIN_JOBS = 200
 
 
+#: The new job's columns a COPY writes: :data:`NEW_JOB_COLUMNS` but what only the statement
+#: needs (the delay is turned into ``run_at`` here; no dedupe or ordering key is ever copied).
+_COPIED = tuple(
+    column
+    for column in NEW_JOB_COLUMNS
+    if column[0] not in ("delay_s", "dedupe_key", "ordering_key")
+)
 #: enqueue_copy.sql's columns and their types, in its order (``test_insert_columns.py`` checks the
-#: file's list against it): binary COPY sends each value in its column's exact binary format
-#: (``varchar`` as ``text``). :func:`copy_jobs` writes each row's values in this order.
+#: file's list against it): the id, :data:`_COPIED`, then what every new row starts with. Binary
+#: COPY sends each value in its column's exact binary format (``varchar`` as ``text``).
 COPY_COLUMNS = (
     ("id", "int8"),
-    ("queue", "text"),
-    ("type", "text"),
-    ("payload", "jsonb"),
-    ("priority", "int2"),
-    ("tenant_id", "text"),
+    *((name, kind) for name, _, kind in _COPIED),
     ("state", "text"),
-    ("run_at", "timestamptz"),
     ("attempts", "int4"),
-    ("max_attempts", "int4"),
-    ("timeout_s", "float8"),
     ("leased_by", "text"),
     ("errors", "jsonb"),
     ("dead_reason", "text"),
     ("created_at", "timestamptz"),
-    ("concurrency_key", "text"),
-    ("concurrency_limit", "int4"),
-    ("trace", "jsonb"),
 )
 _TYPES = tuple(kind for _, kind in COPY_COLUMNS)
+_COPIED_VALUES = operator.attrgetter(*(attribute for _, attribute, _ in _COPIED))
+_JSONB_AT = tuple(i for i, (_, _, kind) in enumerate(_COPIED) if kind == "jsonb")
+_RUN_AT = next(i for i, (name, _, _) in enumerate(_COPIED) if name == "run_at")
 
 
 def _as_is(text: str) -> str:
@@ -206,28 +195,13 @@ def copy_jobs(alias: str, jobs: Sequence[NewJob]) -> list[int]:
                 run_at = (
                     job.run_at if job.run_at is not None else now + timedelta(seconds=job.delay_s)
                 )
-                write(
-                    (
-                        job_id,
-                        job.queue,
-                        job.type,
-                        Jsonb(job.payload_json, dumps=_as_is),
-                        job.priority,
-                        job.tenant_id,
-                        "scheduled" if run_at > now else "ready",
-                        run_at,
-                        0,
-                        job.max_attempts,
-                        job.timeout_s,
-                        "",
-                        _NO_ERRORS,
-                        "",
-                        now,
-                        job.concurrency_key,
-                        job.concurrency_limit,
-                        None if job.trace_json is None else Jsonb(job.trace_json, dumps=_as_is),
-                    )
-                )
+                values = list(_COPIED_VALUES(job))
+                for index in _JSONB_AT:
+                    if values[index] is not None:
+                        values[index] = Jsonb(values[index], dumps=_as_is)
+                values[_RUN_AT] = run_at
+                state = "scheduled" if run_at > now else "ready"
+                write((job_id, *values, state, 0, "", _NO_ERRORS, "", now))
     return ids
 
 

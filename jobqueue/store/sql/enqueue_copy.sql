@@ -3,6 +3,6 @@
 -- Unlisted columns take their defaults, as in enqueue_many.sql. The statement-level AFTER INSERT trigger of
 -- migration 0006_notify fires for COPY too: one notification per queue at commit.
 COPY jobqueue_job (
-    id, queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts, timeout_s, leased_by,
-    errors, dead_reason, created_at, concurrency_key, concurrency_limit, trace
+    id, queue, type, payload, priority, tenant_id, run_at, max_attempts, timeout_s, concurrency_key,
+    concurrency_limit, trace, state, attempts, leased_by, errors, dead_reason, created_at
 ) FROM STDIN (FORMAT BINARY)

@@ -3,13 +3,14 @@
 -- ON CONFLICT DO NOTHING (no target: any unique index) makes a second relay of one row (a relay killed
 -- between this insert's commit and its outbox delete) a no-op, and a held dedupe key a skipped job.
 -- Rows go in (queue, dedupe_key) byte order, as enqueue_many.sql, so concurrent batches never deadlock.
+-- A row is job_json's object (delay_s is read and unused: outbox_put set "at" from it).
 -- The statement-level NOTIFY trigger wakes the queue's workers at commit.
 WITH batch AS MATERIALIZED (
     SELECT *
     FROM jsonb_to_recordset(%(jobs)s::jsonb) AS b(
         id bigint, queue text, type text, payload jsonb, priority int, tenant_id text,
-        at timestamptz, max_attempts int, timeout_s float8, dedupe_key text, ordering_key text,
-        concurrency_key text, concurrency_limit int, trace jsonb)
+        at timestamptz, delay_s float8, max_attempts int, timeout_s float8, dedupe_key text,
+        ordering_key text, concurrency_key text, concurrency_limit int, trace jsonb)
 )
 INSERT INTO jobqueue_job (
     id, queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts,

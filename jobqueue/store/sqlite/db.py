@@ -9,14 +9,38 @@ database alias: the job rows, and the database clock stand-in (this process's cl
 
 from __future__ import annotations
 
+import json
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from jobqueue.models import Job
 from jobqueue.states import JobState
+from jobqueue.store.interface import NEW_JOB_COLUMNS, NewJob
+
+
+def new_row(job: NewJob, now: datetime, **columns: Any) -> Job:
+    """Return ``job`` as an unsaved ``Job`` row: the ORM's form of :data:`NEW_JOB_COLUMNS`.
+
+    ``run_at`` is ``job.run_at`` or ``now`` plus its delay, the state ``ready`` or
+    ``scheduled`` by it, ``created_at`` is ``now``; ``columns`` set or override any column.
+    """
+    run_at = job.run_at or now + timedelta(seconds=job.delay_s)
+    values: dict[str, Any] = {
+        name: getattr(job, attribute) for name, attribute, _ in NEW_JOB_COLUMNS if name != "delay_s"
+    }
+    values.update(
+        payload=json.loads(job.payload_json),
+        trace=None if job.trace_json is None else json.loads(job.trace_json),
+        run_at=run_at,
+        state=JobState.SCHEDULED if run_at > now else JobState.READY,
+        created_at=now,
+    )
+    values.update(columns)
+    return Job(**values)
 
 
 def now_or(now: datetime | None) -> datetime:

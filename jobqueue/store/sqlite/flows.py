@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -37,7 +37,7 @@ from jobqueue.models import Batch, Job, JobParent
 from jobqueue.states import FINISHED, LIVE, JobState
 from jobqueue.store.interface import FAILED, PARENT_RESULTS_KEY, NewJob
 from jobqueue.store.shared import BatchRows, failed_entry, retried_entry, start
-from jobqueue.store.sqlite.db import GenericArea
+from jobqueue.store.sqlite.db import GenericArea, new_row
 
 #: The states of an ordering key's jobs a new job of that key waits behind.
 ORDERED = LIVE | {JobState.WAITING}
@@ -71,27 +71,16 @@ class GenericFlows(BatchRows, GenericArea):
                 now=now,
             )
             self._jobs.filter(id__in=after).update(has_children=True)
-            run_at = job.run_at or now + timedelta(seconds=job.delay_s)
-            state = begin.state or (JobState.SCHEDULED if run_at > now else JobState.READY)
-            row = Job(
-                queue=job.queue,
-                type=job.type,
+            row = new_row(
+                job,
+                now,
                 payload=json.loads(begin.payload_json),
-                priority=job.priority,
-                tenant_id=job.tenant_id,
-                state=state,
-                run_at=run_at,
-                max_attempts=job.max_attempts,
-                timeout_s=job.timeout_s,
-                ordering_key=job.ordering_key,
-                concurrency_key=job.concurrency_key,
-                concurrency_limit=job.concurrency_limit,
-                trace=None if job.trace_json is None else json.loads(job.trace_json),
                 errors=list(begin.errors),
                 waiting_for=begin.waiting_for,
-                finished_at=now if state == JobState.CANCELLED else None,
-                created_at=now,
             )
+            if begin.state:
+                row.state = begin.state
+            row.finished_at = now if row.state == JobState.CANCELLED else None
             row.save(using=self.alias, force_insert=True)
             JobParent.objects.using(self.alias).bulk_create(
                 JobParent(
@@ -117,7 +106,6 @@ class GenericFlows(BatchRows, GenericArea):
             ``(id, True, created_at)``.
         """
         now = timezone.now()
-        run_at = job.run_at or now + timedelta(seconds=job.delay_s)
         with transaction.atomic(using=self.alias):
             tail = (
                 self._jobs.select_for_update()
@@ -126,28 +114,10 @@ class GenericFlows(BatchRows, GenericArea):
                 .values_list("id", flat=True)
                 .first()
             )
+            row = new_row(job, now, waiting_for=0 if tail is None else 1)
             if tail is not None:
                 self._jobs.filter(id=tail).update(has_children=True)
-                state = JobState.WAITING
-            else:
-                state = JobState.SCHEDULED if run_at > now else JobState.READY
-            row = Job(
-                queue=job.queue,
-                type=job.type,
-                payload=json.loads(job.payload_json),
-                priority=job.priority,
-                tenant_id=job.tenant_id,
-                state=state,
-                run_at=run_at,
-                max_attempts=job.max_attempts,
-                timeout_s=job.timeout_s,
-                ordering_key=job.ordering_key,
-                concurrency_key=job.concurrency_key,
-                concurrency_limit=job.concurrency_limit,
-                trace=None if job.trace_json is None else json.loads(job.trace_json),
-                waiting_for=0 if tail is None else 1,
-                created_at=now,
-            )
+                row.state = JobState.WAITING
             row.save(using=self.alias, force_insert=True)
             if tail is not None:
                 JobParent.objects.using(self.alias).create(

@@ -13,7 +13,6 @@ are the limits area's (:class:`~jobqueue.store.sqlite.limits.RateGate`).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -24,7 +23,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from jobqueue.errors import DuplicateJob
-from jobqueue.models import Job, Lane
+from jobqueue.models import Lane
 from jobqueue.retries import RunOutcome
 from jobqueue.states import CLAIMABLE, LIVE, JobState
 from jobqueue.store.interface import (
@@ -38,7 +37,7 @@ from jobqueue.store.interface import (
 from jobqueue.store.plan import ClaimPlan, Limit, ordering_limit, window
 from jobqueue.store.ranking import Candidate, serve_order
 from jobqueue.store.shared import claim_again, finish_then_claim_in_turn
-from jobqueue.store.sqlite.db import Executor, GenericArea, now_or
+from jobqueue.store.sqlite.db import Executor, GenericArea, new_row, now_or
 from jobqueue.store.sqlite.finishing import GenericFinishing
 from jobqueue.store.sqlite.flows import GenericFlows
 from jobqueue.store.sqlite.limits import GenericLimits
@@ -70,7 +69,6 @@ class GenericJobs(GenericArea):
         if job.ordering_key is not None and job.dedupe_key is None:
             return self.flows.enqueue_in_order(job)
         now = timezone.now()
-        run_at = job.run_at or now + timedelta(seconds=job.delay_s)
         for _ in range(5):
             if job.dedupe_key is not None:
                 existing = (
@@ -82,23 +80,7 @@ class GenericJobs(GenericArea):
                     return existing[0], False, existing[1]
             try:
                 with transaction.atomic(using=self.alias):
-                    row = Job(
-                        queue=job.queue,
-                        type=job.type,
-                        payload=json.loads(job.payload_json),
-                        priority=job.priority,
-                        tenant_id=job.tenant_id,
-                        state=JobState.SCHEDULED if run_at > now else JobState.READY,
-                        run_at=run_at,
-                        max_attempts=job.max_attempts,
-                        timeout_s=job.timeout_s,
-                        dedupe_key=job.dedupe_key,
-                        ordering_key=job.ordering_key,
-                        concurrency_key=job.concurrency_key,
-                        concurrency_limit=job.concurrency_limit,
-                        created_at=now,
-                        trace=None if job.trace_json is None else json.loads(job.trace_json),
-                    )
+                    row = new_row(job, now)
                     row.save(using=self.alias, force_insert=True)
                     return row.id, True, now
             except IntegrityError:
