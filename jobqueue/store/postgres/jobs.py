@@ -43,7 +43,7 @@ transaction".
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -340,6 +340,7 @@ class PostgresJobs(PostgresArea):
         lease_s: float,
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
+        taken: Callable[[list[ClaimedJob]], object] | None = None,
     ) -> list[ClaimedJob]:
         return claim_again(
             self._claim_once,
@@ -350,7 +351,13 @@ class PostgresJobs(PostgresArea):
             now,
             plan,
             self.limits.ensure_buckets,
+            taken,
         )
+
+    def has_work(self, queues: Sequence[str]) -> bool:
+        with self.db.execute("has_work", {"queues": list(queues)}) as cursor:
+            row = cursor.fetchone()
+        return bool(row[0])
 
     def _claim_once(
         self,

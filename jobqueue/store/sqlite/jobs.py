@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -123,8 +123,14 @@ class GenericJobs(GenericArea):
         lease_s: float,
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
+        taken: Callable[[list[ClaimedJob]], object] | None = None,
     ) -> list[ClaimedJob]:
-        return claim_again(self._claim_once, queues, worker_id, max_jobs, lease_s, now, plan)
+        return claim_again(
+            self._claim_once, queues, worker_id, max_jobs, lease_s, now, plan, taken=taken
+        )
+
+    def has_work(self, queues: Sequence[str]) -> bool:
+        return self._jobs.filter(queue__in=list(queues), state__in=CLAIMABLE).exists()
 
     def _claim_once(
         self,
