@@ -546,17 +546,16 @@ class PostgresJobs(PostgresArea):
                 raise
 
     def _one_statement_claim(self, plan: ClaimPlan | None) -> bool:
-        """Return whether a claim under ``plan`` is one statement in autocommit (no turn)."""
+        """Return whether a claim under ``plan`` starts with one statement in autocommit.
+
+        No turn to take (caps, concurrency limits) and no window of queues (``"*"``). Rate
+        limits may be on: their first claim is one statement too; the check of the buckets and
+        the second claim follow only when it comes back short (``claim_again``).
+        """
         if plan is None:
             return True
         caps, limits = plan.caps, plan.limits
-        return not (
-            plan.every
-            or plan.rates.enabled
-            or caps.enabled
-            or limits.enabled
-            or self.alias in _KEYED_SEEN
-        )
+        return not (plan.every or caps.enabled or limits.enabled or self.alias in _KEYED_SEEN)
 
     def finish_then_claim(
         self, outcomes: Sequence[RunOutcome], request: ClaimRequest
@@ -590,4 +589,20 @@ class PostgresJobs(PostgresArea):
             claimed = self._claimed(fetchall(done[1]), plan, False) if len(done) > 1 else None
         except DatabaseError as exc:  # the limit check failed: its jobs went back
             return FinishedThenClaimed(states, None, exc)
+        if claimed is not None and plan.rates.enabled and len(claimed) < request.max_jobs:
+            # The rest of claim_again: the buckets' check and a second claim for the places
+            # a limiter left empty. Its failure must not lose the first claim's jobs (they are
+            # leased to this worker): the next claim meets the error again and backs off.
+            try:
+                self.limits.ensure_buckets(queues, plan, None)
+                claimed = claimed + self._claim_once(
+                    queues,
+                    request.worker_id,
+                    request.max_jobs - len(claimed),
+                    request.lease_s,
+                    None,
+                    plan,
+                )
+            except DatabaseError:
+                pass
         return FinishedThenClaimed(states, claimed, error)
