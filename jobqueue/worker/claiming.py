@@ -149,7 +149,14 @@ class Claimer:
         # Giving back what is not admitted is not the claim's write: it commits as it always
         # did, outside the claim's asynchronous scope.
         with synchronous_commit():
-            self._start(claimed)
+            # A second claim's jobs come while the first's already run: a suspect job among
+            # those runs alone, so they go back (SoloGate.claim_size counts the runs so far).
+            room = self._solo.claim_size(len(claimed), self._running)
+            if room < len(claimed):
+                give_back(self.store, claimed[room:])
+                claimed = claimed[:room]
+            if claimed:
+                self._start(claimed)
 
     def took(self, made: FinishedThenClaimed, max_jobs: int) -> list[ClaimedJob] | None:
         """Start what a claim of up to ``max_jobs`` made with an outcomes' write took.

@@ -102,3 +102,31 @@ def test_a_burst_worker_exits_once_its_queues_hold_no_work(using):
     w = worker(using, burst=True, concurrency=4)
     assert w.run() == 0
     assert Job.objects.using(using).get(id=job_id).state == JobState.SUCCEEDED
+
+
+@requires_postgres()
+def test_a_second_claims_jobs_go_back_while_a_suspect_job_runs_alone():
+    # With rate limits a short claim is followed by a second one, whose jobs come while the
+    # first claim's already run (Store.claim's ``taken``). A suspect job taken by the first must
+    # still run alone: what the second brings goes back, its attempt not counted.
+    using = "default"
+    suspect = make_job(
+        JobState.READY, using=using, queue="gate", type=ADD, payload={"a": 1, "b": 2}, suspect=True
+    ).id
+    limited = [
+        make_job(
+            JobState.READY,
+            using=using,
+            queue="gate",
+            type="tests.testapp.tasks.rate_limited",
+            payload={"n": i},
+            priority=-1,
+        ).id
+        for i in range(2)
+    ]
+    w = worker(using, concurrency=4)
+    w._claimer.claim(4)
+    assert set(w._runs) == {suspect}
+    rows = Job.objects.using(using).filter(id__in=limited)
+    assert sorted((row.state, row.attempts) for row in rows) == [(JobState.READY, 0)] * 2
+    w.stop(force=True)
