@@ -88,8 +88,12 @@ class ComposedStore:
         lease_s: float,
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
+        taken: Callable[[list[ClaimedJob]], object] | None = None,
     ) -> list[ClaimedJob]:
-        return self.jobs.claim(queues, worker_id, max_jobs, lease_s, now, plan)
+        return self.jobs.claim(queues, worker_id, max_jobs, lease_s, now, plan, taken)
+
+    def has_work(self, queues: Sequence[str]) -> bool:
+        return self.jobs.has_work(queues)
 
     def extend_leases(
         self, leases: Sequence[tuple[int, uuid.UUID]], lease_s: float

@@ -833,6 +833,7 @@ class Store(Protocol):
         lease_s: float,
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
+        taken: Callable[[list[ClaimedJob]], object] | None = None,
     ) -> list[ClaimedJob]:
         """Lease up to ``max_jobs`` due jobs of ``queues``, in service order.
 
@@ -844,6 +845,24 @@ class Store(Protocol):
         Each claim adds one attempt and mints a new lease token. Concurrent claims never hand
         out the same job. Each returned job's ``tag`` is its weighted-fair tag (see
         ``jobqueue/limits/fairness.py``).
+
+        With rate limits a short claim is followed by a second one (``shared.claim_again``).
+        ``taken``, if given, is called with the jobs of each of those claims as soon as it
+        returns (a worker starts them while the second claim runs); the return value still
+        lists every job taken.
+        """
+
+    def has_work(self, queues: Sequence[str]) -> bool:
+        """Return whether any of ``queues`` holds a job a claim could take, now or later.
+
+        True when a job of those queues is ``ready`` or ``scheduled``, due or not (so a job
+        that limits, keys or pauses hold counts too): False means a claim of those queues would
+        take nothing. A worker whose last claim came back short asks this before claiming
+        again (``jobqueue/worker/claiming.py``): on PostgreSQL one probe of the claim index
+        per queue, no lock and no write, where a claim is one or more statements that write.
+
+        Args:
+            queues: queue names (no ``"*"``).
         """
 
     def extend_leases(

@@ -273,6 +273,7 @@ def claim_again(
     now: datetime | None,
     plan: ClaimPlan | None,
     ensure: Callable[[Sequence[str], ClaimPlan, datetime | None], None] | None = None,
+    taken: Callable[[list[ClaimedJob]], object] | None = None,
 ) -> list[ClaimedJob]:
     """Run a store's claim; with rate limits, once more for the slots a limiter left empty.
 
@@ -301,16 +302,22 @@ def claim_again(
         now: the claim's time (tests), or None for the database's clock.
         plan: fairness, caps and limits (None: even, no limits, one claim).
         ensure: creates the missing buckets before the second claim (None: nothing to create).
+        taken: a worker's; called with each claim's jobs as soon as that claim returns, so the
+            jobs of the first start while the buckets are checked and the second claim runs.
 
     Returns:
         What the claims took, at most ``max_jobs`` jobs.
     """
     claimed, held = claim_once(queues, worker_id, max_jobs, lease_s, now, plan)
+    if taken is not None and claimed:
+        taken(claimed)
     if plan is not None and plan.rates.enabled and held and len(claimed) < max_jobs:
         if ensure is not None:
             ensure(queues, plan, now)
         more, _ = claim_once(queues, worker_id, max_jobs - len(claimed), lease_s, now, plan)
-        claimed += more
+        if taken is not None and more:
+            taken(more)
+        claimed = claimed + more
     return claimed
 
 

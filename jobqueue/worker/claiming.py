@@ -16,7 +16,7 @@ from django.db import DatabaseError
 
 from jobqueue.limits.fairness import QueueSelector
 from jobqueue.store import ClaimedJob
-from jobqueue.store.bounded import asynchronous_commit, timed_out
+from jobqueue.store.bounded import asynchronous_commit, synchronous_commit, timed_out
 from jobqueue.store.interface import ClaimRequest, FinishedThenClaimed
 from jobqueue.worker.guard import DependencyGuard
 from jobqueue.worker.outage import DatabaseBackoff
@@ -72,9 +72,46 @@ class Claimer:
         self._solo = solo
         self._running = running
         self._starter = starter
+        # Whether the last claim came back short (it took all it could: nothing more was
+        # there), and the wake-ups counted when it was asked for: until one comes, a claim is
+        # repeated only if the store says there is work (``needed``).
+        self._short = False
+        self._asked_at_generation = -1
+
+    def riding(self) -> bool:
+        """Return whether a claim should ride the outcomes' write now (``store.finish_then_claim``).
+
+        Not when the last claim came back short and no wake-up or timer came since: the claim
+        would most likely take nothing, and costs the write a claim (with rate limits, a check
+        of the buckets and a second claim). The loop then asks :meth:`needed` after the write.
+        """
+        return (
+            not self._short
+            or self._wakeups.generation != self._asked_at_generation
+            or self._wakeups.timer_due()
+        )
+
+    def needed(self) -> bool:
+        """Return whether a claim may take anything now; ask the store only when unsure.
+
+        Yes when the last claim was full or failed, a wake-up (a notification, a retry's
+        timer, a limiter's refill) came since, or with ``"*"``; otherwise the store is asked
+        whether any of the queues holds a ready or scheduled job at all (``store.has_work``:
+        one index probe per queue, where a claim writes and, with rate limits, is three
+        statements). A job that limits, keys or pauses hold counts as work, so this never
+        skips a claim that would take something: it only spares an idle worker's polls and
+        the claim after a lone ack their cost (docs/performance.md).
+        """
+        if self.riding() or self.selector.every:
+            return True
+        try:
+            return bool(self.store.has_work(self.selector.queues))
+        except DatabaseError:
+            return True  # the claim meets the same error and backs off
 
     def request(self, free: int) -> ClaimRequest:
         """Return the claim of up to ``free`` jobs to make now (it answers pending wake-ups)."""
+        self._asked_at_generation = self._wakeups.generation
         self._wakeups.claiming()
         # The selector's queues: those listed, then those "*" served so far.
         return ClaimRequest(
@@ -86,18 +123,47 @@ class Claimer:
         request = self.request(free)
         try:
             with asynchronous_commit():  # the worker's own claim (ASYNCHRONOUS_COMMIT)
+                # Each claim's jobs start as soon as it returns (``taken``): with rate limits a
+                # short claim is followed by a bucket check and a second claim, and the first
+                # claim's jobs need not wait for them (half a trickle's pickup).
                 claimed = self.store.claim(
-                    request.queues, self.worker_id, free, self.lease_s, plan=request.plan
+                    request.queues,
+                    self.worker_id,
+                    free,
+                    self.lease_s,
+                    plan=request.plan,
+                    taken=self._taken,
                 )
         except DatabaseError as exc:
             self._failed(exc)
             return None
         self._backoff.recovered()
         mark_served()  # the supervisor's restart backoff is for children that never got here
-        return self._start(claimed)
+        self._short = len(claimed) < free
+        return claimed
 
-    def took(self, made: FinishedThenClaimed) -> list[ClaimedJob] | None:
-        """Start what a claim made with an outcomes' write took; None if it made none."""
+    def _taken(self, claimed: list[ClaimedJob]) -> None:
+        """Start the jobs one claim statement took (called by the store, between its claims)."""
+        self._backoff.recovered()
+        mark_served()
+        # Giving back what is not admitted is not the claim's write: it commits as it always
+        # did, outside the claim's asynchronous scope.
+        with synchronous_commit():
+            # A second claim's jobs come while the first's already run: a suspect job among
+            # those runs alone, so they go back (SoloGate.claim_size counts the runs so far).
+            room = self._solo.claim_size(len(claimed), self._running)
+            if room < len(claimed):
+                give_back(self.store, claimed[room:])
+                claimed = claimed[:room]
+            if claimed:
+                self._start(claimed)
+
+    def took(self, made: FinishedThenClaimed, max_jobs: int) -> list[ClaimedJob] | None:
+        """Start what a claim of up to ``max_jobs`` made with an outcomes' write took.
+
+        Returns:
+            The jobs it took; None if it made none (the write or the claim failed).
+        """
         if made.states is None:
             return None  # the write failed (the completer backed off): no claim was made
         if made.claimed is None:
@@ -106,9 +172,11 @@ class Claimer:
             return None
         self._backoff.recovered()
         mark_served()
+        self._short = len(made.claimed) < max_jobs
         return self._start(made.claimed)
 
     def _failed(self, exc: Exception) -> None:
+        self._short = False
         limit = timed_out(exc)
         if limit is not None:
             # The database is up; another transaction held the claim up (a frozen

@@ -381,7 +381,8 @@ class Worker:
             made = self.completer.take_claimed()
             asked, claimed = 0, None
             if made is not None:
-                asked, claimed = made[0].max_jobs, self._claimer.took(made[1])
+                asked = made[0].max_jobs
+                claimed = self._claimer.took(made[1], asked)
             self.quota.check()
             if self._stopping.is_set():
                 if deadline is None:
@@ -392,8 +393,13 @@ class Worker:
                 continue
             if made is None:
                 free = self._free_slots()
+                # A claim only when it may take something (claiming.py: an idle worker's
+                # polls and the claim after a lone ack ask the store first).
                 if free > 0 and not self.completer.unflushed:
-                    asked, claimed = free, self._claimer.claim(free)
+                    if self._claimer.needed():
+                        asked, claimed = free, self._claimer.claim(free)
+                    elif self.burst and not self._runs:
+                        return  # no ready or scheduled job in its queues, none running
             if asked:
                 if claimed is None:
                     continue
@@ -418,6 +424,8 @@ class Worker:
         """The claim to send with the write ending ``ending`` runs (None: stopping, max_tasks)."""
         if self._stopping.is_set() or self.quota.max_tasks is not None:
             return None
+        if not self._claimer.riding():
+            return None  # the last claim found nothing more; the loop asks after the write
         free = self._free_slots(ending)
         return self._claimer.request(free) if free > 0 else None
 

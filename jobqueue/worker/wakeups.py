@@ -37,6 +37,9 @@ class WakeUps:
         # Set by wake(), cleared by the claim loop before it claims: a burst of notifications
         # rings once, not once per notification.
         self._claim_pending = False
+        #: How many wake-ups came so far (each call of :meth:`wake`): a claim that came back
+        #: short is repeated without asking the store first only when this moved since.
+        self.generation = 0
 
     def ring(self) -> None:
         """Wake the loop so it looks at what changed (reentrant: safe in a signal handler)."""
@@ -47,6 +50,7 @@ class WakeUps:
 
     def wake(self, delay_s: float = 0.0) -> None:
         """Make the claim loop claim now, or in ``delay_s`` seconds (called by the listener)."""
+        self.generation += 1
         if delay_s > 0:
             self.add_timer(delay_s)
             # Only to make the loop recompute how long it sleeps.
@@ -72,6 +76,11 @@ class WakeUps:
         """Return when (``time.monotonic``) the soonest timer falls due, or None."""
         timers = self._timers
         return timers[0] if timers else None
+
+    def timer_due(self) -> bool:
+        """Return whether a timer has fallen due that no claim has served yet."""
+        timers = self._timers
+        return bool(timers) and timers[0] <= time.monotonic()
 
     def claiming(self) -> None:
         """Forget the claim request and the timers that the claim about to run serves."""

@@ -93,6 +93,27 @@ class RateContract:
         assert len(first) == 4 and len(set(first) & set(others)) == 3
         assert set(self.rate_claim(store, plan, t0, max_jobs=4)) == set(others) - set(first)
 
+    def test_taken_gets_each_claims_jobs_before_the_next_claim_runs(self, store):
+        # A worker starts the first claim's jobs while the buckets are checked and the second
+        # claim runs (worker/claiming.py): each call sees only the claims made so far.
+        plan = plan_of({"type": {NOOP: {"rate": "1/min", "burst": 1}}})
+        self.rate_make(3, NOOP, priority=10)
+        self.rate_make(2, OTHER)
+        calls: list[tuple[list[int], int]] = []
+
+        def taken(jobs: list[Any]) -> None:
+            leased = Job.objects.using(self.alias).filter(state=JobState.LEASED).count()
+            calls.append(([j.id for j in jobs], leased))
+
+        got = store.claim(["q"], "w1", 10, 30.0, now=timezone.now(), plan=plan, taken=taken)
+        assert len(got) == 3  # one job of the limited type (its burst), the two others
+        assert [i for ids, _ in calls for i in ids] == [j.id for j in got]
+        assert all(ids for ids, _ in calls)
+        so_far = 0
+        for ids, leased in calls:
+            so_far += len(ids)
+            assert leased == so_far
+
     def test_a_dependency_limit_binds_every_type_of_the_dependency_together(self, store):
         deps = {PARTNER: "partner", PARTNER_TOO: "partner"}
         plan = plan_of({"dependency": {"partner": {"rate": "1/s", "burst": 2}}}, deps)

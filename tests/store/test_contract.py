@@ -227,6 +227,20 @@ class StoreContract(
         assert self.row(c1)["state"] == JobState.READY
         assert [j.id for j in store.claim(["c"], "w1", 4, 30.0)] == [c1]
 
+    def test_has_work_is_whether_a_queue_holds_a_ready_or_scheduled_job(self, store):
+        assert store.has_work(["q", "other"]) is False
+        later = enqueue(store, new_job(queue="later", delay_s=300.0))
+        assert self.row(later)["state"] == JobState.SCHEDULED
+        assert store.has_work(["later"]) is True  # not due yet: still work to come
+        assert store.has_work(["q"]) is False  # another queue's job is not this one's
+        job_id = enqueue(store, new_job(queue="q"))
+        assert store.has_work(["other", "q"]) is True
+        [claimed] = store.claim(["q"], "w1", 10, 30.0)
+        assert claimed.id == job_id
+        assert store.has_work(["q"]) is False  # a leased job is no claim's to take
+        ack(store, claimed.id, claimed.lease_token)
+        assert store.has_work(["q"]) is False
+
     def test_future_run_at_is_not_claimable_until_due(self, store):
         run_at = self.now() + timedelta(minutes=5)
         job_id = enqueue(store, new_job(run_at=run_at))

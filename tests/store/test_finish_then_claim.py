@@ -8,16 +8,20 @@ a failed claim leaves them recorded. Run on PostgreSQL and on SQLite (the defaul
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from django.db import DatabaseError, connection, transaction
 
 import jobqueue
 from jobqueue.models import Job
 from jobqueue.retries import RunOutcome
+from jobqueue.settings.rates import RateLimits, parse_rate_limits
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.store.bounded import pipelines
 from jobqueue.store.interface import ClaimRequest
+from jobqueue.store.plan import ClaimPlan
 from jobqueue.worker.loop import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -131,3 +135,29 @@ def test_a_worker_drains_with_its_claims_sent_with_its_writes():
     assert set(Job.objects.filter(id__in=ids).values_list("attempts", flat=True)) == {1}
     # Some claims went with a write, and took jobs there.
     assert any(m.claimed for m in made), made
+
+
+def test_with_rate_limits_a_short_first_claim_is_followed_by_the_buckets_and_a_second():
+    # The first claim rides the write (one round trip on PostgreSQL); a bucket missing then
+    # holds its jobs back, so the places it left empty are filled by a second claim after the
+    # buckets are made (claim_again), as a claim made on its own does.
+    limited = "tests.testapp.jobs.add"
+    plan = replace(
+        ClaimPlan.even(1),
+        rates=parse_rate_limits({"type": {limited: {"rate": "1/min", "burst": 2}}}),
+    )
+    first = jobqueue.enqueue("ftc", NOOP)
+    held = [jobqueue.enqueue("ftc", limited, {"a": 1, "b": 2}) for _ in range(3)]
+    others = [jobqueue.enqueue("ftc", NOOP) for _ in range(2)]
+    store = get_store()
+    [claimed] = store.claim(["ftc"], "w1", 1, 30, plan=replace(plan, rates=RateLimits()))
+    assert claimed.id == first
+
+    made = store.finish_then_claim(_acks([claimed]), ClaimRequest(["ftc"], "w1", 10, 30.0, plan))
+
+    assert made.error is None
+    assert made.states == {first: JobState.SUCCEEDED}
+    got = {j.id for j in made.claimed}
+    assert set(others) <= got
+    assert len(got & set(held)) == 2  # the bucket's burst, never more
+    assert Job.objects.filter(id__in=held, state=JobState.READY).count() == 1

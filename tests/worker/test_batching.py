@@ -43,8 +43,10 @@ def test_failures_and_successes_are_recorded_in_batches_with_exact_outcomes():
     worker = Worker(
         queues=["b"], concurrency=12, burst=True, install_signal_handlers=False, lease_s=30
     )
-    finishes = Spy(worker.store.finish_many)
-    worker.store.finish_many = finishes  # type: ignore[method-assign]
+    # The completer's one place outcomes reach the store: alone (finish_many) or with the next
+    # claim in one round trip (finish_then_claim).
+    finishes = Spy(worker.completer._write)
+    worker.completer._write = finishes  # type: ignore[method-assign]
 
     assert worker.run() == 0
     connection.close()  # the worker's thread used its own; read fresh

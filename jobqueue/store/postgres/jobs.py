@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -325,6 +325,7 @@ class PostgresJobs(PostgresArea):
         lease_s: float,
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
+        taken: Callable[[list[ClaimedJob]], object] | None = None,
     ) -> list[ClaimedJob]:
         return claim_again(
             self._claim_once,
@@ -335,7 +336,13 @@ class PostgresJobs(PostgresArea):
             now,
             plan,
             self.limits.ensure_buckets,
+            taken,
         )
+
+    def has_work(self, queues: Sequence[str]) -> bool:
+        with self.db.execute("has_work", {"queues": list(queues)}) as cursor:
+            row = cursor.fetchone()
+        return bool(row[0])
 
     def _claim_once(
         self,
@@ -422,8 +429,7 @@ class PostgresJobs(PostgresArea):
         else:
             with self.db.execute_text(text, params) as cursor:
                 rows = fetchall(cursor)
-        jobs = [r for r in rows if r.id is not None]
-        return self._claimed(jobs, plan, turned), len(jobs) < len(rows)
+        return self._claimed_held(rows, plan, turned)
 
     def _claim_statement(
         self,
@@ -455,6 +461,17 @@ class PostgresJobs(PostgresArea):
             **claim_params(plan.rates),
         }
         return ("claim" if plan.rates.enabled else "claim~rates"), params
+
+    def _claimed_held(
+        self, rows: list[Any], plan: ClaimPlan, turned: bool
+    ) -> tuple[list[ClaimedJob], bool]:
+        """Return the claim statement's ``rows`` as ``(jobs, held)`` (:meth:`_claimed`).
+
+        ``held``: the statement sent its row of no job (id NULL: a rate bucket kept a job out,
+        or one it may draw on is missing; claim.sql's last lines), which is left out.
+        """
+        jobs = [r for r in rows if r.id is not None]
+        return self._claimed(jobs, plan, turned), len(jobs) < len(rows)
 
     def _claimed(self, rows: list[Any], plan: ClaimPlan, turned: bool) -> list[ClaimedJob]:
         """Return the claim statement's ``rows`` as jobs, in the order it served them.
@@ -541,17 +558,16 @@ class PostgresJobs(PostgresArea):
                 raise
 
     def _one_statement_claim(self, plan: ClaimPlan | None) -> bool:
-        """Return whether a claim under ``plan`` is one statement in autocommit (no turn)."""
+        """Return whether a claim under ``plan`` starts with one statement in autocommit.
+
+        No turn to take (caps, concurrency limits) and no window of queues (``"*"``). Rate
+        limits may be on: their first claim is one statement too; the check of the buckets and
+        the second claim follow only when it comes back short (``claim_again``).
+        """
         if plan is None:
             return True
         caps, limits = plan.caps, plan.limits
-        return not (
-            plan.every
-            or plan.rates.enabled
-            or caps.enabled
-            or limits.enabled
-            or self.alias in _KEYED_SEEN
-        )
+        return not (plan.every or caps.enabled or limits.enabled or self.alias in _KEYED_SEEN)
 
     def finish_then_claim(
         self, outcomes: Sequence[RunOutcome], request: ClaimRequest
@@ -581,8 +597,28 @@ class PostgresJobs(PostgresArea):
             durable=(0,) if may_complete_batch(finish_name) else (),
         )
         states = {r.id: r.state for r in fetchall(done[0])} if done else None
+        held = False
         try:
-            claimed = self._claimed(fetchall(done[1]), plan, False) if len(done) > 1 else None
+            claimed = None
+            if len(done) > 1:
+                claimed, held = self._claimed_held(fetchall(done[1]), plan, False)
         except DatabaseError as exc:  # the limit check failed: its jobs went back
             return FinishedThenClaimed(states, None, exc)
+        if claimed is not None and held and len(claimed) < request.max_jobs:
+            # The rest of claim_again: the buckets' check and a second claim for the places
+            # a limiter left empty. Its failure must not lose the first claim's jobs (they are
+            # leased to this worker): the next claim meets the error again and backs off.
+            try:
+                self.limits.ensure_buckets(queues, plan, None)
+                more, _ = self._claim_once(
+                    queues,
+                    request.worker_id,
+                    request.max_jobs - len(claimed),
+                    request.lease_s,
+                    None,
+                    plan,
+                )
+                claimed = claimed + more
+            except DatabaseError:
+                pass
         return FinishedThenClaimed(states, claimed, error)

@@ -14,7 +14,7 @@ are the limits area's (:class:`~jobqueue.store.sqlite.limits.RateGate`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -105,8 +105,17 @@ class GenericJobs(GenericArea):
         lease_s: float,
         now: datetime | None = None,
         plan: ClaimPlan | None = None,
+        taken: Callable[[list[ClaimedJob]], object] | None = None,
     ) -> list[ClaimedJob]:
-        return claim_again(self._claim_once, queues, worker_id, max_jobs, lease_s, now, plan)
+        claimed = claim_again(self._claim_once, queues, worker_id, max_jobs, lease_s, now, plan)
+        # Once, after both claims: a worker's handler threads must not write to SQLite while
+        # this thread's second claim holds it (an in-memory database says "table is locked").
+        if taken is not None and claimed:
+            taken(claimed)
+        return claimed
+
+    def has_work(self, queues: Sequence[str]) -> bool:
+        return self._jobs.filter(queue__in=list(queues), state__in=CLAIMABLE).exists()
 
     def _claim_once(
         self,
