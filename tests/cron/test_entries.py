@@ -25,6 +25,7 @@ from jobqueue.errors import (
 from jobqueue.models import CronEntry, CronFire, Job
 from jobqueue.settings.conf import CronSpec, build_settings
 from jobqueue.settings.crontab import Schedule
+from tests.testapp.limited_jobs import per_account
 
 # datetime.UTC is Python 3.11+; jobqueue supports 3.10.
 UTC = timezone.utc
@@ -162,6 +163,17 @@ def test_run_now_enqueues_through_the_firing_path_without_moving_the_schedule():
     # Twice in a row is two jobs (each run now is its own fire).
     assert cron.run_now(entry) != job_id
     assert Job.objects.count() == 2
+
+
+def test_a_fired_job_takes_its_types_concurrency_key_as_any_enqueue_does():
+    # One options object for every enqueue path (issue 28): a cron fire of a type declared
+    # with @job(concurrency_key=..., concurrency_limit=2) is keyed as enqueue() would key it
+    # (before, fired jobs had no key and ran past the type's limit).
+    jobqueue.schedule("per-account", "0 3 * * *", "default", per_account, {"account_id": 7})
+    job = Job.objects.get(id=cron.run_now("per-account"))
+    assert (job.concurrency_key, job.concurrency_limit) == ("acct:7", 2)
+    enqueued = Job.objects.get(id=per_account.enqueue(account_id=7))
+    assert (enqueued.concurrency_key, enqueued.concurrency_limit) == ("acct:7", 2)
 
 
 # -- JOBQUEUE["CRON"] --------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 from jobqueue.store.cron_entries import CronEntryWrites
 from jobqueue.store.interface import Advance, DueEntry, Fire, Fired, Leadership
-from jobqueue.store.postgres.db import PostgresArea
+from jobqueue.store.postgres.db import PostgresArea, enqueue_params
 from jobqueue.store.rows import fetchall, fetchone, json_value
 
 
@@ -80,25 +80,14 @@ class PostgresCron(CronEntryWrites, PostgresArea):
         ]
 
     def fire_cron(self, fire: Fire) -> Fired:
-        job = fire.job
         params = {
             **_leader_params(fire.leader),
+            **enqueue_params(fire.job),
             "entry_id": fire.entry_id,
             "fire_time": fire.fire_time,
             "fired_by": fire.fired_by,
             "manual": fire.manual,
             "now": fire.now,
-            "queue": job.queue,
-            "type": job.type,
-            "payload": job.payload_json,
-            "priority": job.priority,
-            "tenant_id": job.tenant_id,
-            "run_at": job.run_at,
-            "delay_s": job.delay_s,
-            "max_attempts": job.max_attempts,
-            "timeout_s": job.timeout_s,
-            "dedupe_key": job.dedupe_key,
-            "trace": job.trace_json,
         }
         with self.db.execute("fire_cron", params) as cursor:
             row = fetchone(cursor)

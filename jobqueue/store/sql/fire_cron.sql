@@ -18,12 +18,13 @@ fire AS (
 job AS (
     INSERT INTO jobqueue_job (
         id, queue, type, payload, priority, tenant_id, state, run_at, attempts, max_attempts,
-        timeout_s, leased_by, dedupe_key, errors, dead_reason, created_at, trace
+        timeout_s, leased_by, dedupe_key, concurrency_key, concurrency_limit, errors,
+        dead_reason, created_at, trace
     )
     SELECT fire.job_id, %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, %(tenant_id)s,
            CASE WHEN t.run_at > now() THEN 'scheduled' ELSE 'ready' END,
-           t.run_at, 0, %(max_attempts)s, %(timeout_s)s, '', %(dedupe_key)s, '[]'::jsonb, '', now(),
-           %(trace)s::jsonb
+           t.run_at, 0, %(max_attempts)s, %(timeout_s)s, '', %(dedupe_key)s,
+           %(concurrency_key)s, %(concurrency_limit)s, '[]'::jsonb, '', now(), %(trace)s::jsonb
     FROM fire, (
         SELECT coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_s)s::float8)) AS run_at
     ) AS t
