@@ -7,14 +7,16 @@ own version's text, and sends the statement when that function is missing.
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from jobqueue.models import Job
+from jobqueue.settings.rates import parse_rate_limits
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.store.postgres import routines
+from jobqueue.store.shared import claim_params as rate_params
 from tests.conftest import requires_postgres
-from tests.factories import make_job
+from tests.factories import claim_params, job_kwargs, make_job
 
 pytestmark = [requires_postgres(), pytest.mark.django_db]
 
@@ -68,3 +70,34 @@ def test_a_parameter_without_a_type_is_refused(monkeypatch):
             routines.function_text("claim~rates")
     finally:
         routines.function_text.cache_clear()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("statement", ["claim", "claim~rates"])
+def test_a_session_begun_on_an_empty_table_never_scans_it_whole(statement):
+    # The function's one plan is made at a session's first claim, on the tables' sizes then. A
+    # drain's workers start on an empty queue: their claims must not go on scanning the whole
+    # jobs table once it fills (the rate limits' part joined back to jobqueue_job and did, at
+    # every claim, until the next ANALYZE). Counted by the server, for this transaction.
+    call = routines.claim_call("default", statement)
+    assert call is not None
+    params = claim_params(["empty"], max_jobs=10)
+    if statement == "claim":
+        params.update(rate_params(parse_rate_limits({"type": {"tests.testapp.jobs.add": "1/s"}})))
+    with connection.cursor() as cursor:
+        cursor.execute(call, params)  # the session's first claim: the plan, on an empty table
+        cursor.fetchall()
+    Job.objects.bulk_create(
+        [
+            Job(**job_kwargs(JobState.READY, queue="empty", tenant_id=f"t{n % 50}"))
+            for n in range(3000)
+        ]
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(call, params)
+        assert len(cursor.fetchall()) >= 10
+        cursor.execute(
+            "SELECT coalesce(sum(seq_scan), 0) FROM pg_stat_xact_user_tables"
+            " WHERE relname IN ('jobqueue_job', 'jobqueue_lane')"
+        )
+        assert cursor.fetchone()[0] == 0
