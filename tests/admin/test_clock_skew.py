@@ -25,8 +25,7 @@ from django.utils import timezone
 
 import jobqueue
 from jobqueue.models import CronEntry, Job, Rollup, Worker
-from jobqueue.store import get_store
-from jobqueue.store.clock import statement_now
+from jobqueue.store import get_store, statement_now
 from tests.conftest import requires_postgres
 
 WORKERS = reverse("admin:jobqueue_worker_changelist")
