@@ -13,6 +13,7 @@ error the public API raises (:func:`raise_typed`).
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -91,6 +92,19 @@ _LOST_WORDS = (
 )
 _TOO_MANY_WORDS = ("too many clients", "too many connections", "remaining connection slots")
 
+#: What SQLite says, by kind: its errors carry no SQLSTATE (their result codes name only broad
+#: classes, ``SQLITE_ERROR`` for a missing table), so its words decide; checked only for an
+#: error that came from ``sqlite3``. A lock wait that ran past the busy timeout is a timeout.
+_SQLITE_WORDS = (
+    ("no such table", "not_migrated"),
+    ("no such column", "not_migrated"),
+    ("database is locked", "timeout"),
+    ("database table is locked", "timeout"),
+    ("disk is full", "disk_full"),
+    ("readonly database", "read_only"),
+    ("unable to open database file", "connection_lost"),
+)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Failure:
@@ -140,6 +154,17 @@ def _sqlstate(exc: BaseException) -> str:
     return ""
 
 
+def _from_sqlite(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, sqlite3.Error):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0].strip() if text else type(exc).__name__
@@ -155,6 +180,9 @@ def classify(exc: BaseException, alias: str | None = None) -> Failure:
     code = _sqlstate(exc)
     kind = (_BY_SQLSTATE.get(code) or _BY_SQLSTATE.get(code[:2])) if code else None
     message = _first_line(exc)
+    if kind is None and _from_sqlite(exc):
+        lowered = message.lower()
+        kind = next((k for words, k in _SQLITE_WORDS if words in lowered), None)
     if kind is None:
         lowered = message.lower()
         if any(word in lowered for word in _TOO_MANY_WORDS):

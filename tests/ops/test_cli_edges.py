@@ -55,6 +55,16 @@ def test_status_on_an_unmigrated_database_says_run_migrate():
     assert "unreachable" not in done.stderr
 
 
+def test_status_on_an_unmigrated_sqlite_database_says_run_migrate(tmp_path):
+    # The demo's database: a newcomer who skipped migrate was told it was unreachable.
+    env = subprocess_env()
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'empty.sqlite3'}"
+    done = cli("--skip-checks", "status", env=env, in_process=False)
+    assert done.returncode == 1
+    assert "is not migrated (run manage.py migrate)" in done.stderr
+    assert "unreachable" not in done.stderr
+
+
 def test_django_options_are_accepted_after_the_verb():
     done = cli("status", "--settings", "tests.settings", "--skip-checks", "-v", "0")
     assert done.returncode == 0, done.stderr
