@@ -470,7 +470,10 @@ class JobFunction(JobType):
             InvalidPayload, InvalidJobOption: as :func:`jobqueue.enqueue`.
         """
         given = {k: kwargs.pop(k) for k in list(kwargs) if k in ENQUEUE_OPTIONS}
-        options = EnqueueOptions.pick({**given, "queue": given.get("queue") or self.queue})
+        # Only a queue left out (or None) takes the type's: an empty name is refused as any
+        # bad one is, not replaced.
+        queue = self.queue if given.get("queue") is None else given["queue"]
+        options = EnqueueOptions.pick({**given, "queue": queue})
         parents = {name: given[name] for name in PARENT_OPTIONS if name in given}
         return enqueue_or_get(self, kwargs, options, using=given.get("using"), **parents)[0]
 

@@ -25,6 +25,7 @@ from jobqueue.errors import (
 from jobqueue.models import Job, Worker
 from jobqueue.settings.conf import build_settings
 from tests.conftest import ROOT, subprocess_env
+from tests.testapp import jobs
 
 NOOP = "tests.testapp.jobs.noop"
 
@@ -91,6 +92,14 @@ API_CASES = [
         "queue name",
     ),
     ("empty job type", lambda: jobqueue.enqueue("q", "", {}), InvalidJobOption, "job_type"),
+    # A @job function's own enqueue refuses an empty queue as enqueue() does (it ran on the
+    # type's default queue instead: a trial found it).
+    (
+        "empty queue on a @job's enqueue",
+        lambda: jobs.add.enqueue(a=1, b=2, queue=""),
+        InvalidJobOption,
+        "queue name",
+    ),
     (
         "timeout 0",
         lambda: jobqueue.enqueue("q", NOOP, {}, timeout_s=0),
