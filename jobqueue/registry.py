@@ -240,7 +240,10 @@ def resolve_handler(type_name: str) -> JobType:
     """
     try:
         return resolve(type_name)
-    except UnknownJobType:
+    except UnknownJobType as not_registered:
+        # With no resolver added (Django before 6.0 has no django.tasks), or none that knows
+        # the name, the registry's own error stands; a resolver's reason, when it gave one.
+        unknown = not_registered
         for resolver in list(_resolvers):
             try:
                 return resolver(type_name)
