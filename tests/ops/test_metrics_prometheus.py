@@ -94,7 +94,10 @@ def test_counters_never_fall_when_the_pruner_deletes_rollup_minutes(client):
     assert parse(exposition(client))[runs] == 1
     Rollup.objects.all().delete()  # what the pruner does once the minutes are old enough
     assert parse(exposition(client))[runs] == 1
-    run_two(now, pickup_s=0.3, run_s=2.0)
+    # Finished a second before now: a run recorded past now's minute is not read yet (the
+    # reads stop at now's minute), and now + 2 s crossed into the next one whenever the test
+    # began in a minute's last 2 s (it failed so, once in about 30 runs).
+    run_two(now - timedelta(seconds=3), pickup_s=0.3, run_s=2.0)
     assert parse(exposition(client))[runs] == 2
 
 
