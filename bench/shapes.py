@@ -627,7 +627,7 @@ def idle_cost(private: Cluster, system: str, n: int, window_s: float, base_cpu: 
         time.sleep(window_s)
         cpu1, t1 = server_cpu_s(data), time.monotonic()
         statements1, _ = statement_totals(target.jq_url, db)
-        top = statement_top(target.jq_url, db)
+        top = statement_top(target.jq_url, db, 14)
     finally:
         stop(procs)
     for calls, ms, query in top:

@@ -7,6 +7,11 @@ fire time (:func:`jobqueue.cron.planning.plan`: time zones, DST, missed runs), a
 transaction each. A paused or partitioned ex-leader is fenced out by the lease's token, and even
 two schedulers that both believe they lead cannot fire one (entry, fire time) twice: the fire
 record's unique constraint turns the second attempt into "already fired".
+
+A follower among ``sharing`` processes of one host (``runworkers --processes N``) asks for the
+lease ``N`` times less often, jittered (``maintenance.services.shared_interval_s``): the host asks
+about once a tick, not once per process (each ask is a write, and most of what an idle fleet
+sent the primary). A leader renews at every tick.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from jobqueue.cron.entries import cron_store, reconcile_settings
 from jobqueue.cron.firing import fire
 from jobqueue.cron.planning import plan
 from jobqueue.logging import job_extra
+from jobqueue.maintenance.services import shared_interval_s
 from jobqueue.settings.conf import get_settings
 from jobqueue.settings.crontab import Schedule
 from jobqueue.store.interface import SCHEDULER_LEASE, DueEntry, Leadership
@@ -69,6 +75,8 @@ class Scheduler:
         lookahead_s: how far ahead of its fire time a job is enqueued (as ``scheduled``, with
             ``run_at`` = fire time); default one tick.
         reconcile: make the settings entries match ``JOBQUEUE["CRON"]`` at the first tick.
+        sharing: how many processes on this host run a scheduler (``runworkers --processes``):
+            as a follower this one asks for the lease that many times less often.
     """
 
     name = "scheduler"
@@ -85,6 +93,7 @@ class Scheduler:
         grace_s: float | None = None,
         lookahead_s: float | None = None,
         reconcile: bool = True,
+        sharing: int = 1,
     ) -> None:
         conf = get_settings()
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -100,6 +109,9 @@ class Scheduler:
         self._stopped = False
         self._next_prune = time.monotonic()
         self._bad_entries: dict[int, float] = {}
+        self.sharing = sharing
+        #: Monotonic time before which a follower does not ask for the lease (see the module).
+        self._ask_at = 0.0
 
     def __repr__(self) -> str:
         return f"<Scheduler {self.holder} {'leader' if self.leadership else 'follower'}>"
@@ -125,8 +137,12 @@ class Scheduler:
         if not self._reconciled:
             reconcile_settings(self.using)
             self._reconciled = True
+        if self.leadership is None and time.monotonic() < self._ask_at:
+            return Tick(leading=False)  # another process of this host asks in between
         lead = self._elect(now)
         if lead is None:
+            if self.sharing > 1:
+                self._ask_at = time.monotonic() + shared_interval_s(self.interval_s, self.sharing)
             return Tick(leading=False)
         tick = Tick(leading=True, token=lead.token)
         horizon = lead.now + timedelta(seconds=self.lookahead_s)

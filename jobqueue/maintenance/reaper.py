@@ -8,9 +8,7 @@ the worker stops claiming.
 from __future__ import annotations
 
 import logging
-import math
 import threading
-import time
 
 from jobqueue.registry import policy_for
 from jobqueue.store.finishing import charge_expired
@@ -19,10 +17,12 @@ from jobqueue.worker.outage import ReapHold
 
 logger = logging.getLogger("jobqueue.worker")
 
-#: Least seconds between two repairs of stranded ordering-key followers by one reaper. The repair
-#: probes each ordering key that has waiting jobs; a stranding needs a key's job to end between
-#: an enqueue statement and its commit, so a rare delay of up to this long is the trade.
-STRANDED_INTERVAL_SECONDS = 10.0
+#: Rounds between two repairs of stranded ordering-key followers by one reaper: every 10 s at the
+#: default ``REAPER_INTERVAL_SECONDS``, and, like the rounds, as often per host as one process
+#: did (``runworkers --processes``). The repair probes each ordering key that has waiting jobs; a
+#: stranding needs a key's job to end between an enqueue statement and its commit, so a rare
+#: delay of up to this long is the trade.
+STRANDED_EVERY_ROUNDS = 10
 
 
 class Reaper:
@@ -44,7 +44,7 @@ class Reaper:
         self.interval_s = interval_s
         self.hold = hold
         self._stopping = stopping
-        self._stranded_at = -math.inf  # monotonic time of the last repair: the first round runs it
+        self._rounds = 0  # rounds since the last repair: the first round runs it
 
     def ready(self) -> bool:
         """Return whether the reaper may run now (not stopping, not held after an outage)."""
@@ -60,12 +60,8 @@ class Reaper:
         retried, dead = self.store.reap(charge_by_type)
         # Ordering-key followers whose parent ended before their enqueue committed (issue 33:
         # enqueues take no lock, so the parent's release could not see them).
-        now = time.monotonic()
-        if now - self._stranded_at >= STRANDED_INTERVAL_SECONDS:
-            self._stranded_at = now
-            released = self.store.release_stranded()
-        else:
-            released = 0
+        released = self.store.release_stranded() if self._rounds == 0 else 0
+        self._rounds = (self._rounds + 1) % STRANDED_EVERY_ROUNDS
         if released:
             logger.warning(
                 "reaper: %d ordering-key job(s) released after their key's job ended", released

@@ -17,24 +17,35 @@ worker whose own listener is down does, until the relay (restarted by the superv
 
 While the relay is up, an idle worker process polls every ``POLL_INTERVAL_SECONDS`` times the
 number of processes sharing the relay (with jitter, so they do not poll together): the host as
-a whole polls about as often as one process did (:meth:`HandedListener.idle_wait_s`). Polling
+a whole polls about as often as one process did (``ListenerHealth.idle_wait_s``). Polling
 is only the safety net there (retries falling due, reaped leases: changes nobody notifies).
 
 A relay write never blocks: a worker that does not read (busy, or being restarted) has a full
 pipe, and a line that does not fit is dropped; the lines already in the pipe wake it anyway.
+
+Where nobody can LISTEN (a database behind a transaction pooler without a ``LISTEN_DATABASE``, or
+``LISTEN_NOTIFY`` off) the relay polls for the host instead (:class:`Poller`): once per
+``POLL_INTERVAL_SECONDS`` it asks whether the workers' queues hold a job (``Store.has_work``, one
+index probe per queue) and, when they do, writes a queue's name as a notification would. It
+wakes every process when work appears, and one at a time, in turn, while it stays (a job
+scheduled for later is work too, and waking every process each second for it would cost the
+claims the probe saves). Its ``+up`` means its last probe succeeded. The host then polls once per
+interval, not once per process (docs/decisions.md, "One of a host's processes at a time").
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import random
 import select
 import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from django.db import DatabaseError, connections
+
+from jobqueue.store import get_store
 from jobqueue.store.notify import ReadyListener, wake_for
 
 logger = logging.getLogger("jobqueue.worker")
@@ -69,7 +80,77 @@ def write_all(fds: Sequence[int], line: bytes) -> None:
             logger.debug("relay: could not write to pipe %d: %s", fd, exc)
 
 
-def run_relay(fds_by_alias: Mapping[str, Sequence[int]], name: str) -> int:
+class Poller:
+    """Where nobody LISTENs: ask once per interval whether ``queues`` hold work; wake ``fds``.
+
+    The same face as :class:`_Forwarder` for :func:`run_relay` (``start``, ``stop``,
+    ``connected``, ``fds``); ``connected`` is set while the probes succeed.
+
+    Args:
+        alias: the queues' database alias (a pooled one is fine: one short statement a probe).
+        fds: the write ends of the pipes of the worker processes it wakes.
+        queues: the queues those processes serve (no ``"*"``: it cannot be probed).
+        interval_s: seconds between probes (``POLL_INTERVAL_SECONDS``).
+        name: the probing thread's name.
+    """
+
+    def __init__(
+        self, alias: str, fds: Sequence[int], queues: Sequence[str], interval_s: float, name: str
+    ) -> None:
+        self.alias = alias
+        self.fds = list(fds)
+        self.queues = list(queues)
+        self.interval_s = interval_s
+        self.connected = threading.Event()
+        self._line = queues[0].encode() + b"\n"  # a queue every one of those processes serves
+        self._had_work = False
+        self._turn = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        """Start probing on a daemon thread."""
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop probing and wait up to ``timeout`` seconds for the thread to end."""
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def probe(self) -> None:
+        """Ask once; wake the processes as the module says. A database error marks it down."""
+        try:
+            has_work = get_store(self.alias).has_work(self.queues)
+        except DatabaseError as exc:
+            if self.connected.is_set():
+                logger.warning("relay: cannot poll %r for work: %s", self.alias, exc)
+            self.connected.clear()
+            # A lost connection is opened afresh at the next probe.
+            connections[self.alias].close_if_unusable_or_obsolete()
+            return
+        self.connected.set()
+        if has_work and not self._had_work:
+            write_all(self.fds, self._line)  # work appeared: every process claims
+        elif has_work:
+            write_all([self.fds[self._turn % len(self.fds)]], self._line)
+            self._turn += 1
+        self._had_work = has_work
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.probe()
+                self._stop.wait(self.interval_s)
+        finally:
+            connections.close_all()
+
+
+def run_relay(
+    fds_by_alias: Mapping[str, Sequence[int]],
+    name: str,
+    polled: Sequence[tuple[str, Sequence[int], Sequence[str]]] = (),
+    poll_interval_s: float = 1.0,
+) -> int:
     """Run the relay process: LISTEN on each alias, hand every notification to its pipes.
 
     Runs until SIGTERM or SIGINT (the supervisor's) or until its parent dies. Call it in the
@@ -79,6 +160,9 @@ def run_relay(fds_by_alias: Mapping[str, Sequence[int]], name: str) -> int:
         fds_by_alias: database alias to LISTEN on (PostgreSQL, never through a pooler) ->
             the write ends of the pipes of the worker processes it wakes.
         name: the listening connections' ``application_name`` prefix.
+        polled: ``(alias, write ends, queues)`` of the processes whose alias nobody can LISTEN
+            on: the relay polls for them (:class:`Poller`).
+        poll_interval_s: seconds between two polls of one alias.
 
     Returns:
         The process exit status, 0.
@@ -90,10 +174,16 @@ def run_relay(fds_by_alias: Mapping[str, Sequence[int]], name: str) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
-    for fds in fds_by_alias.values():
-        for fd in fds:
+    listeners: list[_Forwarder | Poller] = [
+        _Forwarder(alias, fds, f"{name} {alias}") for alias, fds in fds_by_alias.items()
+    ]
+    listeners += [
+        Poller(alias, fds, queues, poll_interval_s, f"{name} poll {alias}")
+        for alias, fds, queues in polled
+    ]
+    for listener in listeners:
+        for fd in listener.fds:
             os.set_blocking(fd, False)
-    listeners = [_Forwarder(alias, fds, f"{name} {alias}") for alias, fds in fds_by_alias.items()]
     for listener in listeners:
         listener.start()
     parent = os.getppid()
@@ -205,19 +295,3 @@ class HandedListener:
             self.on_state(up)
         except Exception:
             logger.exception("hand-off: reporting its state failed")
-
-
-def idle_wait_s(poll_interval_s: float, sharing: int) -> float:
-    """Return how long an idle worker process that shares a relay waits between claims.
-
-    Args:
-        poll_interval_s: ``POLL_INTERVAL_SECONDS`` (or ``--poll-interval``), seconds.
-        sharing: how many processes share the relay (1: the interval as it is).
-
-    Returns:
-        ``poll_interval_s * sharing``, jittered by ±50% so the processes spread out: together
-        they poll about once per ``poll_interval_s``.
-    """
-    if sharing <= 1:
-        return poll_interval_s
-    return poll_interval_s * sharing * random.uniform(0.5, 1.5)

@@ -20,8 +20,9 @@ import logging
 import threading
 from collections.abc import Callable
 
+from jobqueue.maintenance.services import shared_interval_s
 from jobqueue.store.notify import FAST_POLL_S, ReadyListener
-from jobqueue.worker.handoff import HandedListener, idle_wait_s
+from jobqueue.worker.handoff import HandedListener
 
 logger = logging.getLogger("jobqueue.worker")
 
@@ -39,7 +40,7 @@ class ListenerHealth:
             supervisor's relay (``handoff.py``): the worker reads wake-ups there instead of
             LISTENing on a connection of its own. None: it listens itself.
         sharing: how many worker processes share that relay: an idle one polls that many
-            times less often while the relay is up (``handoff.idle_wait_s``).
+            times less often while the relay is up (``maintenance.services.shared_interval_s``).
     """
 
     name = "listener-state"
@@ -99,7 +100,7 @@ class ListenerHealth:
         if not self.enabled:
             return poll_interval_s
         if self.up:
-            return idle_wait_s(poll_interval_s, self.sharing if self.handoff_fd else 1)
+            return shared_interval_s(poll_interval_s, self.sharing if self.handoff_fd else 1)
         return min(poll_interval_s, FAST_POLL_S)
 
     def _changed(self, up: bool) -> None:

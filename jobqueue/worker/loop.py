@@ -77,7 +77,7 @@ class Worker:
         max_tasks: finish at most this many jobs, then stop claiming and drain (``quota.py``).
         wake_fd: under the supervisor with a relay (``handoff.py``), the read end of this
             process's pipe: wake-ups come from there, not from a listening connection of its
-            own (``listen_notify`` must be on for them to be read).
+            own (the relay LISTENs for the host, or polls where nobody can).
         sharing: with ``wake_fd``, how many processes share the relay: an idle one polls that
             many times less often while the relay is up, and reaps expired leases that many
             times less often (the host as a whole as often as one process did).
@@ -188,7 +188,8 @@ class Worker:
             self.store,
             self.worker_id,
             self.listen_on or self.using,
-            self.listen_notify and self.listen_on is not None,
+            # Under the supervisor its relay listens for it, or polls where none can LISTEN.
+            (self.listen_notify and self.listen_on is not None) or wake_fd is not None,
             handoff_fd=wake_fd,
             sharing=sharing,
         )

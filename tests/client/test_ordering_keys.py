@@ -29,10 +29,11 @@ from collections.abc import Callable
 
 import pytest
 from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 
 import jobqueue
 from jobqueue.consumer import ack, claim, heartbeat
-from jobqueue.maintenance.reaper import Reaper
+from jobqueue.maintenance.reaper import STRANDED_EVERY_ROUNDS, Reaper
 from jobqueue.models import Job
 from jobqueue.states import JobState
 from jobqueue.store import get_store
@@ -264,3 +265,16 @@ def test_the_orm_store_releases_a_follower_whose_key_job_ended_unseen():
     assert rows.get(id=follower).state == JobState.READY
     assert rows.get(id=later).state == JobState.WAITING  # behind the follower, as before
     assert store.release_stranded() == 0
+
+
+@pg
+def test_the_reaper_repairs_stranded_followers_at_its_first_round_then_every_tenth():
+    # The repair probes every key with waiting jobs (the reap's costliest statement when idle):
+    # every STRANDED_EVERY_ROUNDS rounds, so a host of N processes, each reaping N times less
+    # often, repairs as often as one process did.
+    reaper = Reaper(get_store(), interval_s=1.0, hold=ReapHold(0.0), stopping=threading.Event())
+    with CaptureQueriesContext(connections["default"]) as seen:
+        for _ in range(2 * STRANDED_EVERY_ROUNDS + 1):
+            reaper.run_once()
+    repairs = [q for q in seen.captured_queries if "WITH RECURSIVE keys" in q["sql"]]
+    assert len(repairs) == 3  # rounds 1, 11 and 21

@@ -22,6 +22,7 @@ from unittest import mock
 
 import pytest
 from django.db import connections
+from django.test.utils import CaptureQueriesContext
 
 import jobqueue
 from jobqueue.cron.scheduler import Scheduler
@@ -284,6 +285,36 @@ def test_a_stopped_leader_resigns_and_the_next_takes_over_at_its_next_tick():
     a.stop()
     assert a.run_once().leading is False  # stopped for good
     assert b.run_once().leading is True
+
+
+def _asks(statements: list[dict]) -> int:
+    return sum("INSERT INTO jobqueue_leaderlease" in q["sql"] for q in statements)
+
+
+def test_a_follower_among_8_processes_asks_once_then_leaves_the_next_ticks_to_the_others():
+    # Every tick of every process asked for the lease: most of what an idle fleet sent the
+    # primary. A follower of 8 now waits 4-12 ticks between asks; the leader renews at each.
+    a = scheduler("A", lease_s=300, sharing=8)
+    b = scheduler("B", lease_s=300, sharing=8)
+    with CaptureQueriesContext(connections["default"]) as seen:
+        assert a.run_once().leading
+        for _ in range(20):
+            assert b.run_once().leading is False
+            assert a.run_once().leading is True
+    assert _asks(seen.captured_queries) == 21 + 1  # A's 21 ticks; B's first tick only
+    # A stops: B takes over at the first ask its share of the ticks gives it.
+    a.stop()
+    b._ask_at = 0.0  # as when its turn comes, 4-12 s on
+    assert b.run_once().leading is True
+
+
+def test_a_lone_process_asks_at_every_tick():
+    a, b = scheduler("A", lease_s=300), scheduler("B", lease_s=300)
+    with CaptureQueriesContext(connections["default"]) as seen:
+        assert a.run_once().leading
+        for _ in range(5):
+            assert b.run_once().leading is False
+    assert _asks(seen.captured_queries) == 6
 
 
 # -- FIELD-CASE 8 ------------------------------------------------------------------------------
@@ -667,3 +698,20 @@ def test_field_case_35_a_next_fire_time_at_or_before_the_last_fire_is_stepped_pa
     assert m.next_fire_at == start + timedelta(minutes=3)
     errors = [r for r in caplog.records if "at or before its last fire" in r.getMessage()]
     assert len(errors) == 1  # once, not per tick
+
+
+@requires_postgres()
+@committing
+def test_a_followers_ask_while_the_lease_runs_writes_nothing():
+    # Each ask locked the lease row (ON CONFLICT DO UPDATE locks before its WHERE): a
+    # transaction id, a dirtied page and WAL per ask, from every host about once a second.
+    a, b = scheduler("A", lease_s=300), scheduler("B", lease_s=300)
+    assert a.run_once().leading
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT xmax::text FROM jobqueue_leaderlease")
+        [(before,)] = cursor.fetchall()
+        assert not b.run_once().leading
+        cursor.execute("SELECT xmax::text FROM jobqueue_leaderlease")
+        [(after,)] = cursor.fetchall()
+    assert after == before == "0"
+    assert a.run_once().leading  # the leader still renews

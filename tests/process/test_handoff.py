@@ -77,3 +77,15 @@ def test_a_killed_relay_is_restarted_and_the_processes_poll_meanwhile(workers):
     wait_for(lambda: done(after), timeout=60)
     proc.send_signal(signal.SIGTERM)
     assert workers.exit_code(proc) == 0
+
+
+def test_where_nobody_may_listen_the_relay_polls_for_the_host(workers):
+    # LISTEN_NOTIFY off (as behind a transaction pooler with no LISTEN_DATABASE): no process
+    # listens; the relay polls for all of them, and says up while its polls work.
+    proc = workers.start("--queues", "h", "--processes", "3", settings={"LISTEN_NOTIFY": False})
+    wait_for(lambda: all_listening(3), timeout=120)
+    assert listening_backends() == {"relay": 0, "own": 0}
+    ids = [jobqueue.enqueue("h", ADD, {"a": n, "b": 1}) for n in range(5)]
+    wait_for(lambda: all(done(job_id) for job_id in ids), timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    assert workers.exit_code(proc) == 0

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from django.db import DatabaseError, connection, connections, transaction
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import jobqueue
@@ -289,3 +290,18 @@ def test_a_leaky_handlers_transaction_ends_with_its_job(tmp_path):
     leaked = int(path.read_text().split()[1])
     wait_for(lambda: not _alive(leaked), timeout=30)
     assert Job.objects.get(id=job_id).state == JobState.SUCCEEDED
+
+
+@pg
+@pytest.mark.django_db(transaction=True)
+def test_a_reap_that_finds_nothing_is_one_round_trip_and_one_that_finds_a_lease_still_locks_it():
+    # An idle fleet reaps about once a second per host and finds nothing: the transaction that
+    # locks and charges (BEGIN, the limits, the statement, COMMIT) is opened only on a find.
+    store = get_store()
+    with CaptureQueriesContext(connections["default"]) as seen:
+        assert store.reap(_decide) == (0, 0)
+    assert len(seen.captured_queries) == 1, [q["sql"][:60] for q in seen.captured_queries]
+    past = timezone.now() - timedelta(minutes=5)
+    job = make_job(JobState.LEASED, queue="reap", lease_until=past, lease_token=uuid.uuid4())
+    assert store.reap(_decide) == (1, 0)
+    assert Job.objects.get(id=job.id).state == JobState.SCHEDULED

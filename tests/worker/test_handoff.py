@@ -1,7 +1,8 @@
 """The worker's end of the supervisor's relay (``jobqueue/worker/handoff.py``), on a real pipe.
 
-No database and no relay process: the test writes what the relay writes (payload lines, ``+up``,
-``+down``) and reads what the listener did with them. Real processes: tests/process/test_handoff.py.
+No relay process: the test writes what the relay writes (payload lines, ``+up``, ``+down``) and
+reads what the listener did with them, and calls the relay's poller (where nobody can LISTEN) on
+the test database. Real processes: tests/process/test_handoff.py.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
+import jobqueue
+from jobqueue.maintenance.services import shared_interval_s
+from jobqueue.models import Job
 from jobqueue.worker import handoff
-from jobqueue.worker.handoff import HandedListener, idle_wait_s, write_all
+from jobqueue.worker.handoff import HandedListener, write_all
 
 
 @pytest.fixture
@@ -79,8 +83,42 @@ def test_a_full_pipe_drops_the_line_instead_of_blocking(pipe):
 
 
 def test_an_idle_worker_sharing_a_relay_polls_that_many_times_less_often():
-    assert idle_wait_s(1.0, 1) == 1.0
-    waits = [idle_wait_s(1.0, 10) for _ in range(200)]
+    assert shared_interval_s(1.0, 1) == 1.0
+    waits = [shared_interval_s(1.0, 10) for _ in range(200)]
     assert all(5.0 <= wait <= 15.0 for wait in waits)
     assert len(set(waits)) > 1  # jittered, so the processes spread out
     assert handoff.STALE_AFTER_S > 3 * handoff.SAY_UP_EVERY_S  # three +up may be late
+
+
+def _lines(read_fd: int) -> bytes:
+    try:
+        return os.read(read_fd, 65536)
+    except BlockingIOError:
+        return b""
+
+
+@pytest.mark.django_db
+def test_where_nobody_listens_the_relay_polls_and_wakes_all_when_work_appears_then_one_in_turn():
+    pipes = [os.pipe() for _ in range(3)]
+    try:
+        for read, write in pipes:
+            os.set_blocking(read, False)
+            os.set_blocking(write, False)
+        poller = handoff.Poller("default", [w for _, w in pipes], ["h", "i"], 1.0, "test")
+        poller.probe()  # nothing waits: nobody is woken, and the probe worked
+        assert poller.connected.is_set()
+        assert [_lines(r) for r, _ in pipes] == [b"", b"", b""]
+        jobqueue.enqueue("i", "tests.testapp.jobs.noop")
+        poller.probe()  # work appeared: every process claims
+        assert [_lines(r) for r, _ in pipes] == [b"h\n", b"h\n", b"h\n"]
+        # It stays (a job scheduled for later is work too): one process at a time, in turn.
+        poller.probe()
+        poller.probe()
+        assert [_lines(r) for r, _ in pipes] == [b"h\n", b"h\n", b""]
+        Job.objects.all().delete()
+        poller.probe()
+        assert [_lines(r) for r, _ in pipes] == [b"", b"", b""]
+    finally:
+        for read, write in pipes:
+            os.close(read)
+            os.close(write)

@@ -294,7 +294,7 @@ class Command(BaseCommand):
             services: list[Any] = []
             scheduler = None
             if with_scheduler:
-                scheduler = Scheduler(holder=worker_id, using=using)
+                scheduler = Scheduler(holder=worker_id, using=using, sharing=sharing)
                 services.append(scheduler)
             if not options["burst"]:
                 # Every worker prunes in small SKIP LOCKED batches: safe to run in many at once.
@@ -373,11 +373,12 @@ class Command(BaseCommand):
 
         def run_slot(slot: int, worker_id: str) -> int:
             # Slots take the aliases in turn: N processes per alias, each on one alias.
+            share = shares[slot % len(shares)]
             worker = run_worker(
                 worker_id,
                 recycle=True,
-                share=shares[slot % len(shares)],
-                wake_fd=supervisor.wake_fd(slot),
+                share=share,
+                wake_fd=supervisor.wake_fd(slot) if relayed(share) else None,
                 sharing=processes or 1,
             )
             code = worker.exit_code
@@ -394,21 +395,43 @@ class Command(BaseCommand):
 
         def listens_on(alias: str) -> str | None:
             # Where a worker of ``alias`` LISTENs: never through a pooler, only on PostgreSQL.
-            listen_on = listen_alias(alias)
+            listen_on = listen_alias(alias) if conf.listen_notify else None
             if listen_on is None or connections[listen_on].vendor != "postgresql":
                 return None
             return listen_on
 
+        def polled(share: AliasShare) -> bool:
+            # Nobody can LISTEN for it: the relay polls for the host (handoff.py). Not "*",
+            # which names no queue to probe, nor SQLite, whose processes poll a local file.
+            return (
+                listens_on(share.alias) is None
+                and connections[share.alias].vendor == "postgresql"
+                and EVERY_QUEUE not in share.queues
+            )
+
+        def relayed(share: AliasShare) -> bool:
+            return listens_on(share.alias) is not None or polled(share)
+
         def relay(fds: Mapping[int, int]) -> int:
-            # One listening connection per database for all the slots on it (handoff.py).
+            # One listening connection per database for all the slots on it, or one poll per
+            # interval where none can LISTEN (handoff.py).
             by_alias: dict[str, list[int]] = {}
+            by_polled: dict[AliasShare, list[int]] = {}
             for slot, fd in fds.items():
-                listen_on = listens_on(shares[slot % len(shares)].alias)
+                share = shares[slot % len(shares)]
+                listen_on = listens_on(share.alias)
                 if listen_on is not None:
                     by_alias.setdefault(listen_on, []).append(fd)
-            return run_relay(by_alias, "jobqueue-relay")
+                elif polled(share):
+                    by_polled.setdefault(share, []).append(fd)
+            return run_relay(
+                by_alias,
+                "jobqueue-relay",
+                polled=[(share.alias, fds, share.queues) for share, fds in by_polled.items()],
+                poll_interval_s=options["poll_interval"] or conf.poll_interval_seconds,
+            )
 
-        listening = conf.listen_notify and any(listens_on(s.alias) for s in shares)
+        listening = any(relayed(share) for share in shares)
 
         supervisor = Supervisor(
             processes=(processes or 1) * len(shares),
