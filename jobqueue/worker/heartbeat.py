@@ -77,9 +77,10 @@ class Heartbeat:
                     run.label,
                     extra=run.extra(),
                 )
-        self.store.touch_worker(
-            self.worker_id,
-            running_jobs=len(held),
-            status="draining" if self._stopping.is_set() else "running",
-        )
+        with bounded.asynchronous_commit():  # the worker's own heartbeat (ASYNCHRONOUS_COMMIT)
+            self.store.touch_worker(
+                self.worker_id,
+                running_jobs=len(held),
+                status="draining" if self._stopping.is_set() else "running",
+            )
         return len(kept)

@@ -23,6 +23,7 @@ from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.limits.fairness import ClaimPlan, TenantCaps
 from jobqueue.maintenance.pruning import Pruner
 from jobqueue.models import Job
+from jobqueue.models import Worker as WorkerRow
 from jobqueue.settings.conf import build_settings
 from jobqueue.settings.transactions import (
     DEFAULT_IDLE_IN_TRANSACTION_SECONDS,
@@ -305,3 +306,16 @@ def test_a_reap_that_finds_nothing_is_one_round_trip_and_one_that_finds_a_lease_
     job = make_job(JobState.LEASED, queue="reap", lease_until=past, lease_token=uuid.uuid4())
     assert store.reap(_decide) == (1, 0)
     assert Job.objects.get(id=job.id).state == JobState.SCHEDULED
+
+
+@pg
+@pytest.mark.django_db(transaction=True)
+def test_a_workers_heartbeat_row_write_is_one_round_trip():
+    # Every worker process writes its row at each heartbeat, idle or not.
+    store = get_store()
+    store.register_worker("w-touch", ["q"], 1, 10.0)
+    with CaptureQueriesContext(connections["default"]) as seen:
+        store.touch_worker("w-touch", running_jobs=3, status="draining")
+    assert len(seen.captured_queries) == 1, [q["sql"][:60] for q in seen.captured_queries]
+    row = WorkerRow.objects.get(worker_id="w-touch")
+    assert (row.running_jobs, row.status) == (3, "draining")

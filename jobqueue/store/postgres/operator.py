@@ -29,6 +29,13 @@ from jobqueue.store.shared import WorkerRegistry
 class PostgresOperator(WorkerRegistry, PostgresArea):
     """Operator writes and reads on PostgreSQL: cancel, retry, run now, prune."""
 
+    def touch_worker(self, worker_id: str, running_jobs: int = 0, status: str = "running") -> None:
+        # One round trip: every worker process sends it each heartbeat, idle or not (the ORM's
+        # update in a transaction of its own was three).
+        params = {"worker_id": worker_id, "running_jobs": running_jobs, "status": status}
+        with self.db.execute("touch_worker", params):
+            pass
+
     def wake_queues(self, queues: Sequence[str]) -> None:
         if queues:
             with self.db.execute("wake_queues", {"queues": sorted(set(queues))}) as cursor:
