@@ -144,7 +144,8 @@ DEFAULT_ADMIN_MASKED_KEYS = ("password", "token", "secret", "card", "authorizati
 
 DEFAULT_LEADER_LEASE_SECONDS = 15.0
 """How long the leader lease (the right to fire cron) lasts without renewal; a dead leader's
-lease is taken over within this long plus one scheduler tick."""
+lease is taken over within this long plus about one scheduler tick (a follower among N processes
+of a host asks every N ticks, jittered, so the host asks about once a tick)."""
 
 DEFAULT_SCHEDULER_INTERVAL_SECONDS = 1.0
 """How often each worker's scheduler ticks: renews or tries to take the leader lease, and, as
