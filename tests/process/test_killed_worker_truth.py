@@ -1,0 +1,79 @@
+"""What an operator sees after ``kill -9`` of a supervised worker process mid-job.
+
+Real supervisor (``runworkers --processes 2``), real SIGKILL; waits follow progress.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import jobqueue
+from jobqueue.models import Job, Worker
+from tests.conftest import (
+    FAST_WORKER_SETTINGS,
+    ROOT,
+    record_lines,
+    requires_postgres,
+    subprocess_env,
+    wait_for,
+)
+from tests.testapp import jobs
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    requires_postgres(),
+]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "django", "jobqueue", *args],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_job_whose_process_was_killed_says_why_its_attempt_ended(workers, tmp_path):
+    path, flag = tmp_path / "runs.txt", tmp_path / "go"
+    job_id = jobqueue.enqueue(
+        "killed1", jobs.hold_until_file, {"path": str(path), "flag": str(flag)}
+    )
+    sup = workers.start(
+        "--queues",
+        "killed1",
+        "--processes",
+        "2",
+        "--concurrency",
+        "1",
+        settings=FAST_WORKER_SETTINGS,
+    )
+    first = wait_for(lambda: record_lines(path))
+    victim = int(first[0][2])
+    held_by = Job.objects.get(id=job_id).leased_by
+    os.kill(victim, signal.SIGKILL)
+    # Run again (attempt 2) in another process, then let it finish.
+    wait_for(lambda: len(record_lines(path)) == 2, timeout=60)
+    flag.touch()
+    wait_for(lambda: Job.objects.get(id=job_id).state == "succeeded", timeout=60)
+
+    job = Job.objects.get(id=job_id)
+    assert job.last_error is not None, job.errors
+    assert held_by in job.last_error["message"] or job.last_error["worker"] == held_by
+    assert "SIGKILL" in job.last_error["message"] or "died" in job.last_error["message"]
+    listed = cli("jobs", "--queue", "killed1", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [row] = json.loads(listed.stdout)
+    assert row["last_error"] and "died" in row["last_error"], row
+    # The dead process's Worker row is not left behind to read as a silent worker.
+    wait_for(lambda: not Worker.objects.filter(pid=victim).exists(), timeout=30)
+    assert sup.poll() is None
