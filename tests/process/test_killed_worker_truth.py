@@ -67,13 +67,18 @@ def test_a_job_whose_process_was_killed_says_why_its_attempt_ended(workers, tmp_
     wait_for(lambda: Job.objects.get(id=job_id).state == "succeeded", timeout=60)
 
     job = Job.objects.get(id=job_id)
-    assert job.last_error is not None, job.errors
-    assert held_by in job.last_error["message"] or job.last_error["worker"] == held_by
-    assert "SIGKILL" in job.last_error["message"] or "died" in job.last_error["message"]
+    last = job.last_error
+    assert last is not None, job.errors
+    assert (last["kind"], last["worker"], last["attempt"]) == ("process_died", held_by, 1)
+    said = "its worker process was killed by SIGKILL while running it alone; the attempt counts"
+    assert last["message"] == said
     listed = cli("jobs", "--queue", "killed1", "--json")
     assert listed.returncode == 0, listed.stderr
     [row] = json.loads(listed.stdout)
-    assert row["last_error"] and "died" in row["last_error"], row
+    assert row["last_error"] == f"ProcessDied: {said}", row
+    shown = cli("show", str(job_id))
+    assert shown.returncode == 0, shown.stderr
+    assert f"process_died 1 {held_by}: ProcessDied: {said}" in shown.stdout, shown.stdout
     # The dead process's Worker row is not left behind to read as a silent worker.
     wait_for(lambda: not Worker.objects.filter(pid=victim).exists(), timeout=30)
     assert sup.poll() is None
