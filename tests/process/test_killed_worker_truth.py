@@ -79,6 +79,15 @@ def test_a_job_whose_process_was_killed_says_why_its_attempt_ended(workers, tmp_
     shown = cli("show", str(job_id))
     assert shown.returncode == 0, shown.stderr
     assert f"process_died 1 {held_by}: ProcessDied: {said}" in shown.stdout, shown.stdout
-    # The dead process's Worker row is not left behind to read as a silent worker.
-    wait_for(lambda: not Worker.objects.filter(pid=victim).exists(), timeout=30)
+    # The supervisor's hand-back removed the dead process's Worker row: health, the admin and
+    # ``jobqueue workers`` count no silent worker (nothing to prune an hour later).
+    assert not Worker.objects.filter(pid=victim).exists()
+
+    def workers_check() -> dict:
+        checked = json.loads(cli("health", "--json").stdout)
+        return next(c for c in checked["checks"] if c["name"] == "workers")
+
+    # The slot's replacement registers when it starts: wait for it, then no silent worker.
+    seen = wait_for(lambda: (c := workers_check())["alive"] == 2 and c, timeout=60)
+    assert seen["silent"] == 0, seen
     assert sup.poll() is None
