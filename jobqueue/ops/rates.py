@@ -191,14 +191,14 @@ def _le(bound: float) -> str:
     return f"{bound:g}"
 
 
-def families(now: datetime, using: str = "default") -> list[Family]:
+def families(counted: list[dict[str, Any]]) -> list[Family]:
     """Return the counters and histograms of the rollup, for ``metrics.compute``.
 
     Args:
-        now: the database clock at the reading (aware).
-        using: database alias.
+        counted: the reading's :func:`totals` (``metrics.compute`` also reads their queues:
+            a queue that ran jobs keeps its gauges when it goes idle).
     """
-    rows = summarised(totals(now, using))
+    rows = summarised(counted)
     runs: list[Sample] = []
     expirations: dict[str, float] = {}
     for row in rows:
