@@ -502,7 +502,7 @@ def compute(using: str = "default") -> str:
         [({"cause": name[len(DEATHS_PREFIX) :]}, float(body or 0)) for name, body in deaths],
         "counter",
     )
-    for rolled in rollup_families(counted):
+    for rolled in rollup_families(now, using, counted):
         if rolled.kind == "histogram":
             out += histogram(rolled.name, rolled.help, rolled.series)
         else:
