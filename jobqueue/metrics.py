@@ -63,12 +63,14 @@ from jobqueue.ops.exposition import DATABASE_LABEL, family, histogram, merge
 from jobqueue.ops.outbox import families as outbox_families
 from jobqueue.ops.queues import (
     OTHER_QUEUES_LABEL,
+    declared_queues,
     live_workers,
     open_breakers,
     served_queues,
     top_queues,
 )
 from jobqueue.ops.rates import families as rollup_families
+from jobqueue.ops.rates import totals as rollup_totals
 from jobqueue.routing import all_queue_aliases
 from jobqueue.settings.conf import get_settings
 from jobqueue.store import Store, get_store
@@ -243,7 +245,11 @@ def compute(using: str = "default") -> str:
     pauses = list(Pause.objects.using(using).values_list("kind", "name")[:1000])
     paused = {name for kind, name in pauses if kind == "queue"}
     paused_types = sorted(name for kind, name in pauses if kind != "queue")
+    counted = rollup_totals(now, using)
+    # A queue gone idle keeps its series at 0 (they vanished: alerts on them went stale and
+    # graphs had gaps): the queues that ran jobs (the counters'), and the declared ones.
     names = set(gauges) | set(dead) | set(waiting) | set(running.by_queue) | paused
+    names |= {row["queue"] for row in counted} | declared_queues(using)
     served = served_queues(workers, sorted(names))
     names |= set(served)
     queues = sorted(names)
@@ -496,11 +502,11 @@ def compute(using: str = "default") -> str:
         [({"cause": name[len(DEATHS_PREFIX) :]}, float(body or 0)) for name, body in deaths],
         "counter",
     )
-    for counted in rollup_families(now, using):
-        if counted.kind == "histogram":
-            out += histogram(counted.name, counted.help, counted.series)
+    for rolled in rollup_families(now, using, counted):
+        if rolled.kind == "histogram":
+            out += histogram(rolled.name, rolled.help, rolled.series)
         else:
-            out += family(counted.name, counted.help, counted.samples, counted.kind)
+            out += family(rolled.name, rolled.help, rolled.samples, rolled.kind)
     for name, help_text, samples in outbox_families(using):
         out += family(name, help_text, samples)
     return "\n".join(out) + "\n"

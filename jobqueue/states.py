@@ -51,3 +51,8 @@ CANCELLABLE = frozenset(
 )
 #: States an operator may retry from.
 RETRYABLE = frozenset({JobState.DEAD, JobState.CANCELLED})
+#: Error-history kinds that end a run without a result: the handler failed (``error``), its
+#: lease ran out (``lease_expired``: the reaper), its worker process died under the supervisor
+#: (``process_died``: the hand-back, charged or not). ``Job.last_error`` and the admin's
+#: timeline read these; operator actions, releases and deferrals are not failures.
+FAILED_RUN_KINDS = frozenset({"error", "lease_expired", "process_died"})

@@ -26,7 +26,7 @@ from jobqueue.admin.display import (
     state_badge,
 )
 from jobqueue.models import Job
-from jobqueue.states import FINISHED, JobState
+from jobqueue.states import FAILED_RUN_KINDS, FINISHED, JobState
 
 #: History kinds in words (``kind`` of an entry; "error" is a failed run).
 KIND_WORDS = {
@@ -39,8 +39,9 @@ KIND_WORDS = {
     "released": "released at shutdown",
     "operator_run_now": "run now by operator",
 }
-#: The kinds that end a run that failed (the rest are operator actions and hand-backs).
-FAILED_KINDS = frozenset({"error", "timeout", "lease_expired", "process_died"})
+#: The kinds that end a run that failed (the rest are operator actions and hand-backs);
+#: ``timeout`` as the timeline always read it (a timeout is written as an ``error`` entry now).
+FAILED_KINDS = FAILED_RUN_KINDS | {"timeout"}
 
 
 @dataclass(frozen=True, slots=True)

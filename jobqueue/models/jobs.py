@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from jobqueue.states import CLAIMABLE, FINISHED, LIVE, DeadReason, JobState
+from jobqueue.states import CLAIMABLE, FAILED_RUN_KINDS, FINISHED, LIVE, DeadReason, JobState
 
 _claimable = Q(state__in=sorted(CLAIMABLE))
 _live = Q(state__in=sorted(LIVE))
@@ -211,9 +211,13 @@ class Job(models.Model):
 
     @property
     def last_error(self) -> dict | None:
-        """Return the newest failure entry of the error history, or None."""
+        """Return the newest entry of the error history that ended a run unfinished, or None.
+
+        A run ends so when its handler fails, its lease runs out, or its worker process dies
+        (``jobqueue.states.FAILED_RUN_KINDS``).
+        """
         for entry in reversed(self.errors or []):
-            if entry.get("kind", "error") in {"error", "lease_expired"}:
+            if entry.get("kind", "error") in FAILED_RUN_KINDS:
                 return entry
         return None
 

@@ -22,7 +22,9 @@ from typing import Any
 from django.db.models import Count, Min, Q
 
 from jobqueue.limits.fairness import rate_limits
-from jobqueue.models import DependencyBreaker, Job, Pause, Worker
+from jobqueue.models import CronEntry, DependencyBreaker, Job, Pause, Worker
+from jobqueue.registry import registry
+from jobqueue.routing import queue_aliases
 from jobqueue.settings.conf import get_settings
 from jobqueue.settings.queues import EVERY_QUEUE, serves
 from jobqueue.states import CLAIMABLE, JobState
@@ -158,6 +160,31 @@ def served_queues(workers: list[Worker], names: Iterable[str] = ()) -> dict[str,
         for name in named | {name for name in names if serves(listed, name)}:
             served[name] = served.get(name, 0) + 1
     return served
+
+
+#: Most cron entries whose queues :func:`declared_queues` reads (the table is small).
+MAX_CRON_QUEUES = 1000
+
+
+def declared_queues(using: str = "default") -> set[str]:
+    """Return the queues declared to live on ``using``, jobs or not.
+
+    A queue is declared by ``JOBQUEUE["QUEUES"]`` (the queues workers serve by default), by a
+    job type registered in this process (its ``@job(queue=)``), or by a cron entry on
+    ``using``. The metrics report such a queue (0 when it holds no jobs) so its series does not
+    vanish when it goes idle; only those that ``JOBQUEUE["QUEUE_DATABASES"]`` routes to
+    ``using`` (a cron entry's row is there already).
+
+    Args:
+        using: database alias of the queue.
+
+    Returns:
+        The queue names.
+    """
+    named = set(get_settings().queues) | {t.queue for t in registry().values()}
+    routed = {name for name in named if using in queue_aliases(name)}
+    entries = CronEntry.objects.using(using).order_by().values_list("queue", flat=True)
+    return routed | set(entries.distinct()[:MAX_CRON_QUEUES])
 
 
 def paused_types(using: str = "default") -> list[Pause]:

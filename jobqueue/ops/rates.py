@@ -191,14 +191,19 @@ def _le(bound: float) -> str:
     return f"{bound:g}"
 
 
-def families(now: datetime, using: str = "default") -> list[Family]:
+def families(
+    now: datetime, using: str = "default", counted: list[dict[str, Any]] | None = None
+) -> list[Family]:
     """Return the counters and histograms of the rollup, for ``metrics.compute``.
 
     Args:
         now: the database clock at the reading (aware).
         using: database alias.
+        counted: this reading's :func:`totals`, when the caller read them already
+            (``metrics.compute`` also reads their queues: a queue that ran jobs keeps its
+            gauges when it goes idle); None: read them here.
     """
-    rows = summarised(totals(now, using))
+    rows = summarised(totals(now, using) if counted is None else counted)
     runs: list[Sample] = []
     expirations: dict[str, float] = {}
     for row in rows:

@@ -8,7 +8,8 @@
         "tenant": {"default": "50/s", "overrides": {"big": "500/s", "internal": None}},
     }
 
-A limit is ``"<number>/<s|min|h>"`` (or a bare number: per second) or
+A limit is ``"<number>/<unit>"`` with a unit of :data:`RATE_UNITS` (``s``, ``min``, ``h`` or
+their long forms ``sec``, ``second``, ``minute``, ``hour``), a bare number (per second), or
 ``{"rate": ..., "burst": n}``; the burst (how many tokens a full bucket holds, so how many jobs
 may start at once after a quiet spell) defaults to one second's worth, at least 1. The tenant
 default gives every tenant (``tenant_id`` not empty) its own bucket; an override of None exempts
@@ -32,12 +33,16 @@ from typing import Any
 from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.settings.ranges import setting
 
-__all__ = ["Limiter", "RateLimits", "parse_rate_limits"]
+__all__ = ["RATE_UNITS", "Limiter", "RateLimits", "parse_rate", "parse_rate_limits"]
 
 WHERE = "JOBQUEUE['RATE_LIMITS']"
 
-_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "h": 3600.0}
-_UNITS["hour"] = 3600.0
+#: The units a rate string may name, each with its seconds: the one list the parser accepts
+#: (docs/rate-limits.md lists the same; a test compares them). Short form first, then its long
+#: forms, which are accepted as written in prose ("5/sec", "5/hour").
+RATE_UNITS: Mapping[str, float] = MappingProxyType(
+    {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "h": 3600.0, "hour": 3600.0}
+)
 _RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*/\s*([a-z]+)\s*")
 
 #: Bucket key prefixes: one namespace per kind, so a type and a dependency may share a name.
@@ -175,11 +180,12 @@ def parse_rate(value: Any, where: str) -> Limiter:
         value, burst = value["rate"], value.get("burst")
     if isinstance(value, str):
         match = _RATE.fullmatch(value)
-        if match is None or match.group(2) not in _UNITS:
+        if match is None or match.group(2) not in RATE_UNITS:
             raise JobQueueConfigurationError(
-                f"{where} must be a rate like '100/s', '600/min' or '10/h', got {value!r}"
+                f"{where} must be a rate like '100/s', '600/min' or '10/h' (units: "
+                f"{', '.join(RATE_UNITS)}), got {value!r}"
             )
-        per_s: Any = float(match.group(1)) / _UNITS[match.group(2)]
+        per_s: Any = float(match.group(1)) / RATE_UNITS[match.group(2)]
         text = value.strip()
     else:
         # A bare number is jobs per second; the range check refuses anything else.

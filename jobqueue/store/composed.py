@@ -130,9 +130,13 @@ class ComposedStore:
         return self.finishing.reap(decide, limit, now)
 
     def hand_back(
-        self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
+        self,
+        worker_id: str,
+        decide: Callable[[ExpiredLease], ReapDecision] | None = None,
+        *,
+        cause: str = "",
     ) -> HandBack:
-        return self.finishing.hand_back(worker_id, decide)
+        return self.finishing.hand_back(worker_id, decide, cause=cause)
 
     def breaker_states(
         self, names: Sequence[str], now: datetime | None = None

@@ -27,6 +27,7 @@ __all__ = [
     "charge_expired",
     "charged_outcome",
     "died_entry",
+    "died_words",
     "expired_entry",
     "finished",
     "lease_of",
@@ -104,15 +105,43 @@ def lease_of(row: Any) -> ExpiredLease:
 
 
 def expired_entry(lease: ExpiredLease) -> dict[str, Any]:
-    """Return the error entry of a lease the reaper found run out (the store adds ``at``)."""
+    """Return the error entry of a lease the reaper found run out (the store adds ``at``).
+
+    Its message names the worker that held the lease: the one list row an operator reads
+    (``jobqueue jobs``, the admin's last error) says whose process to look at.
+    """
     until = lease.lease_until.isoformat() if lease.lease_until is not None else "?"
     return {
         "kind": EXPIRED_KIND,
         "attempt": lease.attempts,
         "worker": lease.leased_by,
         "type": "LeaseExpired",
-        "message": f"lease expired at {until} without an ack (worker crashed or stalled)",
+        "message": (
+            f"lease expired at {until} without an ack: worker {lease.leased_by or '?'} "
+            "stopped renewing it (its process died or froze)"
+        ),
     }
+
+
+def died_words(cause: str) -> str:
+    """Return how a worker process died, for a hand-back's error message.
+
+    Args:
+        cause: the supervisor's name for the death (``jobqueue.worker.causes``): ``"OOM"``, a
+            signal's name (``"SIGKILL"``), ``"signal N"`` or ``"exit status N"``; empty if
+            not known.
+
+    Returns:
+        ``"was killed by SIGKILL"``, ``"was killed by the kernel's OOM killer"``, ``"exited
+        with status 1"``, or ``"died"``.
+    """
+    if cause == "OOM":
+        return "was killed by the kernel's OOM killer"
+    if cause.startswith(("SIG", "signal ")):
+        return f"was killed by {cause}"
+    if cause.startswith("exit status "):
+        return f"exited with status {cause.removeprefix('exit status ')}"
+    return "died"
 
 
 def died_entry(lease: ExpiredLease, *, charged: bool, message: str) -> dict[str, Any]:

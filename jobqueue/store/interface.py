@@ -230,13 +230,14 @@ class ClaimedJob:
         )
 
 
-#: Error message of a job charged for its process's death.
-ALONE_MESSAGE = "its worker process died while running it alone; the attempt counts"
+#: Error message of a job charged for its process's death; ``{died}``: how it died
+#: (``store.finishing.died_words``).
+ALONE_MESSAGE = "its worker process {died} while running it alone; the attempt counts"
 
 
 #: Error message of a job refunded because its process died while running several.
 COMPANY_MESSAGE = (
-    "its worker process died while running {n} jobs; the attempt is not counted and the job "
+    "its worker process {died} while running {n} jobs; the attempt is not counted and the job "
     "next runs alone"
 )
 
@@ -950,7 +951,11 @@ class Store(Protocol):
         """
 
     def hand_back(
-        self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
+        self,
+        worker_id: str,
+        decide: Callable[[ExpiredLease], ReapDecision] | None = None,
+        *,
+        cause: str = "",
     ) -> HandBack:
         """Return the leases of a worker process that died, settled by the contract below.
 
@@ -958,6 +963,9 @@ class Store(Protocol):
             worker_id: the dead process's worker id (no live process may hold it).
             decide: ``callable(ExpiredLease) -> ReapDecision`` for a job charged for the death;
                 default ``store.finishing.charge_expired``.
+            cause: why it died, as the supervisor names it (``"SIGKILL"``, ``"OOM"``,
+                ``"exit status 1"``: ``jobqueue.worker.causes``); each job's error entry says
+                so. Empty: not known.
 
         Returns:
             A :class:`~jobqueue.store.interface.HandBack` of counts.

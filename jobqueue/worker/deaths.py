@@ -33,7 +33,7 @@ from jobqueue.store.interface import HandBack
 logger = logging.getLogger("jobqueue.supervisor")
 
 
-def hand_back_leases(worker_id: str, using: str = "default") -> HandBack:
+def hand_back_leases(worker_id: str, using: str = "default", cause: str = "") -> HandBack:
     """Hand back the leases of the dead worker process ``worker_id``; return what was done.
 
     Its Worker row goes too, as at a clean exit: the supervisor saw it die, so the dashboard,
@@ -44,6 +44,8 @@ def hand_back_leases(worker_id: str, using: str = "default") -> HandBack:
         worker_id: the id the dead process held its leases under. No live process may use it
             (the supervisor restarts the slot only after this returns).
         using: database alias of the queue.
+        cause: why it died (``"SIGKILL"``, ``"OOM"``, ``"exit status 1"``:
+            ``jobqueue.worker.causes``); each handed-back job's error entry says so.
 
     Returns:
         The counts of refunded, retried, dead and cancelled jobs.
@@ -54,7 +56,9 @@ def hand_back_leases(worker_id: str, using: str = "default") -> HandBack:
     """
     store = get_store(using)
     try:
-        done = store.hand_back(worker_id, charge_by_type)  # the one rule, the type's backoff
+        done = store.hand_back(
+            worker_id, charge_by_type, cause=cause
+        )  # the one rule, the type's backoff
         store.deregister_worker(worker_id)
     finally:
         connections[using].close()

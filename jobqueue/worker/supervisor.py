@@ -113,8 +113,9 @@ class Supervisor:
             pid: called in the child and in the supervisor after the fork with the same
             ``nonce`` (drawn before it), so both agree and the supervisor knows whose leases a
             dead child held.
-        hand_back: ``hand_back(worker_id)``, run in a forked process after a child died to
-            hand back its leases; None leaves them to expire.
+        hand_back: ``hand_back(worker_id, cause)``, run in a forked process after a child died
+            to hand back its leases (``cause`` as ``causes.py`` names it); None leaves them to
+            expire.
         record_death: ``record_death(cause)``, run in that same forked process after the
             hand-back, to count the death by cause where the metrics read it (the supervisor
             itself touches no database); None counts them in the log only.
@@ -134,7 +135,7 @@ class Supervisor:
         run_worker: Callable[[int, str], int],
         grace_s: float,
         worker_id_for: Callable[[int, int, str], str],
-        hand_back: Callable[[str], object] | None = None,
+        hand_back: Callable[[str, str], object] | None = None,
         record_death: Callable[[str], object] | None = None,
         relay: Callable[[Mapping[int, int]], int] | None = None,
     ) -> None:
@@ -276,7 +277,7 @@ class Supervisor:
             code = 1
             try:
                 if self.hand_back is not None:
-                    self.hand_back(slot.worker_id)
+                    self.hand_back(slot.worker_id, slot.cause)
                 code = 0
             except BaseException:
                 logger.exception(

@@ -27,11 +27,11 @@ from jobqueue.client import job
 from jobqueue.errors import JobQueueConfigurationError
 from jobqueue.limits.fairness import rate_limits
 from jobqueue.settings.conf import build_settings
-from jobqueue.settings.rates import Limiter, parse_rate_limits
+from jobqueue.settings.rates import RATE_UNITS, Limiter, parse_rate, parse_rate_limits
 from jobqueue.states import JobState
 from jobqueue.store import get_store
 from jobqueue.store.plan import ClaimPlan
-from tests.conftest import requires_postgres
+from tests.conftest import ROOT, requires_postgres
 from tests.factories import make_job
 from tests.store.contract_rates import NOOP, OTHER
 
@@ -80,6 +80,19 @@ def test_a_bad_rate_limit_is_e001_naming_the_key(bad, named):
         assert message.id == "jobqueue.E001" and "RATE_LIMITS" in message.msg
         with pytest.raises(SystemCheckError, match=r"jobqueue\.E001"):
             call_command("check", databases=["default"])
+
+
+def test_the_docs_list_exactly_the_rate_units_the_parser_accepts():
+    """The fresh-user trial found "5/sec" and "5/hour" accepted while the docs listed only /s,
+    /min and /h: the parser's one table (RATE_UNITS) and the docs' sentence now agree."""
+    text = (ROOT / "docs" / "rate-limits.md").read_text()
+    sentence = text[text.index("- A rate is ") :].split("\n- ", 1)[0]
+    listed = {u for u in re.findall(r"`(?:\"<n>/)?([a-z]+)\"?`", sentence)}
+    assert listed == set(RATE_UNITS), sentence
+    for unit, seconds in RATE_UNITS.items():
+        assert parse_rate(f"7200/{unit}", "x").rate == pytest.approx(7200 / seconds)
+    with pytest.raises(JobQueueConfigurationError, match=r"units: s, sec, second, min, minute"):
+        parse_rate("5/m", "x")
 
 
 # -- how many statements a claim costs ----------------------------------------------------------

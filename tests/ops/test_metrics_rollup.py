@@ -10,14 +10,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.test import override_settings
 
+from jobqueue import metrics
+from jobqueue.models import CronEntry
 from jobqueue.ops.clock import db_now
 from jobqueue.ops.rollup import ALL_QUEUES, chart_data
 from jobqueue.retries import RunOutcome
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store import get_store
 from tests.factories import make_job
-from tests.ops.test_metrics import scraped  # noqa: F401  (the fixture)
+from tests.ops.test_metrics import parse, scraped  # noqa: F401  (scraped: the fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -89,3 +92,26 @@ def test_quiet_sampled_minutes_draw_a_zero_line_not_no_data():
     assert [v for _, v in lag.points if v is not None] == [0.0]
     # A minute nobody sampled stays a gap.
     assert sum(v is None for _, v in depth.points) == len(depth.points) - 1
+
+
+def test_a_queue_gone_idle_reads_zero_instead_of_dropping_out():
+    """A queue whose jobs all finished keeps its per-queue gauges at 0 (its series vanished:
+    an alert on ``jobqueue_jobs{state="ready"} > X`` went stale, graphs had gaps); so does a
+    queue only declared (``JOBQUEUE["QUEUES"]``, a job type's ``@job(queue=)``, a cron entry)."""
+    store = get_store()
+    make_job(queue="mail", type=NOOP)
+    [held] = store.claim(["mail"], "w", 1, 30.0)
+    store.finish_many(
+        [RunOutcome(job_id=held.id, lease_token=held.lease_token, state=JobState.SUCCEEDED)]
+    )
+    CronEntry.objects.create(name="nightly", cron_expr="0 3 * * *", job_type=NOOP, queue="crons")
+    with override_settings(JOBQUEUE={"QUEUES": ["declared"]}):
+        m = parse(metrics.compute())
+    assert m[f'jobqueue_job_runs_total{{{KEY},outcome="succeeded"}}'] == 1
+    for queue in ("mail", "declared", "crons", "default"):  # default: the test jobs' @job queue
+        for state in ("ready", "scheduled", "leased", "dead", "waiting"):
+            assert m[f'jobqueue_jobs{{queue="{queue}",state="{state}"}}'] == 0
+        assert m[f'jobqueue_oldest_claimable_age_seconds{{queue="{queue}"}}'] == 0
+        assert m[f'jobqueue_queue_unserved{{queue="{queue}"}}'] == 0
+        assert m[f'jobqueue_queue_paused{{queue="{queue}"}}'] == 0
+        assert m[f'jobqueue_running_jobs{{queue="{queue}"}}'] == 0

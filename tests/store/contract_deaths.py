@@ -12,6 +12,7 @@ import functools
 import pytest
 
 from jobqueue.errors import LeaseLost
+from jobqueue.models import Job
 from jobqueue.retries import Backoff
 from jobqueue.states import DeadReason, JobState
 from jobqueue.store.finishing import charge_expired
@@ -76,6 +77,26 @@ class DeathContract:
             1,
         )
         assert row["finished_at"] is not None
+
+    def test_hand_back_says_how_the_process_died_in_each_jobs_last_error(self, store):
+        alone = self.make().id
+        store.claim(["q"], "dead-a", 1, 30.0)
+        store.hand_back("dead-a", decide_retry_in(60.0), cause="SIGKILL")
+        pair = [self.make().id for _ in range(2)]
+        store.claim(["q"], "dead-b", 2, 30.0)
+        store.hand_back("dead-b", decide_retry_in(60.0), cause="exit status 3")
+        jobs = Job.objects.using(self.alias)
+        last = jobs.get(id=alone).last_error
+        assert last is not None and (last["kind"], last["worker"]) == ("process_died", "dead-a")
+        assert last["message"] == (
+            "its worker process was killed by SIGKILL while running it alone; the attempt counts"
+        )
+        for job_id in pair:
+            last = jobs.get(id=job_id).last_error
+            assert last is not None and last["worker"] == "dead-b"
+            assert last["message"].startswith(
+                "its worker process exited with status 3 while running 2 jobs;"
+            )
 
     def test_hand_back_of_a_worker_without_leases_changes_nothing(self, store):
         job_id = self.make().id

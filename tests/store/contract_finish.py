@@ -216,8 +216,8 @@ class FinishContract:
             "type": "LeaseExpired",
         }
         assert entry["message"] == (
-            f"lease expired at {claimed.lease_until.isoformat()} without an ack "
-            "(worker crashed or stalled)"
+            f"lease expired at {claimed.lease_until.isoformat()} without an ack: worker w1 "
+            "stopped renewing it (its process died or froze)"
         )
         assert datetime.fromisoformat(entry["at"]) == later
 

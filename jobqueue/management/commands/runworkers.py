@@ -389,9 +389,9 @@ class Command(BaseCommand):
 
         grace = conf.grace_seconds if options["grace"] is None else options["grace"]
 
-        def hand_back(worker_id: str) -> None:
+        def hand_back(worker_id: str, cause: str) -> None:
             # A dead child held leases on its slot's alias only.
-            hand_back_leases(worker_id, alias_of.get(worker_id, shares[0].alias))
+            hand_back_leases(worker_id, alias_of.get(worker_id, shares[0].alias), cause)
 
         def listens_on(alias: str) -> str | None:
             # Where a worker of ``alias`` LISTENs: never through a pooler, only on PostgreSQL.

@@ -35,6 +35,7 @@ from jobqueue.store.finishing import (
     charge_expired,
     charged_outcome,
     died_entry,
+    died_words,
     expired_entry,
     lease_of,
 )
@@ -198,7 +199,11 @@ class PostgresFinishing(PostgresArea):
         return states.count("scheduled"), states.count("dead")
 
     def hand_back(
-        self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
+        self,
+        worker_id: str,
+        decide: Callable[[ExpiredLease], ReapDecision] | None = None,
+        *,
+        cause: str = "",
     ) -> HandBack:
         """Return a dead worker process's leases: ``Store.hand_back``."""
         decide = decide or charge_expired
@@ -210,13 +215,14 @@ class PostgresFinishing(PostgresArea):
             if len(leases) == 1:
                 # Alone, its job is charged as an expired lease is: an outcome like any other.
                 [lease] = leases
-                entry = died_entry(lease, charged=True, message=ALONE_MESSAGE)
+                message = ALONE_MESSAGE.format(died=died_words(cause))
+                entry = died_entry(lease, charged=True, message=message)
                 recorded = self.finish_many([charged_outcome(lease, decide(lease), entry)])
                 return HandBack.count(list(recorded.values()), company=False)
             params = {
                 "ids": [x.id for x in leases],
                 "tokens": [x.lease_token for x in leases],
-                "message": COMPANY_MESSAGE.format(n=len(leases)),
+                "message": COMPANY_MESSAGE.format(died=died_words(cause), n=len(leases)),
             }
             with self.db.execute("hand_back", params) as cursor:
                 states = [r.state for r in fetchall(cursor)]

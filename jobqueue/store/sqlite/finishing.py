@@ -28,6 +28,7 @@ from jobqueue.store.finishing import (
     charge_expired,
     charged_outcome,
     died_entry,
+    died_words,
     expired_entry,
     lease_of,
     target_fields,
@@ -205,7 +206,11 @@ class GenericFinishing(GenericArea):
         return states.count(JobState.SCHEDULED), states.count(JobState.DEAD)
 
     def hand_back(
-        self, worker_id: str, decide: Callable[[ExpiredLease], ReapDecision] | None = None
+        self,
+        worker_id: str,
+        decide: Callable[[ExpiredLease], ReapDecision] | None = None,
+        *,
+        cause: str = "",
     ) -> HandBack:
         """Return a dead worker process's leases: ``Store.hand_back``."""
         decide = decide or charge_expired
@@ -221,10 +226,11 @@ class GenericFinishing(GenericArea):
             if len(leases) == 1:
                 # Alone, its job is charged as an expired lease is: an outcome like any other.
                 [lease] = leases
-                entry = died_entry(lease, charged=True, message=ALONE_MESSAGE)
+                message = ALONE_MESSAGE.format(died=died_words(cause))
+                entry = died_entry(lease, charged=True, message=message)
                 recorded = self.finish_many([charged_outcome(lease, decide(lease), entry)], now)
                 return HandBack.count(list(recorded.values()), company=False)
-            message = COMPANY_MESSAGE.format(n=len(leases))
+            message = COMPANY_MESSAGE.format(died=died_words(cause), n=len(leases))
             states = []
             for lease in leases:
                 entry = {
