@@ -1,15 +1,19 @@
 """Pickup under a trickle, hop by hop: where a job's time goes between ``enqueue`` and its start.
 
-    .venv/bin/python bench/pickup_hops.py [--jobs 100] [--gap-ms 30]
+    .venv/bin/python bench/pickup_hops.py [--jobs 100] [--gap-ms 30] [--private]
 
 Recreates BENCH_DATABASE_URL's database, starts one worker process (``Worker(queues=["bench"])``,
 no services) whose listener, bell, claims and statements are stamped (wall clock, this machine),
 enqueues ``--jobs`` jobs one at a time, and prints, per hop, p50 / p90 / p99 ms after the
 ``enqueue`` call began: the call returned, the notification reached the listener, the loop woke,
-the claim began, the claim's jobs came back, the handler started; then every statement the
+the claim began, its statement was sent and came back, the claim's jobs were handed to be
+started, the first went to a handler thread, the worker sent its next statement, the executor
+began, the handler started; then every statement the
 worker sent while a job was on its way, with its count per job and its client-side time. The
 stamping wraps functions of the worker (it changes nothing they do); the handler's start is its
-own ``time.time()`` (``tests.testapp.jobs.started_at_wall``).
+own ``time.time()`` (``tests.testapp.jobs.started_at_wall``). With ``--private`` it runs on a
+private cluster (``fsync=off``, pg_stat_statements) instead of BENCH_DATABASE_URL, and adds each
+statement's server time (mean execution and planning per call, pg_stat_statements).
 """
 
 from __future__ import annotations
@@ -26,7 +30,19 @@ from _common import ROOT, bench_env, recreate_database
 
 URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/jobqueue_bench")
 STAMP = "tests.testapp.jobs.started_at_wall"
-HOPS = ("returned", "notify", "woke", "claim_begin", "claimed", "start")
+HOPS = (
+    "returned",
+    "notify",
+    "woke",
+    "claim_begin",
+    "claim_sent",
+    "claim_back",
+    "claimed",
+    "submit",
+    "next_sent",
+    "executor",
+    "start",
+)
 
 
 def stamped_worker(path: str) -> None:
@@ -37,6 +53,9 @@ def stamped_worker(path: str) -> None:
     import jobqueue.store.bounded as bounded
     import jobqueue.store.notify as notify
     import jobqueue.worker.claiming as claiming
+    import jobqueue.worker.executor as executor
+    import jobqueue.worker.starting as starting
+    import jobqueue.worker.threads as threads
     import jobqueue.worker.wakeups as wakeups
     from jobqueue.worker.loop import Worker
 
@@ -59,12 +78,21 @@ def stamped_worker(path: str) -> None:
     wrap(wakeups.WakeUps, "wait", after="woke")
     wrap(claiming.Claimer, "claim", before="claim_begin")
     wrap(claiming.Claimer, "_start", before="claimed")
+    wrap(threads.HandlerThreads, "submit", before="submit")
+    wrap(executor, "execute", before="executor")
+    starting.execute = executor.execute  # imported by name there
     execute = bounded.execute
 
     def timed(alias, text, params=None):
         began = time.time()
         cursor = execute(alias, text, params)
-        events.append(["sql: " + " ".join(text.split())[:50], began, time.time()])
+        ended = time.time()
+        events.append(["sql: " + " ".join(text.split())[:50], began, ended])
+        if "jobqueue_claim_" in text[:40]:
+            events.append(["claim_sent", began])
+            events.append(["claim_back", ended])
+        else:  # the worker's next statement after the claim (while the job starts)
+            events.append(["next_sent", began])
         return cursor
 
     bounded.execute = timed
@@ -91,13 +119,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--gap-ms", type=float, default=30.0)
+    parser.add_argument("--private", action="store_true", help="on a private cluster")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # the stamped worker's own run
     args = parser.parse_args()
-    env = bench_env(URL)
     if args.worker:
+        bench_env(URL)
         stamped_worker(args.worker)
         return
-    recreate_database(URL, env)
+    cluster = None
+    if args.private:
+        from _clusters import start_cluster
+
+        cluster = start_cluster("jobqueue_bench")
+        env = bench_env(cluster.url("jobqueue_bench"))
+        env["BENCH_DATABASE_URL"] = os.environ["BENCH_DATABASE_URL"] = env["DATABASE_URL"]
+        subprocess.run(
+            [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, check=True, cwd=ROOT
+        )
+    else:
+        env = bench_env(URL)
+        recreate_database(URL, env)
+    try:
+        run(args, env, cluster is not None)
+    finally:
+        if cluster is not None:
+            cluster.destroy()
+
+
+def run(args: argparse.Namespace, env: dict[str, str], private: bool) -> None:
+    """Enqueue the trickle to a stamped worker and print the hops (and, private, server times)."""
     import django
 
     django.setup()
@@ -112,6 +162,9 @@ def main() -> None:
 
     path = f"/tmp/jobqueue-pickup-hops-{os.getpid()}.jsonl"
     cmd = [sys.executable, __file__, "--worker", path]
+    if private:
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_stat_statements_reset()")
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
     try:
         time.sleep(3)
@@ -146,7 +199,7 @@ def main() -> None:
         hops["returned"].append((returned[job_id] - at) * 1000)
         hops["start"].append((start[job_id] - at) * 1000)
         window = [e for e in events if at <= e[1] <= start[job_id] + 0.001]
-        for hop in ("notify", "woke", "claim_begin", "claimed"):
+        for hop in HOPS[1:-1]:
             stamps = [e[1] for e in window if e[0] == hop]
             if stamps:
                 hops[hop].append((stamps[0] - at) * 1000)
@@ -162,6 +215,18 @@ def main() -> None:
     for text, values in sorted(statements.items(), key=lambda kv: -len(kv[1])):
         cells = f"{percentile(values, 50):6.2f} / {percentile(values, 99):6.2f}"
         print(f"  {len(values) / args.jobs:5.2f}  {cells}  {text}")
+    if private:
+        print("server time per call (pg_stat_statements, the whole run; calls, exec ms, plan ms):")
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT calls, mean_exec_time, mean_plan_time, query FROM pg_stat_statements"
+                " WHERE calls >= %s AND query NOT ILIKE '%%pg_stat%%'"
+                " ORDER BY calls * mean_exec_time DESC LIMIT 15",
+                [args.jobs // 2],
+            )
+            for calls, exec_ms, plan_ms, query in cur.fetchall():
+                text = " ".join(query.split())[:70]
+                print(f"  {calls:6d} {exec_ms:7.3f} {plan_ms:7.3f}  {text}")
 
 
 if __name__ == "__main__":

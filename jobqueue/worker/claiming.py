@@ -27,6 +27,11 @@ from jobqueue.worker.wakeups import WakeUps
 
 logger = logging.getLogger("jobqueue.worker")
 
+#: Longest the claim loop stands aside after a short claim for its jobs to begin on their handler
+#: threads, seconds (``HandlerThreads.wait_begun``): a bound only, they usually begin within a
+#: fraction of a millisecond.
+HEAD_START_S = 0.005
+
 #: Error message of a sync job given back because its claim, which also filled the event loop's
 #: slots, brought more sync jobs than threads were free.
 NO_THREAD_MESSAGE = "given back unstarted (no handler thread was free); the attempt is not counted"
@@ -140,6 +145,11 @@ class Claimer:
         self._backoff.recovered()
         mark_served()  # the supervisor's restart backoff is for children that never got here
         self._short = len(claimed) < free
+        if self._short and claimed:
+            # The loop goes on with its own Python next (the limiters' wait, its sleep), which
+            # a woken handler thread would have to wait for to take the GIL: after a short
+            # claim nothing is more urgent than its jobs, so they begin first (threads.py).
+            self._starter.threads.wait_begun(HEAD_START_S)
         return claimed
 
     def _taken(self, claimed: list[ClaimedJob]) -> None:

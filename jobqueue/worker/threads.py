@@ -11,6 +11,13 @@ starts a thread past the cap: a run that would need one is refused, and the work
 
 Threads are reused because starting one waits for it to be scheduled: on a busy 2-core machine
 that cost more per job than the claim and the ack together (docs/performance.md).
+
+A thread given a run still has to be woken and then to take the GIL from the thread that gave it
+(the claim loop, which goes on with its own Python: the rate limiters' wait, its next sleep).
+:meth:`HandlerThreads.wait_begun` lets the giver stand aside until its runs have begun: after a
+claim that came back short (an idle worker's trickle job) the loop has nothing more urgent, and
+the job starts one wake-up after its claim instead of two (docs/performance.md, "Pickup, hop by
+hop, on a private cluster").
 """
 
 from __future__ import annotations
@@ -58,8 +65,12 @@ class HandlerThreads:
         self._idle_s = idle_s
         self._work: queue.SimpleQueue[tuple[uuid.UUID, tuple]] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        # Signalled when the last run submitted has been taken up by its thread.
+        self._begun = threading.Condition(self._lock)
         self._threads = 0
         self._idle = 0
+        # Runs submitted whose thread has not begun them yet.
+        self._pending = 0
         # Runs whose handler has not returned yet: lease token -> whether it overran.
         self._busy: dict[uuid.UUID, bool] = {}
 
@@ -106,6 +117,7 @@ class HandlerThreads:
                 # Reserve one idle thread; it takes this item (see _loop's exit check).
                 self._idle -= 1
                 self._busy[token] = False
+                self._pending += 1
                 self._work.put((token, args))
                 return
             if self._threads >= self.cap:
@@ -115,6 +127,7 @@ class HandlerThreads:
                 )
             self._threads += 1
             self._busy[token] = False
+            self._pending += 1
         try:
             threading.Thread(
                 target=self._loop, args=(token, args), name="jobqueue-handler", daemon=True
@@ -123,10 +136,34 @@ class HandlerThreads:
             with self._lock:
                 self._threads -= 1
                 self._busy.pop(token, None)
+                self._began()
             raise
+
+    def wait_begun(self, timeout: float) -> bool:
+        """Wait until every run submitted so far has begun on its thread, at most ``timeout``.
+
+        The caller blocks without the GIL meanwhile, so a woken handler thread takes it at once
+        instead of waiting for the caller's next blocking call.
+
+        Args:
+            timeout: longest wait, seconds.
+
+        Returns:
+            Whether they all began (False: the wait timed out; they begin later).
+        """
+        with self._begun:
+            return self._begun.wait_for(lambda: not self._pending, timeout)
+
+    def _began(self) -> None:
+        # (Under the lock.) One submitted run was taken up, or will never be.
+        self._pending -= 1
+        if not self._pending:
+            self._begun.notify_all()
 
     def _loop(self, token: uuid.UUID, args: tuple) -> None:
         while True:
+            with self._lock:
+                self._began()
             try:
                 result = self._run(*args)
             except BaseException:
