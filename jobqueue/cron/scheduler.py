@@ -9,7 +9,7 @@ two schedulers that both believe they lead cannot fire one (entry, fire time) tw
 record's unique constraint turns the second attempt into "already fired".
 
 A follower among ``sharing`` processes of one host (``runworkers --processes N``) asks for the
-lease ``N`` times less often, jittered (``maintenance.services.shared_interval_s``): the host asks
+lease ``N`` times less often, jittered (``settings.conf.shared_interval_s``): the host asks
 about once a tick, not once per process (each ask is a write, and most of what an idle fleet
 sent the primary). A leader renews at every tick.
 """
@@ -29,8 +29,7 @@ from jobqueue.cron.entries import cron_store, reconcile_settings
 from jobqueue.cron.firing import fire
 from jobqueue.cron.planning import plan
 from jobqueue.logging import job_extra
-from jobqueue.maintenance.services import shared_interval_s
-from jobqueue.settings.conf import get_settings
+from jobqueue.settings.conf import get_settings, shared_interval_s
 from jobqueue.settings.crontab import Schedule
 from jobqueue.store.interface import SCHEDULER_LEASE, DueEntry, Leadership
 

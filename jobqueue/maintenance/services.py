@@ -19,7 +19,6 @@ these rows.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Sequence
@@ -37,28 +36,6 @@ logger = logging.getLogger("jobqueue.worker")
 RELEASE_IDLE_S = 10.0
 #: Longest a runner that waits on a service's bell goes without looking at its stop event, s.
 STOP_CHECK_S = 0.5
-
-
-def shared_interval_s(interval_s: float, sharing: int) -> float:
-    """Return how long one of ``sharing`` processes waits between turns of a duty they share.
-
-    A duty whose work is the database's, not the process's (an idle poll, the reaper, asking
-    for the cron leader lease), needs doing about once per ``interval_s`` by a host, not by
-    each of its processes: each process waits ``sharing`` times longer, jittered so that they
-    spread out (docs/decisions.md, "One of a host's processes at a time").
-
-    Args:
-        interval_s: how often the host should do it, seconds.
-        sharing: how many processes on the host share it (``runworkers --processes``); 1: the
-            interval as it is.
-
-    Returns:
-        Seconds: ``interval_s`` when ``sharing`` <= 1, else ``interval_s * sharing`` times a
-        uniform draw from [0.5, 1.5].
-    """
-    if sharing <= 1:
-        return interval_s
-    return interval_s * sharing * random.uniform(0.5, 1.5)
 
 
 class Service(Protocol):

@@ -14,6 +14,7 @@ and ``TransactionLimits`` are re-exported here, the types of the settings' field
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -106,6 +107,29 @@ checkpoint is rewritten on the job's row at every step, so it should stay small 
 
 DEFAULT_GRACE_SECONDS = 30.0
 """How long a worker told to stop (SIGTERM) lets running jobs finish before releasing them."""
+
+
+def shared_interval_s(interval_s: float, sharing: int) -> float:
+    """Return how long one of ``sharing`` processes waits between turns of a duty they share.
+
+    A duty whose work is the database's, not the process's (an idle poll, the reaper, asking
+    for the cron leader lease), needs doing about once per ``interval_s`` by a host, not by
+    each of its processes: each process waits ``sharing`` times longer, jittered so that they
+    spread out (docs/decisions.md, "One of a host's processes at a time").
+
+    Args:
+        interval_s: how often the host should do it, seconds.
+        sharing: how many processes on the host share it (``runworkers --processes``); 1: the
+            interval as it is.
+
+    Returns:
+        Seconds: ``interval_s`` when ``sharing`` <= 1, else ``interval_s * sharing`` times a
+        uniform draw from [0.5, 1.5].
+    """
+    if sharing <= 1:
+        return interval_s
+    return interval_s * sharing * random.uniform(0.5, 1.5)
+
 
 DEFAULT_REAPER_INTERVAL_SECONDS = 1.0
 """How often each worker returns expired leases to the claimable set."""

@@ -20,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from jobqueue.maintenance.services import shared_interval_s
+from jobqueue.settings.conf import shared_interval_s
 from jobqueue.store.notify import FAST_POLL_S, ReadyListener
 from jobqueue.worker.handoff import HandedListener
 
@@ -40,7 +40,7 @@ class ListenerHealth:
             supervisor's relay (``handoff.py``): the worker reads wake-ups there instead of
             LISTENing on a connection of its own. None: it listens itself.
         sharing: how many worker processes share that relay: an idle one polls that many
-            times less often while the relay is up (``maintenance.services.shared_interval_s``).
+            times less often while the relay is up (``settings.conf.shared_interval_s``).
     """
 
     name = "listener-state"

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 import jobqueue
-from jobqueue.maintenance.services import shared_interval_s
 from jobqueue.models import Job
+from jobqueue.settings.conf import shared_interval_s
 from jobqueue.worker import handoff
 from jobqueue.worker.handoff import HandedListener, write_all
 
