@@ -48,12 +48,13 @@ PY_SPY = str(Path(sys.executable).with_name("py-spy"))
 
 def statements(url: str, db: str, jobs: int) -> list[tuple]:
     """Return (calls per 100 jobs, ms per job, rows per call, min / mean / max ms of execution
-    per call, statement start) for ``db``, most time first."""
+    per call, mean ms of planning per call, statement start) for ``db``, most time first."""
     found = rows(
         url,
         "SELECT s.calls, s.total_exec_time + s.total_plan_time,"
         " s.rows::float8 / nullif(s.calls, 0),"
         " s.min_exec_time, s.mean_exec_time, s.max_exec_time,"
+        " s.total_plan_time / nullif(s.calls, 0),"
         " left(regexp_replace(s.query, '\\s+', ' ', 'g'), 80)"
         " FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
         " WHERE d.datname = %s AND s.calls > 0 AND s.query NOT ILIKE '%%pg_stat%%'"
@@ -137,10 +138,13 @@ def run(target, db: str, jobs: int, processes: int, spy: bool, top: int) -> None
         f" worker processes {workers:.3f} ms"
     )
     total = 0.0
-    print("  calls/100 jobs   ms/job  rows/call  min/mean/max ms a call")
-    for calls, ms, per, low, mean, high, query in statements(target.jq_url, db, jobs):
+    print("  calls/100 jobs, ms/job, rows/call, min/mean/max ms of execution, planning ms a call")
+    for calls, ms, per, low, mean, high, plan, query in statements(target.jq_url, db, jobs):
         total += ms
-        print(f"  {calls:7.1f} {ms:8.4f} {per:6.1f}  {low:5.2f}/{mean:5.2f}/{high:6.2f}  {query}")
+        print(
+            f"  {calls:7.1f} {ms:8.4f} {per:6.1f}  {low:5.2f}/{mean:5.2f}/{high:6.2f}"
+            f"  {plan or 0:5.2f}  {query}"
+        )
     print(f"  sum of the top statements: {total:.4f} ms/job")
     if spy and raw.exists():
         spy_summary(raw, top)
