@@ -75,6 +75,11 @@ TIMEOUTS = {
 }
 
 
+#: psycopg's ``prepare_threshold`` on a connection where :func:`execute_each` prepares: no
+#: statement is prepared for being run often, only one sent with ``prepare=True``.
+ONLY_WHEN_ASKED = 2**31 - 1
+
+
 def _limit_sql() -> str:
     return sql("limit_transaction")
 
@@ -113,8 +118,14 @@ def synchronous_commit() -> Iterator[None]:
         _ASYNCHRONOUS.reset(token)
 
 
-def _limits(limits: TransactionLimits | None, *, durable: bool = False) -> dict[str, list[str]]:
-    """Return ``limit_transaction.sql``'s parameters; ``durable``: never asynchronous."""
+def _limits(
+    limits: TransactionLimits | None, *, durable: bool = False, generic: bool = False
+) -> dict[str, list[str]]:
+    """Return ``limit_transaction.sql``'s parameters.
+
+    ``durable``: never asynchronous; ``generic``: a prepared statement runs its generic plan
+    (planned once per session).
+    """
     settings = get_settings()
     values = dict((limits or settings.transaction_limits).as_params())
     # JIT off: jobqueue's statements are short, and the planner's estimate of a LIMIT taken
@@ -123,6 +134,15 @@ def _limits(limits: TransactionLimits | None, *, durable: bool = False) -> dict[
     values["jit"] = "off"
     if not durable and _ASYNCHRONOUS.get() and settings.asynchronous_commit:
         values["synchronous_commit"] = "off"
+    if generic:
+        # Else the server plans a prepared statement afresh at each call for as long as its
+        # generic plan's estimate is dearer than the custom plans' (the ack's always was: an
+        # array parameter of unknown length), which is what preparing it was to save. The one
+        # plan is made at the session's first call, on the tables' sizes then: a session begun
+        # on an empty table planned the ack as a scan of the whole jobs table (13 ms at 5,000
+        # rows), as the claim function did before it set the same (routines.py).
+        values["plan_cache_mode"] = "force_generic_plan"
+        values["enable_seqscan"] = "off"
     return {"jq_names": list(values), "jq_values": list(values.values())}
 
 
@@ -231,6 +251,7 @@ def execute_each(
     statements: Sequence[tuple[str, dict[str, Any]]],
     *,
     durable: Collection[int] = (),
+    prepared: Collection[int] = (),
 ) -> Each:
     """Execute each statement in a bounded transaction of its own; all in one round trip.
 
@@ -238,8 +259,15 @@ def execute_each(
     one psycopg pipeline with one Sync at its end: the server still flushes one commit per
     statement, but the client waits once. A statement that fails rolls its own transaction
     back and the ones after it do not run (the pipeline is aborted up to its Sync), so what
-    committed is always a prefix. Nothing is prepared: the client-side-binding cursor sends
-    each statement unnamed (a claim must never get a generic plan, docs/performance.md).
+    committed is always a prefix. By default nothing is prepared: the client-side-binding
+    cursor sends each statement unnamed (a claim must never get a generic plan,
+    docs/performance.md); the statements named in ``prepared`` are sent with server-side
+    binding as prepared statements of this connection (psycopg keeps them per connection), so
+    the server parses and plans them once per session, not once per call (their transaction
+    runs with ``plan_cache_mode = force_generic_plan`` and ``enable_seqscan = off``). Only for
+    statements whose plan does not depend on their parameters (the ack's: one primary-key
+    probe per outcome). There is no pooler here (:func:`pipelines`), so a prepared statement
+    stays on its server session.
 
     Call only where :func:`pipelines` says so.
 
@@ -248,6 +276,7 @@ def execute_each(
         statements: ``(text, params)`` pairs, each one statement of ``sql/``.
         durable: indexes in ``statements`` of those that commit synchronously even inside
             :func:`asynchronous_commit`.
+        prepared: indexes in ``statements`` of those sent as prepared statements.
 
     Returns:
         :data:`Each`: a cursor at its result for each statement that committed, in order, and
@@ -261,17 +290,28 @@ def execute_each(
         with connection.wrap_database_errors:
             connection.ensure_connection()
             raw = connection.connection
+            if prepared and raw.prepare_threshold is None:
+                # Django turns psycopg's preparing off (prepare_threshold None), which also
+                # refuses prepare=True. Its own cursors bind on the client and never prepare;
+                # with this threshold only a statement asked to be prepared is.
+                raw.prepare_threshold = ONLY_WHEN_ASKED
             try:
                 with raw.pipeline():
                     # Errors while queueing are kept, not raised through the pipeline's exit
                     # (which would log them again): the exit's Sync still runs.
                     try:
                         for index, (text, params) in enumerate(statements):
-                            limits = _limits(None, durable=index in durable)
+                            limits = _limits(
+                                None, durable=index in durable, generic=index in prepared
+                            )
                             raw.cursor().execute("BEGIN")
                             raw.cursor().execute(_limit_sql(), limits)
-                            cursor = raw.cursor()
-                            cursor.execute(text, params)
+                            if index in prepared:
+                                cursor = psycopg.Cursor(raw)
+                                cursor.execute(text, params, prepare=True)
+                            else:
+                                cursor = raw.cursor()
+                                cursor.execute(text, params)
                             commit = raw.cursor()
                             commit.execute("COMMIT")
                             blocks.append((cursor, commit))
