@@ -291,6 +291,7 @@ def _asks(statements: list[dict]) -> int:
     return sum("INSERT INTO jobqueue_leaderlease" in q["sql"] for q in statements)
 
 
+@requires_postgres()  # counts the statement; the gate is the same Python on SQLite
 def test_a_follower_among_8_processes_asks_once_then_leaves_the_next_ticks_to_the_others():
     # Every tick of every process asked for the lease: most of what an idle fleet sent the
     # primary. A follower of 8 now waits 4-12 ticks between asks; the leader renews at each.
@@ -308,6 +309,7 @@ def test_a_follower_among_8_processes_asks_once_then_leaves_the_next_ticks_to_th
     assert b.run_once().leading is True
 
 
+@requires_postgres()  # counts the statement; the gate is the same Python on SQLite
 def test_a_lone_process_asks_at_every_tick():
     a, b = scheduler("A", lease_s=300), scheduler("B", lease_s=300)
     with CaptureQueriesContext(connections["default"]) as seen:
