@@ -129,6 +129,16 @@ class Job(models.Model):
                 name="jobqueue_job_claim",
                 condition=_claimable,
             ),
+            # The claim's probe of a lane's rate-limited types: one seek per type (without it
+            # the probe read the lane's whole backlog whenever it held none of those types).
+            # The claimable states as a range (exactly ready and scheduled: no other state sorts
+            # between them, tests/limits/test_rates.py), so that only this index, not the one
+            # above, matches the probe (store/sql/claim.sql).
+            models.Index(
+                fields=["queue", "tenant_id", "type", "-priority", "run_at", "id"],
+                name="jobqueue_job_claim_type",
+                condition=Q(state__gte=JobState.READY, state__lte=JobState.SCHEDULED),
+            ),
             # Leased jobs per tenant: the claim's fairness order and caps. Only leased rows.
             models.Index(
                 fields=["tenant_id"],

@@ -101,3 +101,43 @@ def test_a_session_begun_on_an_empty_table_never_scans_it_whole(statement):
             " WHERE relname IN ('jobqueue_job', 'jobqueue_lane')"
         )
         assert cursor.fetchone()[0] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lane_with_none_of_the_limited_types_is_not_read_whole_for_them():
+    # With a rate limit declared, each lane is also probed for the limited types' jobs. A probe
+    # by the lane, filtered by type, read the lane's whole backlog in every claim whenever the
+    # lane held none of them (the one plan, made for any type, chose it when one type fills the
+    # table): 3,000 rows a claim here. Per type, by its index, it reads none.
+    call = routines.claim_call("default", "claim")
+    assert call is not None
+    params = claim_params(["backlog"], max_jobs=10)
+    params.update(rate_params(parse_rate_limits({"type": {"tests.testapp.jobs.add": "1/s"}})))
+    Job.objects.bulk_create(
+        [Job(**job_kwargs(JobState.READY, queue="backlog")) for _ in range(3000)]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobqueue_job")
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(call, params)
+        assert len([row for row in cursor.fetchall() if row[0] is not None]) == 10
+        cursor.execute(
+            "SELECT coalesce(sum(idx_tup_fetch), 0) FROM pg_stat_xact_user_tables"
+            " WHERE relname = 'jobqueue_job'"
+        )
+        assert cursor.fetchone()[0] < 100
+
+
+def test_only_the_claimable_states_sort_between_the_ends_of_the_limited_probes_range():
+    # claim.sql's probe of the limited types and its index name the claimable states as the
+    # range 'ready'..'scheduled' (so that only that index matches the probe): no other state
+    # may sort inside it.
+    inside = {s for s in JobState.values if JobState.READY <= s <= JobState.SCHEDULED}
+    assert inside == {JobState.READY, JobState.SCHEDULED}
+    with connection.cursor() as cursor:  # and by the database's collation
+        cursor.execute(
+            "SELECT array_agg(s) FROM unnest(%s::text[]) AS s"
+            " WHERE s >= 'ready' AND s <= 'scheduled'",
+            [list(JobState.values)],
+        )
+        assert sorted(cursor.fetchone()[0]) == ["ready", "scheduled"]

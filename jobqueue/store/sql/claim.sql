@@ -280,33 +280,43 @@ heads AS (
         FOR UPDATE OF j SKIP LOCKED) AS unlimited
         -- rates{
         UNION ALL
-        SELECT * FROM (SELECT j.id, j.type, j.priority, j.run_at, j.concurrency_key AS ck, k.room
-        FROM jobqueue_job AS j
+        -- The rate-limited types' jobs, one probe per type by jobqueue_job_claim_type (a probe
+        -- by the lane alone read the lane's whole backlog in every claim when none of its jobs
+        -- was of a limited type); a type whose bucket is drained is not probed at all.
+        SELECT * FROM (SELECT l.* FROM (SELECT DISTINCT u.type
+                                        FROM unnest(%(rl_types)s::text[]) AS u(type)) AS t
         CROSS JOIN LATERAL (
-            SELECT CASE WHEN j.concurrency_key IS NOT NULL THEN
-                coalesce((%(limits)s::jsonb->>j.concurrency_key)::int, j.concurrency_limit)
-                - (SELECT count(*) FROM jobqueue_job AS r
-                   WHERE r.state = 'leased' AND r.concurrency_key = j.concurrency_key) END AS room
-        ) AS k
-        WHERE j.queue = a.queue
-          AND j.tenant_id = a.tenant_id
-          AND j.state IN ('ready', 'scheduled')
-          AND j.run_at <= coalesce(%(now)s::timestamptz, now())
-          AND j.type = ANY(%(rl_types)s::text[])
-          AND NOT EXISTS (SELECT 1 FROM jobqueue_pause AS p
-                          WHERE p.kind = 'type' AND p.name = j.type)
-          AND (j.ordering_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM jobqueue_job AS o
-                WHERE o.ordering_key = j.ordering_key
-                  AND o.state IN ('leased', 'ready', 'scheduled')
-                  AND (o.id < j.id OR o.state = 'leased')))
-          AND (j.concurrency_key IS NULL OR k.room > 0)
-          -- (OFFSET 0: a subplan, not an anti join, which the planner would cost as turning
-          -- away nearly every row, walking the whole index for the LIMIT.)
-          AND NOT EXISTS (SELECT 1 FROM rate_out AS o WHERE o.type = j.type OFFSET 0)
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT a.n
-        FOR UPDATE OF j SKIP LOCKED) AS limited
+            SELECT j.id, j.type, j.priority, j.run_at, j.concurrency_key AS ck, k.room
+            FROM jobqueue_job AS j
+            CROSS JOIN LATERAL (
+                SELECT CASE WHEN j.concurrency_key IS NOT NULL THEN
+                    coalesce((%(limits)s::jsonb->>j.concurrency_key)::int, j.concurrency_limit)
+                    - (SELECT count(*) FROM jobqueue_job AS r
+                       WHERE r.state = 'leased' AND r.concurrency_key = j.concurrency_key) END
+                    AS room
+            ) AS k
+            WHERE j.queue = a.queue
+              AND j.tenant_id = a.tenant_id
+              AND j.type = t.type
+              -- (The claimable states as a range, as that index's predicate: the lane's index,
+              -- whose predicate is the list, can then not serve this probe, which a plan made
+              -- for any type would otherwise choose when one type fills the table.)
+              AND j.state >= 'ready' AND j.state <= 'scheduled'
+              AND j.run_at <= coalesce(%(now)s::timestamptz, now())
+              AND NOT EXISTS (SELECT 1 FROM jobqueue_pause AS p
+                              WHERE p.kind = 'type' AND p.name = j.type)
+              AND (j.ordering_key IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM jobqueue_job AS o
+                    WHERE o.ordering_key = j.ordering_key
+                      AND o.state IN ('leased', 'ready', 'scheduled')
+                      AND (o.id < j.id OR o.state = 'leased')))
+              AND (j.concurrency_key IS NULL OR k.room > 0)
+            ORDER BY j.priority DESC, j.run_at, j.id
+            LIMIT a.n
+            FOR UPDATE OF j SKIP LOCKED) AS l
+        WHERE NOT EXISTS (SELECT 1 FROM rate_out AS o WHERE o.type = t.type)
+        ORDER BY l.priority DESC, l.run_at, l.id
+        LIMIT a.n) AS limited
         -- }rates
     ) AS h
 ),
