@@ -9,6 +9,7 @@ row has ``finished_at``; a ``dead`` row has a reason and an error entry.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -253,3 +254,14 @@ def insert_ready_jobs(
         " FROM generate_series(1, %s)",
         [queue, job_type, payload, timeout_s, n],
     )
+
+
+def claim_bitmaps(plan: str) -> set[str]:
+    """Return the indexes a claim's EXPLAIN reads by bitmap scans, but the limited types' probe.
+
+    A bitmap scan reads every match before a LIMIT: none in a claim, but for the seek of each
+    rate-limited type (``jobqueue_job_claim_type``), which the statement, planned per call for
+    its own types, may plan so; the claim's function plans with bitmap scans off
+    (store/postgres/routines.py).
+    """
+    return set(re.findall(r"Bitmap Index Scan on (\w+)", plan)) - {"jobqueue_job_claim_type"}
