@@ -107,7 +107,8 @@ def test_a_slot_freed_by_a_busy_worker_is_refilled_by_an_idle_one(
     assert len(spans) == len(keyed)
     assert most_at_once(spans) <= LIMIT
     # An ack, a notification and a claim per 1 s run: a few ms (about 0.99 in use), up to
-    # a few hundred on a machine loaded many times over its cores (0.8 allows 0.25 s per
-    # refill). Waiting for B's poll (5 s) instead left the key idle most of the time (0.4).
-    assert usage(spans, LIMIT) >= 0.8, sorted(spans)
+    # a few hundred on a machine loaded many times over its cores (0.65 allows about 0.5 s
+    # per refill; 0.7998 was seen in a CI run beside a second one and a 3.10 stage). Waiting
+    # for B's poll (5 s) instead left the key idle most of the time (0.4).
+    assert usage(spans, LIMIT) >= 0.65, sorted(spans)
     assert Job.objects.filter(id__in=others).exists()
