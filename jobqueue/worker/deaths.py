@@ -56,9 +56,8 @@ def hand_back_leases(worker_id: str, using: str = "default", cause: str = "") ->
     """
     store = get_store(using)
     try:
-        done = store.hand_back(
-            worker_id, charge_by_type, cause=cause
-        )  # the one rule, the type's backoff
+        # The one rule (``retries.decide``), with each job type's backoff.
+        done = store.hand_back(worker_id, charge_by_type, cause=cause)
         store.deregister_worker(worker_id)
     finally:
         connections[using].close()

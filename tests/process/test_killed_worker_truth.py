@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
@@ -17,12 +15,11 @@ import jobqueue
 from jobqueue.models import Job, Worker
 from tests.conftest import (
     FAST_WORKER_SETTINGS,
-    ROOT,
     record_lines,
     requires_postgres,
-    subprocess_env,
     wait_for,
 )
+from tests.jobqueue_cli import cli
 from tests.testapp import jobs
 
 pytestmark = [
@@ -30,17 +27,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     requires_postgres(),
 ]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "django", "jobqueue", *args],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_a_job_whose_process_was_killed_says_why_its_attempt_ended(workers, tmp_path):
@@ -72,11 +58,11 @@ def test_a_job_whose_process_was_killed_says_why_its_attempt_ended(workers, tmp_
     assert (last["kind"], last["worker"], last["attempt"]) == ("process_died", held_by, 1)
     said = "its worker process was killed by SIGKILL while running it alone; the attempt counts"
     assert last["message"] == said
-    listed = cli("jobs", "--queue", "killed1", "--json")
+    listed = cli("jobs", "--queue", "killed1", "--json", in_process=False)
     assert listed.returncode == 0, listed.stderr
     [row] = json.loads(listed.stdout)
     assert row["last_error"] == f"ProcessDied: {said}", row
-    shown = cli("show", str(job_id))
+    shown = cli("show", str(job_id), in_process=False)
     assert shown.returncode == 0, shown.stderr
     assert f"process_died 1 {held_by}: ProcessDied: {said}" in shown.stdout, shown.stdout
     # The supervisor's hand-back removed the dead process's Worker row: health, the admin and
@@ -84,7 +70,7 @@ def test_a_job_whose_process_was_killed_says_why_its_attempt_ended(workers, tmp_
     assert not Worker.objects.filter(pid=victim).exists()
 
     def workers_check() -> dict:
-        checked = json.loads(cli("health", "--json").stdout)
+        checked = json.loads(cli("health", "--json", in_process=False).stdout)
         return next(c for c in checked["checks"] if c["name"] == "workers")
 
     # The slot's replacement registers when it starts: wait for it, then no silent worker.
